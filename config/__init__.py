@@ -1,0 +1,1 @@
+"""Shipped YAML data (engine metric maps, GPU catalog). Found via importlib.resources."""

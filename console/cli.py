@@ -1,0 +1,161 @@
+"""Command line: ``inferdeck [demo|snapshot|simulate]``. User errors exit 2 with one sentence."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from console import __version__
+from console.engines import KINDS
+from console.frame import Frame
+from console.nvml import NvmlReader
+from console.poller import EngineTarget, Poller
+from console.scraper import UrlError, check_url
+
+
+class UsageError(Exception):
+    """A mistake in how inferdeck was called; the message is the one sentence shown."""
+
+
+def parse_engine(spec: str) -> EngineTarget:
+    """``[KIND=]URL`` -> EngineTarget (kind None means: detect from the page)."""
+    kind = None
+    url = spec
+    if "=" in spec.split("://", 1)[0]:
+        kind, url = spec.split("=", 1)
+        if kind not in KINDS:
+            raise UsageError(f"--engine {spec!r}: unknown engine kind {kind!r}; use one of {', '.join(KINDS)}.")
+    try:
+        check_url(url)
+    except UrlError as exc:
+        raise UsageError(f"--engine: {exc}") from None
+    return EngineTarget(url=url, kind=kind)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="inferdeck",
+        description="Terminal operations console for GPU inference nodes.",
+    )
+    p.add_argument("--version", action="version", version=f"inferdeck {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--engine", action="append", default=[], metavar="[KIND=]URL",
+                        help="an engine's /metrics URL (repeatable); KIND is detected when omitted")
+    common.add_argument("--no-gpu", action="store_true", help="do not read NVML")
+    common.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
+    common.add_argument("--window", type=float, default=60.0, help="window for rates and percentiles, seconds")
+    # top level runs the TUI too
+    for action in common._actions:
+        if action.dest != "help":
+            p._add_action(action)
+    sub = p.add_subparsers(dest="command")
+    sub.add_parser("demo", parents=[common], help="the console on a simulated node")
+    snap = sub.add_parser("snapshot", parents=[common], help="sample headless, then print one Frame")
+    snap.add_argument("--demo", action="store_true", help="read the simulated demo node")
+    snap.add_argument("--wait", type=float, default=3.0, help="seconds to sample before printing (default 3)")
+    snap.add_argument("--format", choices=("json", "md"), default="json")
+    sim = sub.add_parser("simulate", help="serve a simulated engine's /metrics until interrupted")
+    sim.add_argument("--engine", choices=("vllm",), default="vllm")
+    sim.add_argument("--port", type=int, default=0)
+    sim.add_argument("--profile", choices=("steady", "burst", "overload"), default="steady")
+    sim.add_argument("--rate", type=float, default=4.0, help="mean requests per second")
+    return p
+
+
+def _positive(value: float, flag: str, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise UsageError(f"{flag} must be {'zero or more' if allow_zero else 'more than zero'}, not {value:g}.")
+
+
+async def sample(poller: Poller, wait_s: float, interval_s: float) -> Frame:
+    """Poll for ``wait_s`` seconds (at least once) and return the last Frame."""
+    try:
+        deadline = time.monotonic() + wait_s
+        frame = await poller.poll()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
+            frame = await poller.poll()
+        return frame
+    finally:
+        await poller.aclose()
+
+
+def _build(args: argparse.Namespace, demo: bool):
+    """(poller, demo node or None) for the chosen source."""
+    targets = [parse_engine(s) for s in args.engine]
+    node = None
+    nvml = None
+    if demo:
+        from console.demo import start_demo
+
+        node = start_demo()
+        targets += [EngineTarget(url=e.url, kind="vllm", name=n) for n, e in node.engines.items()]
+        nvml = None if args.no_gpu else NvmlReader(node.nvml, simulated=True)
+    elif not args.no_gpu:
+        nvml = NvmlReader()
+    return Poller(targets, nvml, window_s=args.window), node
+
+
+def _run_tui(args: argparse.Namespace, demo: bool) -> int:
+    poller, node = _build(args, demo)
+    from screens.app import InferdeckApp
+
+    try:
+        InferdeckApp(poller, interval_s=args.interval, title="inferdeck demo" if demo else "inferdeck").run()
+    finally:
+        if node is not None:
+            node.stop()
+    return 0
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    _positive(args.wait, "--wait", allow_zero=True)
+    poller, node = _build(args, args.demo)
+    try:
+        frame = asyncio.run(sample(poller, args.wait, args.interval))
+    finally:
+        if node is not None:
+            node.stop()
+    if args.format == "md":
+        from console.snapshot import to_markdown
+
+        sys.stdout.write(to_markdown(frame))
+    else:
+        sys.stdout.write(frame.to_json() + "\n")
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from console.simengine import TrafficSpec, start_engine
+
+    try:
+        eng = start_engine(args.engine, TrafficSpec(rate_rps=args.rate, profile=args.profile), port=args.port)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); pick another --port.") from None
+    print(f"simulated {args.engine} ({args.profile}) serving {eng.url}  (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        eng.server.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command != "simulate":
+            _positive(args.interval, "--interval")
+            _positive(args.window, "--window")
+        if args.command == "snapshot":
+            return _snapshot(args)
+        if args.command == "simulate":
+            return _simulate(args)
+        return _run_tui(args, demo=args.command == "demo")
+    except UsageError as exc:
+        print(f"inferdeck: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

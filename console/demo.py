@@ -1,0 +1,65 @@
+"""The simulated demo node: 4 x RTX PRO 6000 Blackwell Server Edition and three vLLM services.
+
+GPU 0 whole, serving a 70B model; GPU 1 in MIG with 2 x 2g.48gb, one 8B service on each slice;
+GPU 2 in MIG with 4 x 1g.24gb (idle); GPU 3 whole (idle). GPU load follows the engines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from console.simengine import SimEngine, TrafficSpec, start_engine
+from console.simnvml import DeviceLoad, SimNvml
+
+GPU_MEMORY_UTILIZATION = 0.90  # what vLLM preallocates on its device
+
+SERVICES = (
+    # (name, device (gpu, mig index), traffic)
+    ("llama-70b", (0, None), TrafficSpec(model="meta-llama/Llama-3.3-70B-Instruct", rate_rps=1.5,
+                                         max_num_seqs=32, kv_capacity_tokens=110_000, prefill_tok_s=3500,
+                                         itl_base_s=0.032, itl_per_seq_s=0.0009, seed=70)),
+    ("llama-8b-a", (1, 0), TrafficSpec(model="meta-llama/Llama-3.1-8B-Instruct", rate_rps=3.5, seed=81)),
+    ("llama-8b-b", (1, 1), TrafficSpec(model="meta-llama/Llama-3.1-8B-Instruct", rate_rps=2.0, seed=82)),
+)
+
+
+@dataclass
+class DemoNode:
+    nvml: SimNvml
+    engines: dict[str, SimEngine]
+    devices: dict[tuple[int, int | None], str]
+
+    def stop(self) -> None:
+        for e in self.engines.values():
+            e.server.stop()
+
+
+def start_demo(profiles: dict[str, str] | None = None) -> DemoNode:
+    """Start the demo node. ``profiles`` may set a traffic profile per service name."""
+    engines: dict[str, SimEngine] = {}
+    devices: dict[tuple[int, int | None], str] = {}
+    for name, device, spec in SERVICES:
+        if profiles and name in profiles:
+            spec = replace(spec, profile=profiles[name])
+        spec = replace(spec, warmup_s=90.0)
+        engines[name] = start_engine("vllm", spec)
+        devices[device] = name
+
+    nvml = SimNvml()
+
+    def load(gpu: int, mig: int | None) -> DeviceLoad:
+        name = devices.get((gpu, mig))
+        if name is None:
+            return DeviceLoad(0.0, 0)
+        model = engines[name].model
+        model.advance()
+        inst = nvml.gpus[gpu].instances[mig] if mig is not None else None
+        total = (inst.profile.memory_mib if inst else nvml.gpus[gpu].model.memory_total_mib) * 1024 * 1024
+        return DeviceLoad(model.utilization(), int(total * GPU_MEMORY_UTILIZATION))
+
+    nvml.load = load
+    nvml.add_gpu("rtx-pro-6000-se")
+    nvml.add_gpu("rtx-pro-6000-se", mig=[("2g.48gb", 0), ("2g.48gb", 6)])
+    nvml.add_gpu("rtx-pro-6000-se", mig=[("1g.24gb", 0), ("1g.24gb", 3), ("1g.24gb", 6), ("1g.24gb", 9)])
+    nvml.add_gpu("rtx-pro-6000-se")
+    return DemoNode(nvml, engines, devices)

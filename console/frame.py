@@ -1,0 +1,115 @@
+"""The Frame: one immutable object holding everything known about the node at one instant.
+
+Screens draw Frames, ``inferdeck snapshot`` prints one, the recorder appends them. A value that
+could not be read is ``None`` and its field name appears in ``unavailable`` with the reason.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA = "inferdeck.frame/1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MigDevice(_Model):
+    index: int
+    uuid: str | None = None
+    profile: str | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    placement_start: int | None = None
+    placement_size: int | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    unavailable: dict[str, str] = Field(default_factory=dict)
+
+
+class MigState(_Model):
+    current: bool | None = None
+    pending: bool | None = None
+    devices: list[MigDevice] = Field(default_factory=list)
+
+
+class Gpu(_Model):
+    index: int
+    uuid: str | None = None
+    name: str | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    utilization_gpu_pct: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    mig: MigState | None = None
+    fault: str | None = None  # a device-level fault (GPU lost); the GPU is no longer polled
+    unavailable: dict[str, str] = Field(default_factory=dict)
+
+
+class GpuSource(_Model):
+    """How the GPU side was read: NVML, the simulator, or not at all (with the reason)."""
+
+    kind: Literal["nvml", "simulated", "none"]
+    driver_version: str | None = None
+    error: str | None = None
+
+
+class Percentiles(_Model):
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    window: str  # "60s", or "since_start" when no earlier scrape gives a baseline
+    observations: float = 0.0
+    lower_bound_only: list[str] = Field(default_factory=list)  # e.g. ["p99"]: rank in +Inf, "≥"
+
+
+class Engine(_Model):
+    name: str
+    url: str
+    kind: str | None = None
+    model: str | None = None
+    up: bool = False
+    error: str | None = None
+    scrape_s: float | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage: float | None = None  # fraction 0..1
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    ttft_s: Percentiles | None = None
+    itl_s: Percentiles | None = None
+    tpot_s: Percentiles | None = None
+    e2e_s: Percentiles | None = None
+    restarted_at: datetime | None = None
+    series: dict[str, str] = Field(default_factory=dict)  # signal -> exposed series used
+    unavailable: dict[str, str] = Field(default_factory=dict)
+
+
+class Alert(_Model):
+    key: str
+    severity: Literal["info", "warning", "critical"]
+    subject: str
+    message: str
+    since: datetime
+
+
+class Frame(_Model):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    schema_: str = Field(SCHEMA, alias="schema")
+    taken_at: datetime
+    host: str
+    inferdeck_version: str
+    window_s: float
+    gpu_source: GpuSource
+    gpus: list[Gpu] = Field(default_factory=list)
+    engines: list[Engine] = Field(default_factory=list)
+    alerts: list[Alert] = Field(default_factory=list)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(by_alias=True, indent=indent)

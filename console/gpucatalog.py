@@ -1,0 +1,67 @@
+"""GPU catalog (config/gpus.yaml) and the MIG profile naming rule mig-parted uses."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+# GI profile index constant -> name attribute suffix (go-nvlib's rule; REV2 is the double-memory 1g)
+INDEX_ATTRS = {7: "+me", 8: "+me", 10: "+gfx", 11: "+gfx", 12: "+gfx", 13: "-me", 14: "-me",
+               15: "+me.all", 16: "+me.all", 17: "+gfx"}
+
+
+class MigProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    id: int
+    index: int
+    slices: int
+    memory_mib: int
+    max: int
+    size: int
+    starts: list[int]
+
+
+class MigSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_instances: int
+    profiles: list[MigProfile]
+
+    def profile(self, name: str) -> MigProfile:
+        for p in self.profiles:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+class GpuModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    pci_device_id: str
+    memory_total_mib: int
+    memory_bandwidth_gbs: float
+    power_limit_w: float
+    power_idle_w: float
+    temperature_slowdown_c: float
+    temperature_shutdown_c: float
+    mig: MigSpec | None = Field(default=None)
+
+
+@cache
+def catalog() -> dict[str, GpuModel]:
+    text = resources.files("config").joinpath("gpus.yaml").read_text(encoding="utf-8")
+    return {k: GpuModel.model_validate(v) for k, v in (yaml.safe_load(text) or {}).items()}
+
+
+def mig_profile_name(slices: int, memory_mib: int, total_bytes: int, index: int | None = None) -> str:
+    """``<slices>g.<GB>gb[+attr]`` with GB computed as mig-parted does, so names match its configs."""
+    frac = math.ceil(memory_mib * MIB / total_bytes * 8) / 8
+    gb = math.floor(frac * math.ceil(total_bytes / GIB) + 0.5)  # Go's math.Round
+    return f"{slices}g.{gb}gb{INDEX_ATTRS.get(index, '') if index is not None else ''}"

@@ -1,0 +1,183 @@
+"""Prometheus text exposition parser (format 0.0.4, and the OpenMetrics-ish pages engines serve).
+
+Tolerant by design: a line that cannot be read is counted in ``Page.bad_lines`` and skipped, so
+one broken series never hides the rest of a page. ``*_created`` series are dropped (they are
+timestamps that prometheus_client adds, not observations).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Labels = tuple[tuple[str, str], ...]
+
+_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
+_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+_SPECIAL = {
+    "nan": math.nan,
+    "-nan": math.nan,
+    "+nan": math.nan,
+    "-nan(ind)": math.nan,
+    "nan(ind)": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "-inf": -math.inf,
+}
+
+
+@dataclass(slots=True)
+class Page:
+    """Samples of one scrape: metric name -> list of (labels, value)."""
+
+    samples: dict[str, list[tuple[Labels, float]]] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    bad_lines: int = 0
+    first_bad_line: int | None = None
+
+    def names(self) -> set[str]:
+        return set(self.samples)
+
+    def get(self, name: str) -> list[tuple[Labels, float]]:
+        return self.samples.get(name, [])
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.samples.values())
+
+
+def parse_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        special = _SPECIAL.get(text.lower())
+        if special is None:
+            raise
+        return special
+
+
+def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        ch = value[i]
+        if ch == "\\" and i + 1 < len(value):
+            nxt = value[i + 1]
+            out.append(_ESCAPES.get(nxt, "\\" + nxt))
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _parse_labels(body: str) -> Labels | None:
+    if not body.strip():
+        return ()
+    labels: list[tuple[str, str]] = []
+    pos = 0
+    end = len(body)
+    while pos < end:
+        m = _LABEL_RE.match(body, pos)
+        if m is None:
+            return None
+        labels.append((m.group(1), _unescape(m.group(2))))
+        pos = m.end()
+        if m.group(3) == "" and pos < end and body[pos:].strip():
+            return None
+    return tuple(labels)
+
+
+def _close_brace(line: str, start: int) -> int:
+    """Index of the '}' closing the label set that opens at ``start``, honouring quotes."""
+    simple = line.find("}", start)
+    if simple < 0:
+        return -1
+    if line.count('"', start, simple) % 2 == 0 and "\\" not in line[start:simple]:
+        return simple
+    in_quote = False
+    i = start + 1
+    n = len(line)
+    while i < n:
+        ch = line[i]
+        if in_quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == '"':
+                in_quote = False
+        elif ch == '"':
+            in_quote = True
+        elif ch == "}":
+            return i
+        i += 1
+    return -1
+
+
+def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
+    """Parse an exposition page. ``keep(name)`` may skip families nobody needs (faster)."""
+    page = Page()
+    samples = page.samples
+    types = page.types
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line[0] == "#":
+            parts = line.split(None, 3)
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                types[parts[2]] = parts[3].strip().lower()
+            continue
+        brace = line.find("{")
+        if brace >= 0:
+            name = line[:brace].rstrip()
+            close = _close_brace(line, brace)
+            if close < 0:
+                page.bad_lines += 1
+                page.first_bad_line = page.first_bad_line or lineno
+                continue
+            rest = line[close + 1 :].split()
+        else:
+            fields = line.split()
+            name, rest = fields[0], fields[1:]
+        if name.endswith("_created") or (keep is not None and not keep(name)):
+            continue
+        if not rest or not _NAME_RE.match(name):
+            page.bad_lines += 1
+            page.first_bad_line = page.first_bad_line or lineno
+            continue
+        try:
+            value = parse_float(rest[0])
+        except ValueError:
+            page.bad_lines += 1
+            page.first_bad_line = page.first_bad_line or lineno
+            continue
+        if brace >= 0:
+            labels = _parse_labels(line[brace + 1 : close])
+            if labels is None:
+                page.bad_lines += 1
+                page.first_bad_line = page.first_bad_line or lineno
+                continue
+        else:
+            labels = ()
+        bucket = samples.get(name)
+        if bucket is None:
+            samples[name] = [(labels, value)]
+        else:
+            bucket.append((labels, value))
+    return page
+
+
+def label(labels: Labels, key: str) -> str | None:
+    for k, v in labels:
+        if k == key:
+            return v
+    return None
+
+
+def without(labels: Labels, *keys: str) -> Labels:
+    return tuple((k, v) for k, v in labels if k not in keys)

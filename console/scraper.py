@@ -1,0 +1,96 @@
+"""Scrape engine /metrics pages: every endpoint concurrently, each with its own timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+ACCEPT = "text/plain;version=0.0.4"
+MAX_PAGE_BYTES = 16 * 1024 * 1024
+
+
+class UrlError(ValueError):
+    """A URL the user gave cannot be scraped; the message is one sentence."""
+
+
+def check_url(url: str) -> str:
+    """Return the URL if it is an http(s) URL with a host, else raise UrlError."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UrlError(
+            f"{url!r} is not an http(s) URL; give one like http://127.0.0.1:8000/metrics."
+        )
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise UrlError(f"{url!r} has an invalid port; give one like http://127.0.0.1:8000/metrics.") from None
+    return url
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeResult:
+    url: str
+    text: str | None
+    error: str | None
+    elapsed_s: float
+    taken_at: float  # time.time() when the answer arrived
+
+
+def _describe(exc: Exception, url: str, timeout: float) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer from {url} within {timeout:g} s"
+    if isinstance(exc, httpx.ConnectError):
+        cause = str(exc) or "connection failed"
+        if "refused" in cause.lower():
+            return f"connection refused at {url} (is the engine running on that port?)"
+        return f"cannot connect to {url}: {cause}"
+    if isinstance(exc, httpx.HTTPError):
+        return f"HTTP error from {url}: {exc.__class__.__name__}: {exc}"
+    return f"{exc.__class__.__name__} while reading {url}: {exc}"
+
+
+async def scrape(
+    client: httpx.AsyncClient,
+    url: str,
+    timeout: float = 2.0,
+    max_bytes: int = MAX_PAGE_BYTES,
+    headers: dict[str, str] | None = None,
+) -> ScrapeResult:
+    start = time.perf_counter()
+    req_headers = {"Accept": ACCEPT, **(headers or {})}
+
+    def result(text: str | None, error: str | None) -> ScrapeResult:
+        return ScrapeResult(url, text, error, time.perf_counter() - start, time.time())
+
+    try:
+        async with asyncio.timeout(timeout):
+            async with client.stream("GET", url, headers=req_headers, timeout=timeout) as resp:
+                if resp.status_code != 200:
+                    return result(None, f"HTTP {resp.status_code} from {url}")
+                declared = resp.headers.get("content-length")
+                if declared and declared.isdigit() and int(declared) > max_bytes:
+                    return result(None, f"page at {url} is {int(declared):,} bytes, over the {max_bytes:,}-byte limit")
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        return result(None, f"page at {url} is over the {max_bytes:,}-byte limit")
+                    chunks.append(chunk)
+                body = b"".join(chunks)
+    except TimeoutError:
+        return result(None, f"no answer from {url} within {timeout:g} s")
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a per-engine error
+        return result(None, _describe(exc, url, timeout))
+    return result(body.decode("utf-8", errors="replace"), None)
+
+
+async def scrape_all(
+    client: httpx.AsyncClient, targets: list[tuple[str, float, dict[str, str] | None]]
+) -> list[ScrapeResult]:
+    """Scrape (url, timeout, headers) targets concurrently; results in the same order."""
+    return list(await asyncio.gather(*(scrape(client, u, t, headers=h) for u, t, h in targets)))

@@ -1,0 +1,1 @@
+"""Textual screens. They draw Frames and never talk to NVML or HTTP themselves."""

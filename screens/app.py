@@ -1,0 +1,101 @@
+"""The inferdeck Textual app: one long-lived poll loop that never overlaps itself; the UI only
+draws Frames."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Static
+
+from console.frame import Frame
+from console.enginestats import window_label
+from screens.help import HelpScreen
+from screens.panes import AlertPane, EnginePane, GpuPane
+
+
+class FrameSource(Protocol):
+    async def poll(self) -> Frame: ...
+    async def aclose(self) -> None: ...
+
+
+class InferdeckApp(App[None]):
+    CSS_PATH = "inferdeck.tcss"
+    TITLE = "inferdeck"
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("p", "pause", "Pause"),
+    ]
+
+    def __init__(self, source: FrameSource, interval_s: float = 1.0, title: str = "inferdeck") -> None:
+        super().__init__()
+        self.source = source
+        self.interval_s = interval_s
+        self.title = title
+        self.paused = False
+        self.frame: Frame | None = None
+        self.poll_errors = 0
+        self.last_poll_error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.title, id="status")
+        yield GpuPane()
+        yield EnginePane()
+        yield AlertPane()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.poll_loop()
+
+    async def on_unmount(self) -> None:
+        await self.source.aclose()
+
+    @work(exclusive=True, group="poll", exit_on_error=False)
+    async def poll_loop(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                frame = await self.source.poll()
+            except Exception as exc:  # noqa: BLE001 - counted and shown; the loop goes on
+                self.poll_errors += 1
+                self.last_poll_error = f"{type(exc).__name__}: {exc}"
+                self._status()
+            else:
+                self.frame = frame
+                if not self.paused:
+                    self.show(frame)
+            await asyncio.sleep(max(0.05, self.interval_s - (time.monotonic() - started)))
+
+    def show(self, frame: Frame) -> None:
+        with self.batch_update():
+            self.query_one(GpuPane).show(frame)
+            self.query_one(EnginePane).show(frame)
+            self.query_one(AlertPane).show(frame)
+            self._status()
+
+    def _status(self) -> None:
+        f = self.frame
+        parts = [Text(self.title, style="bold")]
+        if f is not None:
+            parts.append(Text(f"  {f.host}  {f.taken_at:%H:%M:%S}Z  window {window_label(f.window_s)}"))
+        if self.paused:
+            parts.append(Text("  PAUSED", style="bold reverse"))
+        if self.poll_errors:
+            parts.append(Text(f"  poll errors: {self.poll_errors} ({self.last_poll_error})"))
+        self.query_one("#status", Static).update(Text.assemble(*parts))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if not self.paused and self.frame is not None:
+            self.show(self.frame)
+        else:
+            self._status()
