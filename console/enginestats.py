@@ -121,8 +121,19 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
         assert delta is not None
         if delta.reset_at is not None:
             out.reset_at = max(out.reset_at or 0.0, delta.reset_at)
-        buckets = summed_buckets(delta, newest.bounds.get(signal, {}))
-        out.fields[fld] = percentiles(buckets, "since_start" if delta.since_start else window_label(window_s))
+        bounds = newest.bounds.get(signal, {})
+        buckets = summed_buckets(delta, bounds)
+        since_start = delta.since_start
+        if not since_start and (not buckets or buckets[-1][1] <= 0) and delta.span_s < window_s \
+                and delta.reset_at is None:
+            # watched for less than one window and nothing finished yet: the engine's own
+            # since-start buckets say more than nothing, and are labelled as such
+            since_start = True
+            buckets = summed_buckets(window_delta(points[-1:], window_s), bounds)  # type: ignore[arg-type]
+        pct = percentiles(buckets, "since_start" if since_start else window_label(window_s))
+        out.fields[fld] = pct
+        if pct.observations <= 0:
+            out.unavailable[fld] = f"no observations in the last {window_label(window_s)}"
     return out
 
 

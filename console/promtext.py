@@ -123,8 +123,8 @@ def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
     page = Page()
     samples = page.samples
     types = page.types
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip(" \t\r")
         if not line:
             continue
         if line[0] == "#":
@@ -143,6 +143,8 @@ def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
             rest = line[close + 1 :].split()
         else:
             fields = line.split()
+            if not fields:
+                continue
             name, rest = fields[0], fields[1:]
         if name.endswith("_created") or (keep is not None and not keep(name)):
             continue

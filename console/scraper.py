@@ -45,7 +45,12 @@ def _describe(exc: Exception, url: str, timeout: float) -> str:
         return f"no answer from {url} within {timeout:g} s"
     if isinstance(exc, httpx.ConnectError):
         cause = str(exc) or "connection failed"
-        if "refused" in cause.lower():
+        chain: BaseException | None = exc
+        refused = False
+        while chain is not None:
+            refused = refused or isinstance(chain, ConnectionRefusedError) or "refused" in str(chain).lower()
+            chain = chain.__cause__ or chain.__context__
+        if refused:
             return f"connection refused at {url} (is the engine running on that port?)"
         return f"cannot connect to {url}: {cause}"
     if isinstance(exc, httpx.HTTPError):

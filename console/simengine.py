@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -305,8 +306,21 @@ class MetricsServer:
         self.delay_s = 0.0
         outer = self
 
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with outer._conns_lock:
+                    outer._conns.add(self.connection)
+
+            def finish(self) -> None:
+                with outer._conns_lock:
+                    outer._conns.discard(self.connection)
+                super().finish()
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 path = self.path.split("?", 1)[0]
@@ -342,8 +356,15 @@ class MetricsServer:
         return self
 
     def stop(self) -> None:
+        """Stop like a dying engine: no new connections, open keep-alive ones cut."""
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self._conns_lock:
+            for conn in list(self._conns):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
 @dataclass

@@ -17,6 +17,7 @@ import pynvml
 
 from console.gpucatalog import MIB, GpuModel, MigProfile, catalog
 
+
 @dataclass(frozen=True, slots=True)
 class DeviceLoad:
     utilization: float  # 0..1

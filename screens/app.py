@@ -13,8 +13,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
-from console.frame import Frame
 from console.enginestats import window_label
+from console.frame import Frame
 from screens.help import HelpScreen
 from screens.panes import AlertPane, EnginePane, GpuPane
 
@@ -69,7 +69,11 @@ class InferdeckApp(App[None]):
             else:
                 self.frame = frame
                 if not self.paused:
-                    self.show(frame)
+                    try:
+                        self.show(frame)
+                    except Exception as exc:  # noqa: BLE001 - a drawing bug must not stop polling
+                        self.poll_errors += 1
+                        self.last_poll_error = f"draw: {type(exc).__name__}: {exc}"
             await asyncio.sleep(max(0.05, self.interval_s - (time.monotonic() - started)))
 
     def show(self, frame: Frame) -> None:
@@ -81,14 +85,15 @@ class InferdeckApp(App[None]):
 
     def _status(self) -> None:
         f = self.frame
-        parts = [Text(self.title, style="bold")]
+        text = Text(self.title, style="bold")
         if f is not None:
-            parts.append(Text(f"  {f.host}  {f.taken_at:%H:%M:%S}Z  window {window_label(f.window_s)}"))
+            text.append(f" │ {f.host} │ {f.taken_at:%H:%M:%S}Z │ window {window_label(f.window_s)}")
         if self.paused:
-            parts.append(Text("  PAUSED", style="bold reverse"))
+            text.append(" │ ")
+            text.append("PAUSED", style="bold reverse")
         if self.poll_errors:
-            parts.append(Text(f"  poll errors: {self.poll_errors} ({self.last_poll_error})"))
-        self.query_one("#status", Static).update(Text.assemble(*parts))
+            text.append(f" │ poll errors: {self.poll_errors} ({self.last_poll_error})")
+        self.query_one("#status", Static).update(text)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.color import Color
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
@@ -64,9 +65,21 @@ class Pane(Vertical):
         self.border_title = title
 
     def colors(self) -> dict[str, str]:
-        v = self.app.theme_variables
-        return {"success": v.get("success", "green"), "warning": v.get("warning", "yellow"),
-                "error": v.get("error", "red"), "dim": v.get("foreground-muted", v.get("text-muted", "grey50"))}
+        return theme_colors(self.app.theme_variables)
+
+
+def theme_colors(v: dict[str, str]) -> dict[str, str]:
+    """Theme variables as opaque colours Rich can draw (some carry alpha, e.g. muted text)."""
+    background = Color.parse(v.get("background", "black"))
+
+    def solid(name: str, fallback: str) -> str:
+        try:
+            return (background + Color.parse(v.get(name, fallback))).hex6
+        except Exception:  # noqa: BLE001 - a theme without the variable falls back
+            return (background + Color.parse(fallback)).hex6
+
+    return {"success": solid("success", "green"), "warning": solid("warning", "yellow"),
+            "error": solid("error", "red"), "dim": solid("foreground-muted", "grey")}
 
 
 class GpuPane(Pane):
@@ -98,7 +111,9 @@ class GpuPane(Pane):
                     _mem(d.memory_used_bytes, d.memory_total_bytes, frac, c),
                     Text("n/a MIG", style=c["dim"]), Text(""), Text(""),
                 ]))
-        self.query_one(KeyedTable).sync(rows)
+        table = self.query_one(KeyedTable)
+        table.sync(rows)
+        table.display = bool(rows)
 
     @staticmethod
     def _gpu_row(g: Gpu, c: dict[str, str]) -> list[object]:
@@ -199,7 +214,8 @@ class AlertPane(Pane):
             lines = []
             for a in frame.alerts:
                 sev = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}.get(a.severity, ("INFO", ""))
-                lines.append(Text.assemble((f"{sev[0]} ", f"bold {sev[1]}"), (f"{a.since:%H:%M:%S} ", c["dim"]),
-                                           (f"{a.subject}: ", "bold"), a.message))
+                line = Text.assemble((f"{sev[0]} ", f"bold {sev[1]}"), (f"{a.since:%H:%M:%S} ", c["dim"]),
+                                     (f"{a.subject}: ", "bold"), a.message, no_wrap=True, overflow="ellipsis")
+                lines.append(line)
             text = Text("\n").join(lines)
         self.query_one("#alert-lines", Static).update(text)

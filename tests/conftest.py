@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("INFERDECK_FIXTURES", ROOT.parent / "shared" / "fixtures" / "metrics"))
+
+
+def fixture_text(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.fail(f"metric fixtures not found at {FIXTURES} (expected ../shared beside the checkout)")
+    return FIXTURES

@@ -1,0 +1,82 @@
+"""Hand-built Frames for screen tests (deterministic, so snapshots are stable)."""
+
+from datetime import UTC, datetime
+
+from console.frame import Alert, Engine, Frame, Gpu, GpuSource, MigDevice, MigState, Percentiles
+
+GIB = 1024**3
+MIB = 1024**2
+T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+def _pct(p50, p95, p99, n=240.0):
+    return Percentiles(p50=p50, p95=p95, p99=p99, window="1m", observations=n)
+
+
+def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
+    total = 97887 * MIB
+    gpus = [
+        Gpu(index=0, uuid="GPU-0", name="NVIDIA RTX PRO 6000 Blackwell Server Edition", memory_total_bytes=total,
+            memory_used_bytes=int(total * 0.9), utilization_gpu_pct=63.0, power_w=371.0, power_limit_w=600.0,
+            temperature_c=61.0, mig=MigState(current=False, pending=False)),
+        Gpu(index=1, uuid="GPU-1", name="NVIDIA RTX PRO 6000 Blackwell Server Edition", memory_total_bytes=total,
+            memory_used_bytes=int(2 * 48512 * MIB * 0.9), power_w=298.0, power_limit_w=600.0, temperature_c=55.0,
+            unavailable={"utilization_gpu_pct": "n/a under MIG"},
+            mig=MigState(current=True, pending=True, devices=[
+                MigDevice(index=i, uuid=f"MIG-1-{i}", profile="2g.48gb", gpu_instance_id=i + 1, compute_instance_id=0,
+                          placement_start=6 * i, placement_size=6, memory_total_bytes=48512 * MIB,
+                          memory_used_bytes=int(48512 * MIB * 0.9)) for i in range(2)])),
+        Gpu(index=2, uuid="GPU-2", name="NVIDIA RTX PRO 6000 Blackwell Server Edition", memory_total_bytes=total,
+            memory_used_bytes=0, power_w=45.0, power_limit_w=600.0, temperature_c=33.0,
+            unavailable={"utilization_gpu_pct": "n/a under MIG"},
+            mig=MigState(current=True, pending=True, devices=[
+                MigDevice(index=i, uuid=f"MIG-2-{i}", profile="1g.24gb", gpu_instance_id=i + 1, compute_instance_id=0,
+                          placement_start=3 * i, placement_size=3, memory_total_bytes=24192 * MIB,
+                          memory_used_bytes=0) for i in range(4)])),
+        Gpu(index=3, uuid="GPU-3", name="NVIDIA RTX PRO 6000 Blackwell Server Edition", memory_total_bytes=total,
+            memory_used_bytes=0, utilization_gpu_pct=0.0, power_w=45.0, power_limit_w=600.0, temperature_c=31.0,
+            mig=MigState(current=False, pending=False)),
+    ]
+    alerts = []
+    if lost_gpu:
+        gpus[3] = Gpu(index=3, uuid="GPU-3", name=gpus[3].name,
+                      fault="GPU is lost (fell off the bus or hung): not polled again until restart")
+        alerts.append(Alert(key="gpu-fault:3", severity="critical", subject="GPU 3", message=gpus[3].fault, since=T0))
+    engines = [
+        Engine(name="llama-70b", url="http://127.0.0.1:8000/metrics", kind="vllm", model="meta-llama/Llama-3.3-70B-Instruct",
+               up=True, requests_running=18, requests_waiting=3, kv_cache_usage=0.72, generation_tokens_per_s=412.5,
+               ttft_s=_pct(0.21, 0.64, 1.9), itl_s=_pct(0.031, 0.047, 0.071)),
+        Engine(name="llama-8b-a", url="http://127.0.0.1:8001/metrics", kind="vllm", model="meta-llama/Llama-3.1-8B-Instruct",
+               up=True, requests_running=24, requests_waiting=0, kv_cache_usage=0.95, generation_tokens_per_s=1210.0,
+               ttft_s=Percentiles(p50=0.08, p95=0.3, p99=2560.0, window="1m", observations=900, lower_bound_only=["p99"]),
+               itl_s=_pct(0.02, 0.027, 0.04)),
+    ]
+    if engine_down:
+        engines.append(Engine(name="llama-8b-b", url="http://127.0.0.1:8002/metrics", kind="vllm", up=False,
+                              error="connection refused at http://127.0.0.1:8002/metrics (is the engine running on that port?)"))
+        alerts.append(Alert(key="engine-down:http://127.0.0.1:8002/metrics", severity="critical", subject="llama-8b-b",
+                            message="engine down: connection refused at http://127.0.0.1:8002/metrics", since=T0))
+    return Frame(taken_at=T0, host="node-a", inferdeck_version="0.1.0", window_s=60.0,
+                 gpu_source=GpuSource(kind="nvml", driver_version="580.95.05"), gpus=gpus, engines=engines, alerts=alerts)
+
+
+def no_driver_frame() -> Frame:
+    return Frame(taken_at=T0, host="node-a", inferdeck_version="0.1.0", window_s=60.0,
+                 gpu_source=GpuSource(kind="none", error="No NVIDIA driver found (libnvidia-ml.so.1 is missing): "
+                                      "GPU telemetry is off; engines are still watched."),
+                 engines=node_frame(engine_down=False).engines)
+
+
+class StaticSource:
+    """A FrameSource that always returns the same Frame."""
+
+    def __init__(self, frame: Frame) -> None:
+        self.frame = frame
+        self.polls = 0
+
+    async def poll(self) -> Frame:
+        self.polls += 1
+        return self.frame
+
+    async def aclose(self) -> None:
+        pass

@@ -1,0 +1,82 @@
+"""Pilot and snapshot tests of the dashboard."""
+
+import pytest
+
+from console.demo import start_demo
+from console.nvml import NvmlReader
+from console.poller import EngineTarget, Poller
+from screens.app import InferdeckApp
+from screens.help import HelpScreen
+from screens.panes import KeyedTable
+from tests.frames import StaticSource, no_driver_frame, node_frame
+
+
+async def _settle(pilot):
+    await pilot.pause(0.3)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_dashboard_snapshot(snap_compare, size):
+    assert snap_compare(InferdeckApp(StaticSource(node_frame())), terminal_size=size, run_before=_settle)
+
+
+def test_dashboard_snapshot_lost_gpu(snap_compare):
+    assert snap_compare(InferdeckApp(StaticSource(node_frame(lost_gpu=True))), terminal_size=(80, 24),
+                        run_before=_settle)
+
+
+def test_dashboard_snapshot_no_driver(snap_compare):
+    assert snap_compare(InferdeckApp(StaticSource(no_driver_frame())), terminal_size=(80, 24), run_before=_settle)
+
+
+async def test_pilot_drives_the_demo_node():
+    node = start_demo()
+    poller = Poller([EngineTarget(url=e.url, kind="vllm", name=n) for n, e in node.engines.items()],
+                    NvmlReader(node.nvml, simulated=True))
+    app = InferdeckApp(poller, interval_s=0.2)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(1.5)
+            gpu_table = app.query_one("#gpu-table", KeyedTable)
+            engine_table = app.query_one("#engine-table", KeyedTable)
+            assert gpu_table.row_count == 4 + 2 + 4
+            assert engine_table.row_count == 3
+            assert str(engine_table.get_cell("eng:" + node.engines["llama-70b"].url, "run")) != "n/a"
+            # p pauses drawing but not polling
+            await pilot.press("p")
+            frozen = app.query_one("#status").render()
+            assert "PAUSED" in str(frozen)
+            await pilot.press("p")
+            assert "PAUSED" not in str(app.query_one("#status").render())
+            # ? opens help, esc closes it
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            assert not isinstance(app.screen, HelpScreen)
+            # an engine going away shows down with the reason, the app keeps running
+            node.engines["llama-8b-b"].server.stop()
+            await pilot.pause(1.0)
+            row = engine_table.get_cell("eng:" + node.engines["llama-8b-b"].url, "run")
+            assert "down" in str(row)
+            errors = str(app.query_one("#engine-errors").render())
+            assert "llama-8b-b" in errors and "connection refused" in errors
+            await pilot.press("q")
+        assert app.return_code in (0, None)
+    finally:
+        node.stop()
+
+
+async def test_poll_errors_are_counted_not_fatal():
+    class Flaky(StaticSource):
+        async def poll(self):
+            self.polls += 1
+            if self.polls % 2:
+                raise RuntimeError("boom")
+            return self.frame
+
+    app = InferdeckApp(Flaky(node_frame()), interval_s=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.5)
+        assert app.poll_errors >= 2
+        assert app.frame is not None
+        assert "poll errors" in str(app.query_one("#status").render())

@@ -1,0 +1,120 @@
+"""The CLI end to end: real processes, real HTTP on 127.0.0.1."""
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from console.simengine import MetricsServer
+from tests.conftest import ROOT, fixture_text
+
+pytestmark = pytest.mark.integration
+
+
+def run(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "console", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def fixture_server():
+    server = MetricsServer(lambda: fixture_text("vllm-live.prom")).start()
+    yield server
+    server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_snapshot_demo_json_has_the_promised_shape():
+    res = run("snapshot", "--demo", "--format", "json")  # default --wait 3
+    assert res.returncode == 0, res.stderr
+    frame = json.loads(res.stdout)
+    assert frame["schema"] == "inferdeck.frame/1"
+    for key in ("taken_at", "host", "gpus", "engines", "alerts"):
+        assert key in frame
+    assert frame["taken_at"].endswith("Z")
+    gpus = frame["gpus"]
+    assert len(gpus) == 4
+    assert [d["profile"] for d in gpus[1]["mig"]["devices"]] == ["2g.48gb", "2g.48gb"]
+    assert [d["profile"] for d in gpus[2]["mig"]["devices"]] == ["1g.24gb"] * 4
+    assert gpus[1]["utilization_gpu_pct"] is None and gpus[1]["unavailable"]["utilization_gpu_pct"]
+    engines = frame["engines"]
+    assert len(engines) == 3
+    for e in engines:
+        assert e["up"] is True and e["kind"] == "vllm"
+        assert e["requests_running"] is not None
+        assert 0.0 <= e["kv_cache_usage"] <= 1.0
+        for q in ("p50", "p95", "p99"):
+            assert e["ttft_s"][q] is not None
+        assert e["ttft_s"]["window"] in ("1m", "since_start")
+        assert e["generation_tokens_per_s"] > 0
+
+
+def test_snapshot_of_the_fixture_matches_histogram_quantile(fixture_server):
+    res = run("snapshot", "--engine", f"vllm={fixture_server.url}", "--no-gpu", "--wait", "0")
+    assert res.returncode == 0, res.stderr
+    (engine,) = json.loads(res.stdout)["engines"]
+    assert engine["up"] and engine["model"] == "smollm2"
+    # histogram_quantile(0.95, ...) on the cumulative TTFT buckets: 0.08 + 0.02 * (5.7 - 3) / 3
+    assert engine["ttft_s"]["p95"] == pytest.approx(0.098, abs=1e-12)
+    assert engine["ttft_s"]["window"] == "since_start"
+    assert engine["generation_tokens_per_s"] is None
+    assert engine["unavailable"]["generation_tokens_per_s"] == "a rate needs two scrapes"
+
+
+def test_kind_is_detected_when_omitted(fixture_server):
+    res = run("snapshot", "--engine", fixture_server.url, "--no-gpu", "--wait", "0")
+    (engine,) = json.loads(res.stdout)["engines"]
+    assert engine["kind"] == "vllm" and engine["up"]
+
+
+def test_unreachable_and_non_prometheus_urls_are_down_with_reason():
+    port = free_port()
+    html = MetricsServer(lambda: "<html><body>hello</body></html>", content_type="text/html").start()
+    try:
+        res = run("snapshot", "--engine", f"http://127.0.0.1:{port}/metrics", "--engine", html.url,
+                  "--no-gpu", "--wait", "0")
+    finally:
+        html.stop()
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    frame = json.loads(res.stdout)
+    refused, junk = frame["engines"]
+    assert refused["up"] is False and "connection refused" in refused["error"]
+    assert junk["up"] is False and "no Prometheus samples" in junk["error"]
+    assert {a["severity"] for a in frame["alerts"]} == {"critical"}
+
+
+def test_wrong_kind_is_reported(fixture_server):
+    res = run("snapshot", "--engine", f"tgi={fixture_server.url}", "--no-gpu", "--wait", "0")
+    (engine,) = json.loads(res.stdout)["engines"]
+    assert engine["up"] is False and "serves vllm metrics, not tgi" in engine["error"]
+
+
+@pytest.mark.parametrize("spec", ["localhost:8000", "ftp://x/metrics", "vllm=http://", "bogus=http://127.0.0.1:1/m",
+                                  "http://127.0.0.1:99999/metrics"])
+def test_malformed_engine_exits_2_with_one_sentence(spec):
+    res = run("snapshot", "--engine", spec, "--no-gpu", "--wait", "0")
+    assert res.returncode == 2
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("inferdeck: ") and "Traceback" not in res.stderr
+
+
+def test_markdown_snapshot(fixture_server):
+    res = run("snapshot", "--engine", fixture_server.url, "--no-gpu", "--wait", "0", "--format", "md")
+    assert res.returncode == 0
+    assert res.stdout.startswith("# inferdeck snapshot")
+    assert "| smollm2 |" not in res.stdout or "vllm" in res.stdout
+    assert "98ms" in res.stdout  # TTFT p95
+
+
+def test_version_and_help():
+    assert run("--version").stdout.startswith("inferdeck ")
+    assert "snapshot" in run("--help").stdout

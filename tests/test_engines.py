@@ -1,0 +1,68 @@
+import pytest
+
+from console.engines import ProfileError, _load, detect_kind, extract, profiles
+from console.enginestats import EngineHistory, derive
+from console.promtext import parse
+from tests.conftest import fixture_text
+
+
+def test_vllm_live_extracts_signals_with_series_names():
+    page = parse(fixture_text("vllm-live.prom"))
+    assert detect_kind(page) == "vllm"
+    ex = extract(page, profiles()["vllm"], t=0.0)
+    assert ex.model == "smollm2"
+    assert ex.series["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
+    assert ex.series["tpot"] == "vllm:request_time_per_output_token_seconds"
+    assert ex.series["itl"] == "vllm:inter_token_latency_seconds"
+    d = derive([ex], profiles()["vllm"], 60)
+    assert d.fields["requests_running"] == 0.0 and d.fields["kv_cache_usage"] == 0.0
+    ttft = d.fields["ttft_s"]
+    assert ttft.window == "since_start" and ttft.observations == 6
+    assert ttft.p95 == pytest.approx(0.098, abs=1e-12)
+    assert "generation_tokens_per_s" in d.unavailable  # a rate needs two scrapes
+
+
+def test_early_v1_uses_renamed_series():
+    page = parse(fixture_text("vllm-3.prom"))
+    ex = extract(page, profiles()["vllm"], t=0.0)
+    assert ex.series["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
+    assert ex.series.get("itl") in (None, "vllm:time_per_output_token_seconds")
+
+
+def test_dp_ranks_are_summed_by_le_before_the_quantile():
+    page = parse(fixture_text("vllm-4.prom"))
+    ex = extract(page, profiles()["vllm"], t=0.0)
+    for signal, groups in ex.histograms.items():
+        if len(groups) > 1:
+            d = derive([ex], profiles()["vllm"], 60)
+            field = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}.get(signal)
+            if field:
+                total = sum(v[-1] for v in groups.values())
+                assert d.fields[field].observations == total
+
+
+def test_windowed_rates_and_percentiles_from_two_scrapes():
+    prof = profiles()["vllm"]
+    def page(gen, b1, b2, inf):
+        return parse(
+            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {gen}\n'
+            f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="m"}} {b1}\n'
+            f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.5",model_name="m"}} {b2}\n'
+            f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf",model_name="m"}} {inf}\n'
+            f'vllm:time_to_first_token_seconds_count{{engine="0",model_name="m"}} {inf}\n')
+    h = EngineHistory()
+    h.add(extract(page(1000, 10, 10, 10), prof, 0.0))
+    h.add(extract(page(1600, 12, 20, 20), prof, 30.0))
+    d = derive(h.points, prof, 60)
+    assert d.fields["generation_tokens_per_s"] == 20.0
+    ttft = d.fields["ttft_s"]
+    # deltas: le=0.1 -> 2, le=0.5 -> 10, +Inf -> 10. p50: rank 5 -> 0.1 + 0.4 * 3/8
+    assert ttft.window == "1m" and ttft.observations == 10
+    assert ttft.p50 == pytest.approx(0.1 + 0.4 * 3 / 8, abs=1e-12)
+
+
+def test_bad_profile_file_gives_one_sentence():
+    with pytest.raises(ProfileError, match=r"engines.yaml: engine 'x', signals.a.type"):
+        _load("x:\n  title: X\n  detect: [a]\n  signals:\n    a: {type: wrong, series: [a]}\n", "engines.yaml")
+    with pytest.raises(ProfileError, match=r"engines.yaml:\d+: not valid YAML"):
+        _load("x:\n  - [unclosed\n", "engines.yaml")

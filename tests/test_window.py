@@ -1,0 +1,98 @@
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from console.window import fraction_at_or_below, histogram_quantile, window_delta
+
+INF = math.inf
+
+
+def test_quantile_hand_computed():
+    # 10 observations: 2 in (0, 0.1], 5 in (0.1, 0.5], 3 in (0.5, 1]
+    b = [(0.1, 2), (0.5, 7), (1.0, 10), (INF, 10)]
+    # p50: rank 5 -> bucket (0.1, 0.5], 3 of 5 in: 0.1 + 0.4 * 3/5 = 0.34
+    assert histogram_quantile(0.5, b) == (pytest.approx(0.34, abs=1e-12), False)
+    # p95: rank 9.5 -> bucket (0.5, 1], 2.5 of 3: 0.5 + 0.5 * 2.5/3
+    assert histogram_quantile(0.95, b)[0] == pytest.approx(0.5 + 0.5 * 2.5 / 3, abs=1e-12)
+    # p10: rank 1 in the first bucket, lower bound 0: 0.1 * 1/2
+    assert histogram_quantile(0.1, b)[0] == pytest.approx(0.05, abs=1e-12)
+
+
+def test_quantile_in_inf_bucket_is_lower_bound():
+    b = [(0.1, 1), (0.5, 2), (INF, 10)]
+    assert histogram_quantile(0.95, b) == (0.5, True)
+    assert histogram_quantile(0.1, b) == (pytest.approx(0.1), False)
+
+
+def test_quantile_nan_cases():
+    assert histogram_quantile(0.5, [(0.1, 0), (INF, 0)]) == (None, False)
+    assert histogram_quantile(0.5, [(0.1, 3)]) == (None, False)  # no +Inf bucket
+    assert histogram_quantile(1.5, [(0.1, 1), (INF, 1)]) == (INF, False)
+    assert histogram_quantile(-1, [(0.1, 1), (INF, 1)]) == (-INF, False)
+
+
+def test_quantile_on_vllm_live_fixture_is_prometheus_value():
+    # vllm-live.prom TTFT: le=0.08 -> 3, le=0.1 -> 6, total 6. rank 5.7: 0.08 + 0.02 * 2.7/3 = 0.098
+    b = [(0.06, 2), (0.08, 3), (0.1, 6), (0.25, 6), (INF, 6)]
+    assert histogram_quantile(0.95, b)[0] == pytest.approx(0.098, abs=1e-12)
+
+
+def test_rate_across_a_reset_is_never_negative_and_uses_post_reset_values():
+    pts = [(0.0, {(): (100.0,)}), (10.0, {(): (150.0,)}), (20.0, {(): (30.0,)}), (30.0, {(): (60.0,)})]
+    d = window_delta(pts, 60)
+    assert d.reset_at == 20.0
+    assert d.values[()] == (60.0,)  # post-restart cumulative
+    assert d.span_s == 20.0  # from the scrape before the reset
+    assert d.values[()][0] / d.span_s == 3.0
+
+
+def test_window_picks_baseline_at_least_window_old():
+    pts = [(float(t), {(): (float(t * 2),)}) for t in range(0, 121, 10)]
+    d = window_delta(pts, 60)
+    assert d.values[()] == (120.0,) and d.span_s == 60.0 and not d.since_start
+    short = window_delta(pts[:3], 60)  # only 20 s of history: the oldest scrape is the baseline
+    assert short.span_s == 20.0 and short.values[()] == (40.0,)
+
+
+def test_single_scrape_is_since_start():
+    d = window_delta([(5.0, {(): (7.0, 9.0)})], 60)
+    assert d.since_start and d.values[()] == (7.0, 9.0) and d.span_s == 0
+
+
+def test_series_appearing_mid_window_counts_from_first_sight():
+    pts = [(0.0, {("a",): (1.0,)}), (10.0, {("a",): (2.0,), ("b",): (5.0,)}), (20.0, {("a",): (3.0,), ("b",): (9.0,)})]
+    d = window_delta(pts, 60)
+    assert d.values[("a",)] == (2.0,) and d.values[("b",)] == (4.0,)
+
+
+def test_fraction_exact_on_bound_and_interpolated_between():
+    b = [(0.5, 4), (1.0, 8), (2.5, 9), (INF, 10)]
+    assert fraction_at_or_below(1.0, b) == (0.8, True)
+    share, exact = fraction_at_or_below(1.5, b)  # 8 + 1 * (0.5 / 1.5) of 10
+    assert not exact and share == pytest.approx((8 + 1 / 3) / 10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=12), st.floats(0, 1), st.floats(0, 1))
+def test_quantiles_monotone_and_within_bounds(counts, q1, q2):
+    bounds = [0.01 * 2**i for i in range(len(counts))]
+    cum, running = [], 0
+    for le, c in zip(bounds, counts, strict=True):
+        running += c
+        cum.append((le, running))
+    cum.append((INF, running + 1))
+    lo, hi = sorted((q1, q2))
+    a, _ = histogram_quantile(lo, cum)
+    b, _ = histogram_quantile(hi, cum)
+    assert a <= b + 1e-12
+    assert 0 <= a and b <= bounds[-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0, 1e6), min_size=1, max_size=20))
+def test_rates_never_negative(values):
+    pts = [(float(i), {(): (v,)}) for i, v in enumerate(values)]
+    d = window_delta(pts, 5)
+    assert d.values[()][0] >= 0
