@@ -23,8 +23,9 @@ HELP = """\
   read; the reason is in the snapshot JSON (`unavailable`).
   GPU utilisation is n/a under MIG: NVML does not report it.
   TTFT95 / ITL95: p95 over the window from histogram bucket deltas,
-  as Prometheus' histogram_quantile. A trailing * means only one
-  scrape exists yet, so the figure is since the engine started.
+  as Prometheus' histogram_quantile. A trailing * means the figure
+  is since the engine started: one scrape so far, or nothing has
+  finished yet in a window that inferdeck has not fully watched.
   ≥ means the rank fell in the +Inf bucket (a lower bound only).
   ⟳ beside a GPU: MIG mode change pending (needs a GPU reset).
 """
