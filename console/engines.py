@@ -3,46 +3,93 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from console.promtext import Labels, Page, label, without
 from console.window import Vector
+from console.yamlfile import ConfigError, load_yaml, pydantic_error
 
 KINDS = ("vllm", "sglang", "tgi", "triton", "llamacpp")
 
+_SELECTOR = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$')
+_PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"\s*(?:,|$)')
 
-class SignalSpec(BaseModel):
+
+def parse_selector(text: str) -> tuple[str, Labels]:
+    """'name{a="b"}' -> ("name", (("a", "b"),))."""
+    m = _SELECTOR.match(text.strip())
+    if m is None:
+        raise ValueError(f"not a series selector: {text!r}")
+    body = m.group(2) or ""
+    pairs = tuple((k, v) for k, v in _PAIR.findall(body))
+    if body.strip() and not pairs:
+        raise ValueError(f"not a series selector: {text!r}")
+    return m.group(1), pairs
+
+
+class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SignalSpec(_Strict):
     type: Literal["gauge", "counter", "histogram", "info"]
     series: list[str] = Field(min_length=1)
     aggregate: Literal["sum", "max"] = "sum"
+    scale: float = 1.0
+    parts: list[str] | None = None
+    labels_product: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _selectors(self) -> SignalSpec:
+        for s in self.series + (self.parts or []):
+            parse_selector(s)
+        return self
 
 
-class EngineProfile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SuccessSpec(_Strict):
+    """Completion-rate recipe: by finish-reason label, total vs aborted, or ok vs failed."""
+
+    finished: str | None = None
+    label: str | None = None
+    good: list[str] = Field(default_factory=list)
+    aborted: str | list[str] | None = None
+    failed: str | list[str] | None = None
+    total: str | None = None
+    ok: str | None = None
+
+
+class DiscoverSpec(_Strict):
+    commands: list[list[str]]
+    port_flag: str = "--port"
+    default_port: int
+
+
+class EngineProfile(_Strict):
     title: str
     detect: list[str] = Field(min_length=1)
-    model_label: str | None = None
+    model_labels: list[str] = Field(default_factory=list)
+    rank_labels: list[str] = Field(default_factory=list)
+    hints: dict[str, str] = Field(default_factory=dict)
     signals: dict[str, SignalSpec]
+    success: SuccessSpec | None = None
+    discover: DiscoverSpec | None = None
 
 
-class ProfileError(ValueError):
+class ProfileError(ConfigError):
     """config/engines.yaml (or a user override) is not valid."""
 
 
 def _load(text: str, source: str) -> dict[str, EngineProfile]:
     try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        raise ProfileError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)}).") from None
+        raw, where = load_yaml(text, source)
+    except ConfigError as exc:
+        raise ProfileError(str(exc)) from None
     if not isinstance(raw, dict):
         raise ProfileError(f"{source}: expected a mapping of engine kind to profile.")
     out: dict[str, EngineProfile] = {}
@@ -50,9 +97,7 @@ def _load(text: str, source: str) -> dict[str, EngineProfile]:
         try:
             out[str(kind)] = EngineProfile.model_validate(body)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise ProfileError(f"{source}: engine {kind!r}, {loc}: {err['msg']}.") from None
+            raise ProfileError(str(pydantic_error(exc, where, (kind,)))) from None
     return out
 
 
@@ -62,15 +107,34 @@ def profiles() -> dict[str, EngineProfile]:
     return _load(text, "config/engines.yaml")
 
 
+@cache
+def needed_families() -> frozenset[str]:
+    """Every family name a profile reads (parse may skip the rest)."""
+    names: set[str] = set()
+    for prof in profiles().values():
+        names.update(prof.detect)
+        names.update(prof.hints)
+        for spec in prof.signals.values():
+            for s in spec.series + (spec.parts or []):
+                base = parse_selector(s)[0]
+                names.update({base, base + "_bucket", base + "_count", base + "_sum", base + "_total"})
+    return frozenset(names)
+
+
 def detect_kind(page: Page) -> str | None:
     """The profile whose detection series are most present on the page (None if none is)."""
     names = page.samples.keys()
     best, best_hits = None, 0
     for kind, prof in profiles().items():
-        hits = sum(1 for n in prof.detect if n in names)
+        hits = sum(1 for n in prof.detect if n in names or n + "_bucket" in names)
         if hits > best_hits:
             best, best_hits = kind, hits
     return best
+
+
+def version_hints(page: Page, profile: EngineProfile) -> list[str]:
+    names = page.samples.keys()
+    return [hint for series, hint in profile.hints.items() if series in names or series + "_bucket" in names]
 
 
 @dataclass(slots=True)
@@ -78,17 +142,28 @@ class Extract:
     """What one scrape says about one engine, reduced to the profile's signals."""
 
     t: float
-    series: dict[str, str] = field(default_factory=dict)  # signal -> exposed name used
+    series: dict[str, str] = field(default_factory=dict)  # signal -> exposed series used
     gauges: dict[str, dict[Labels, float]] = field(default_factory=dict)
     counters: dict[str, dict[Labels, Vector]] = field(default_factory=dict)
     histograms: dict[str, dict[Labels, Vector]] = field(default_factory=dict)
     bounds: dict[str, dict[Labels, tuple[float, ...]]] = field(default_factory=dict)
     info: dict[str, Labels] = field(default_factory=dict)
     model: str | None = None
+    hints: list[str] = field(default_factory=list)
 
 
-def _histogram(page: Page, base: str) -> tuple[dict[Labels, Vector], dict[Labels, tuple[float, ...]]] | None:
-    buckets = page.get(base + "_bucket")
+def _select(rows: list[tuple[Labels, float]], selector: Labels) -> list[tuple[Labels, float]]:
+    if not selector:
+        return rows
+    keys = tuple(k for k, _ in selector)
+    return [(without(lab, *keys), v) for lab, v in rows if all(label(lab, k) == want for k, want in selector)]
+
+
+def histogram(page: Page, selector: str, scale: float = 1.0
+              ) -> tuple[dict[Labels, Vector], dict[Labels, tuple[float, ...]]] | None:
+    """Per-series cumulative bucket vectors (+ count last) and their bounds, or None if absent."""
+    base, sel = parse_selector(selector)
+    buckets = _select(page.get(base + "_bucket"), sel)
     if not buckets:
         return None
     groups: dict[Labels, dict[float, float]] = {}
@@ -97,11 +172,11 @@ def _histogram(page: Page, base: str) -> tuple[dict[Labels, Vector], dict[Labels
         if le is None:
             continue
         try:
-            bound = float(le)
+            bound = float(le) * scale
         except ValueError:
             continue
         groups.setdefault(without(labels, "le"), {})[bound] = value
-    counts = {lab: v for lab, v in page.get(base + "_count")}
+    counts = dict(_select(page.get(base + "_count"), sel))
     vectors: dict[Labels, Vector] = {}
     bounds: dict[Labels, tuple[float, ...]] = {}
     for lab, per_le in groups.items():
@@ -111,36 +186,50 @@ def _histogram(page: Page, base: str) -> tuple[dict[Labels, Vector], dict[Labels
         count = counts.get(lab, per_le[les[-1]])
         vectors[lab] = tuple(per_le[le] for le in les) + (count,)
         bounds[lab] = les
-    return vectors, bounds
+    return (vectors, bounds) if vectors else None
 
 
 def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
     ex = Extract(t=t)
     for signal, spec in profile.signals.items():
-        for name in spec.series:
+        candidates = spec.series
+        for cand in candidates:
             if spec.type == "histogram":
-                got = _histogram(page, name)
+                if spec.parts:
+                    got_parts = [histogram(page, p, spec.scale) for p in spec.parts]
+                    if any(g is None for g in got_parts):
+                        continue
+                    for i, g in enumerate(got_parts):
+                        assert g is not None
+                        ex.histograms[f"{signal}#{i}"], ex.bounds[f"{signal}#{i}"] = g
+                    ex.series[signal] = " + ".join(spec.parts)
+                    break
+                got = histogram(page, cand, spec.scale)
                 if got is None:
                     continue
                 ex.histograms[signal], ex.bounds[signal] = got
             else:
-                rows = page.get(name)
+                base, sel = parse_selector(cand)
+                rows = _select(page.get(base), sel)
                 if not rows:
                     continue
                 if spec.type == "gauge":
-                    ex.gauges[signal] = {lab: v for lab, v in rows}
+                    ex.gauges[signal] = {lab: v * spec.scale for lab, v in rows}
                 elif spec.type == "counter":
-                    ex.counters[signal] = {lab: (v,) for lab, v in rows}
+                    ex.counters[signal] = {lab: (v * spec.scale,) for lab, v in rows}
                 else:
                     ex.info[signal] = rows[0][0]
-            ex.series[signal] = name
+            ex.series[signal] = cand
             break
-    if profile.model_label:
+    for name in profile.model_labels:
         for rows in page.samples.values():
-            model = label(rows[0][0], profile.model_label) if rows else None
+            model = label(rows[0][0], name) if rows else None
             if model:
                 ex.model = model
                 break
+        if ex.model:
+            break
+    ex.hints = version_hints(page, profile)
     return ex
 
 
@@ -150,3 +239,17 @@ def gauge_value(values: dict[Labels, float], aggregate: str) -> float | None:
     if not nums:
         return None
     return max(nums) if aggregate == "max" else sum(nums)
+
+
+def rank_key(labels: Labels, rank_labels: list[str]) -> str:
+    parts = [f"{k}={v}" for k, v in labels if k in rank_labels]
+    return ",".join(parts) or "all"
+
+
+def check_profiles() -> None:
+    """Validate the shipped profiles (raises ProfileError with file and line)."""
+    profiles()
+
+
+__all__ = ["ConfigError", "EngineProfile", "Extract", "KINDS", "ProfileError", "detect_kind", "extract",
+           "gauge_value", "histogram", "needed_families", "parse_selector", "profiles", "rank_key"]

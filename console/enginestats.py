@@ -1,4 +1,5 @@
-"""Derived engine figures from a history of scrapes: gauges, windowed rates and percentiles."""
+"""Derived engine figures from a history of scrapes: gauges, windowed rates, percentiles,
+completion rate, prefix-cache hit rate. Pure functions of (history, profile, window)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from console.engines import EngineProfile, Extract, gauge_value
+from console.engines import EngineProfile, Extract, gauge_value, rank_key
 from console.frame import Percentiles
-from console.promtext import Labels
+from console.promtext import Labels, label
 from console.window import Delta, histogram_quantile, window_delta
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+FEW_OBSERVATIONS = 20
+WINDOWS_S = (60.0, 300.0, 900.0)
+HISTOGRAM_FIELDS = (("ttft_s", "ttft"), ("tpot_s", "tpot"), ("itl_s", "itl"), ("e2e_s", "e2e"),
+                    ("queue_time_s", "queue_time"))
 
 
 def window_label(window_s: float) -> str:
@@ -21,16 +26,25 @@ def window_label(window_s: float) -> str:
     return f"{window_s:g}s"
 
 
+def parse_window(text: str) -> float:
+    """'1m', '5m', '15m', '1h', '90s' or plain seconds -> seconds (ValueError if not one)."""
+    t = text.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600}
+    value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(text)
+    return value
+
+
 class EngineHistory:
     """Scrapes of one engine, kept for the longest window plus one baseline scrape."""
 
-    def __init__(self, keep_s: float = 15 * 60 + 30) -> None:
+    def __init__(self, keep_s: float = max(WINDOWS_S) + 30) -> None:
         self.keep_s = keep_s
         self.points: deque[Extract] = deque()
 
     def add(self, ex: Extract) -> None:
         self.points.append(ex)
-        # keep one point at or before the cut so a full window always has its baseline
         cut = ex.t - self.keep_s
         while len(self.points) > 2 and self.points[1].t <= cut:
             self.points.popleft()
@@ -60,84 +74,7 @@ def summed_buckets(delta: Delta, bounds: dict[Labels, tuple[float, ...]]) -> lis
     return sorted(per_le.items())
 
 
-@dataclass
-class Derived:
-    fields: dict[str, object] = field(default_factory=dict)
-    unavailable: dict[str, str] = field(default_factory=dict)
-    reset_at: float | None = None
-
-
-def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) -> Derived:
-    out = Derived()
-    if not history:
-        return out
-    newest = history[-1]
-    specs = profile.signals
-
-    def missing(signal: str) -> str:
-        spec = specs.get(signal)
-        if spec is None:
-            return f"{profile.title} exports no such signal"
-        return f"not exposed by this engine (looked for {', '.join(spec.series)})"
-
-    for fld, signal in (
-        ("requests_running", "requests_running"),
-        ("requests_waiting", "requests_waiting"),
-        ("kv_cache_usage", "kv_cache_usage"),
-    ):
-        values = newest.gauges.get(signal)
-        if values is None:
-            out.unavailable[fld] = missing(signal)
-            continue
-        value = gauge_value(values, specs[signal].aggregate)
-        if value is None:
-            out.unavailable[fld] = "engine reported NaN"
-        out.fields[fld] = value
-
-    for fld, signal in (
-        ("prompt_tokens_per_s", "prompt_tokens"),
-        ("generation_tokens_per_s", "generation_tokens"),
-    ):
-        points = _points(history, "counters", signal)
-        if not points:
-            out.unavailable[fld] = missing(signal)
-            continue
-        delta = window_delta(points, window_s)
-        assert delta is not None
-        if delta.reset_at is not None:
-            out.reset_at = max(out.reset_at or 0.0, delta.reset_at)
-        if delta.since_start or delta.span_s <= 0:
-            out.unavailable[fld] = "a rate needs two scrapes"
-            continue
-        total = sum(v[0] for v in delta.values.values() if not math.isnan(v[0]))
-        out.fields[fld] = total / delta.span_s
-
-    for fld, signal in (("ttft_s", "ttft"), ("itl_s", "itl"), ("tpot_s", "tpot"), ("e2e_s", "e2e")):
-        points = _points(history, "histograms", signal)
-        if not points:
-            out.unavailable[fld] = missing(signal)
-            continue
-        delta = window_delta(points, window_s)
-        assert delta is not None
-        if delta.reset_at is not None:
-            out.reset_at = max(out.reset_at or 0.0, delta.reset_at)
-        bounds = newest.bounds.get(signal, {})
-        buckets = summed_buckets(delta, bounds)
-        since_start = delta.since_start
-        if not since_start and (not buckets or buckets[-1][1] <= 0) and delta.span_s < window_s \
-                and delta.reset_at is None:
-            # watched for less than one window and nothing finished yet: the engine's own
-            # since-start buckets say more than nothing, and are labelled as such
-            since_start = True
-            buckets = summed_buckets(window_delta(points[-1:], window_s), bounds)  # type: ignore[arg-type]
-        pct = percentiles(buckets, "since_start" if since_start else window_label(window_s))
-        out.fields[fld] = pct
-        if pct.observations <= 0:
-            out.unavailable[fld] = f"no observations in the last {window_label(window_s)}"
-    return out
-
-
-def percentiles(buckets: list[tuple[float, float]], window: str) -> Percentiles:
+def percentiles(buckets: list[tuple[float, float]], window: str, approx: bool = False) -> Percentiles:
     values: dict[str, float | None] = {}
     lower: list[str] = []
     for name, q in QUANTILES:
@@ -146,4 +83,237 @@ def percentiles(buckets: list[tuple[float, float]], window: str) -> Percentiles:
         if ge:
             lower.append(name)
     observations = buckets[-1][1] if buckets else 0.0
-    return Percentiles(window=window, observations=observations, lower_bound_only=lower, **values)
+    return Percentiles(window=window, observations=observations, lower_bound_only=lower, approx=approx, **values)
+
+
+@dataclass
+class Derived:
+    fields: dict[str, object] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    reset_at: float | None = None
+
+    def note_reset(self, delta: Delta) -> None:
+        if delta.reset_at is not None:
+            self.reset_at = max(self.reset_at or 0.0, delta.reset_at)
+
+
+class _Deriver:
+    def __init__(self, history: Sequence[Extract], profile: EngineProfile, window_s: float) -> None:
+        self.h, self.p, self.w = history, profile, window_s
+        self.newest = history[-1]
+        self.out = Derived()
+
+    def missing(self, signal: str) -> str:
+        spec = self.p.signals.get(signal)
+        if spec is None:
+            return f"{self.p.title} does not export this"
+        return f"not exposed by this engine (looked for {', '.join(spec.series)})"
+
+    def gauge(self, fld: str, signal: str) -> float | None:
+        values = self.newest.gauges.get(signal)
+        if values is None:
+            self.out.unavailable[fld] = self.missing(signal)
+            return None
+        value = gauge_value(values, self.p.signals[signal].aggregate)
+        if value is None:
+            self.out.unavailable[fld] = "engine reported NaN"
+        self.out.fields[fld] = value
+        return value
+
+    def increase(self, signal: str, by: str | None = None) -> tuple[dict[str, float] | None, Delta | None]:
+        """Window increase of a counter, summed (key "") or per value of label ``by``."""
+        points = _points(self.h, "counters", signal)
+        if not points:
+            return None, None
+        delta = window_delta(points, self.w)
+        assert delta is not None
+        self.out.note_reset(delta)
+        sums: dict[str, float] = {}
+        for lab, vec in delta.values.items():
+            if math.isnan(vec[0]):
+                continue
+            key = (label(lab, by) or "") if by else ""
+            sums[key] = sums.get(key, 0.0) + vec[0]
+        return sums, delta
+
+    def rate(self, fld: str, signal: str) -> None:
+        sums, delta = self.increase(signal)
+        if sums is None or delta is None:
+            self.out.unavailable[fld] = self.missing(signal)
+        elif delta.since_start or delta.span_s <= 0:
+            self.out.unavailable[fld] = "a rate needs two scrapes"
+        else:
+            self.out.fields[fld] = sum(sums.values()) / delta.span_s
+
+    def quantiles(self, fld: str, signal: str) -> None:
+        spec = self.p.signals.get(signal)
+        if spec is not None and spec.parts and f"{signal}#0" in self.newest.histograms:
+            parts = [self._window_buckets(f"{signal}#{i}") for i in range(len(spec.parts))]
+            labelled = [percentiles(b, w) for b, w in parts]
+            sums = {name: sum(getattr(p, name) or 0.0 for p in labelled) for name, _ in QUANTILES}
+            self.out.fields[fld] = Percentiles(
+                window=parts[0][1], observations=labelled[0].observations, approx=True,
+                lower_bound_only=sorted({n for p in labelled for n in p.lower_bound_only}),
+                note="approx.: " + " + ".join(spec.parts) + " quantiles", **sums)
+            return
+        if signal not in self.newest.histograms:
+            self.out.unavailable[fld] = self.missing(signal)
+            return
+        buckets, window = self._window_buckets(signal)
+        pct = percentiles(buckets, window)
+        self.out.fields[fld] = pct
+        if pct.observations <= 0:
+            self.out.unavailable[fld] = f"no observations in the last {window_label(self.w)}"
+
+    def _window_buckets(self, signal: str) -> tuple[list[tuple[float, float]], str]:
+        points = _points(self.h, "histograms", signal)
+        delta = window_delta(points, self.w)
+        assert delta is not None
+        self.out.note_reset(delta)
+        bounds = self.newest.bounds.get(signal, {})
+        buckets = summed_buckets(delta, bounds)
+        since_start = delta.since_start
+        if (not since_start and (not buckets or buckets[-1][1] <= 0) and delta.span_s < self.w
+                and delta.reset_at is None):
+            # watched for less than one window and nothing finished yet: the engine's own
+            # since-start buckets say more than nothing, and are labelled as such
+            since_start = True
+            last = window_delta(points[-1:], self.w)
+            assert last is not None
+            buckets = summed_buckets(last, bounds)
+        return buckets, "since_start" if since_start else window_label(self.w)
+
+    def success(self) -> None:
+        spec = self.p.success
+        f, na = self.out.fields, self.out.unavailable
+        if spec is None:
+            na["success_rate"] = f"{self.p.title} exports no request outcomes"
+            return
+        good = bad = aborted = 0.0
+        reasons: dict[str, float] = {}
+        if spec.finished:
+            sums, _ = self.increase(spec.finished, by=spec.label)
+            if sums is None:
+                na["success_rate"] = self.missing(spec.finished)
+                return
+            reasons = dict(sums)
+            good = sum(v for k, v in sums.items() if k in spec.good)
+            aborted = sum(v for k, v in sums.items() if k in _names(spec.aborted))
+            bad = sum(v for k, v in sums.items() if k not in spec.good and k not in _names(spec.aborted))
+        elif spec.total:
+            total, _ = self.increase(spec.total)
+            ab, _ = self.increase(str(spec.aborted)) if spec.aborted else (None, None)
+            if total is None:
+                na["success_rate"] = self.missing(spec.total)
+                return
+            n_total = sum(total.values())
+            aborted = sum(ab.values()) if ab else 0.0
+            good = max(0.0, n_total - aborted)
+        elif spec.ok:
+            ok, _ = self.increase(spec.ok)
+            failed, _ = self.increase(str(spec.failed), by=spec.label) if spec.failed else (None, None)
+            if ok is None:
+                na["success_rate"] = self.missing(spec.ok)
+                return
+            good = sum(ok.values())
+            if failed:
+                reasons = {k or "failed": v for k, v in failed.items()}
+                bad = sum(failed.values())
+            reasons["success"] = good
+        finished = good + bad + aborted
+        f["requests_finished"] = finished
+        f["requests_aborted"] = aborted
+        f["requests_failed"] = bad
+        if reasons:
+            f["finish_reasons"] = reasons
+        completed = good + bad  # aborts are the client's choice: shown, not counted against
+        if completed > 0:
+            f["success_rate"] = good / completed
+        else:
+            na["success_rate"] = f"no requests finished in the last {window_label(self.w)}"
+
+    def prefix_cache(self) -> None:
+        hits, _ = self.increase("prefix_cache_hits")
+        queries, _ = self.increase("prefix_cache_queries")
+        if hits is not None and queries is not None:
+            q = sum(queries.values())
+            if q > 0:
+                self.out.fields["prefix_cache_hit_rate"] = sum(hits.values()) / q
+            else:
+                self.out.unavailable["prefix_cache_hit_rate"] = "no prefix-cache queries in the window"
+        elif "prefix_cache_hit_rate" in self.newest.gauges:
+            self.gauge("prefix_cache_hit_rate", "prefix_cache_hit_rate")
+        else:
+            self.out.unavailable["prefix_cache_hit_rate"] = self.missing("prefix_cache_hits")
+
+    def kv(self) -> None:
+        usage = self.newest.gauges.get("kv_cache_usage")
+        self.gauge("kv_cache_usage", "kv_cache_usage")
+        if usage and len(usage) > 1:
+            self.out.fields["kv_cache_usage_by_rank"] = {
+                rank_key(lab, self.p.rank_labels): v for lab, v in usage.items() if not math.isnan(v)}
+        spec = self.p.signals.get("kv_capacity_tokens")
+        info = self.newest.info.get("kv_capacity_tokens")
+        if spec is not None and spec.labels_product and info is not None:
+            try:
+                value = 1.0
+                for name in spec.labels_product:
+                    value *= float(label(info, name) or "nan")
+                if math.isfinite(value):
+                    self.out.fields["kv_capacity_tokens"] = value
+                    return
+            except ValueError:
+                pass
+            self.out.unavailable["kv_capacity_tokens"] = f"{'/'.join(spec.labels_product)} not numeric"
+        elif "kv_blocks_max" in self.newest.gauges:
+            blocks = gauge_value(self.newest.gauges["kv_blocks_max"], "sum")
+            per = gauge_value(self.newest.gauges.get("kv_tokens_per_block", {}), "max")
+            if blocks is not None and per is not None:
+                self.out.fields["kv_capacity_tokens"] = blocks * per
+        elif spec is not None and spec.type == "gauge":
+            self.gauge("kv_capacity_tokens", "kv_capacity_tokens")
+        else:
+            self.out.unavailable["kv_capacity_tokens"] = self.missing("kv_capacity_tokens")
+
+    def means(self) -> None:
+        """Triton's cumulative-microsecond counters: mean = Δtotal / Δsuccesses."""
+        ok, _ = self.increase("requests_ok")
+        for fld, signal in (("e2e_mean_s", "e2e_total_s"), ("queue_mean_s", "queue_total_s")):
+            if signal not in self.p.signals:
+                continue
+            total, _ = self.increase(signal)
+            n = sum(ok.values()) if ok else 0.0
+            if total is None:
+                self.out.unavailable[fld] = self.missing(signal)
+            elif n > 0:
+                self.out.fields[fld] = sum(total.values()) / n
+            else:
+                self.out.unavailable[fld] = f"no successful requests in the last {window_label(self.w)}"
+
+
+def _names(v: str | list[str] | None) -> list[str]:
+    if v is None:
+        return []
+    return [v] if isinstance(v, str) else list(v)
+
+
+def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) -> Derived:
+    if not history:
+        return Derived()
+    d = _Deriver(history, profile, window_s)
+    d.gauge("requests_running", "requests_running")
+    d.gauge("requests_waiting", "requests_waiting")
+    d.kv()
+    d.rate("prompt_tokens_per_s", "prompt_tokens")
+    d.rate("generation_tokens_per_s", "generation_tokens")
+    for fld, signal in HISTOGRAM_FIELDS:
+        d.quantiles(fld, signal)
+    d.success()
+    d.prefix_cache()
+    pre, _ = d.increase("preemptions")
+    if pre is not None:
+        d.out.fields["preemptions"] = sum(pre.values())
+    else:
+        d.out.unavailable["preemptions"] = d.missing("preemptions")
+    d.means()
+    return d.out

@@ -67,6 +67,8 @@ class Percentiles(_Model):
     window: str  # "60s", or "since_start" when no earlier scrape gives a baseline
     observations: float = 0.0
     lower_bound_only: list[str] = Field(default_factory=list)  # e.g. ["p99"]: rank in +Inf, "≥"
+    approx: bool = False  # not a histogram of this quantity (e.g. TGI TTFT from its phases)
+    note: str | None = None
 
 
 class Engine(_Model):
@@ -76,16 +78,30 @@ class Engine(_Model):
     model: str | None = None
     up: bool = False
     error: str | None = None
+    device: str | None = None  # "GPU 0" or "GPU 1 MIG 2g.48gb@0", when known
+    version_hints: list[str] = Field(default_factory=list)
     scrape_s: float | None = None
     requests_running: float | None = None
     requests_waiting: float | None = None
-    kv_cache_usage: float | None = None  # fraction 0..1
+    kv_cache_usage: float | None = None  # fraction 0..1 (max across ranks)
+    kv_cache_usage_by_rank: dict[str, float] | None = None
+    kv_capacity_tokens: float | None = None
     prompt_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
     ttft_s: Percentiles | None = None
-    itl_s: Percentiles | None = None
     tpot_s: Percentiles | None = None
+    itl_s: Percentiles | None = None
     e2e_s: Percentiles | None = None
+    queue_time_s: Percentiles | None = None
+    e2e_mean_s: float | None = None
+    queue_mean_s: float | None = None
+    success_rate: float | None = None  # completed OK / completed (aborts excluded, shown apart)
+    requests_finished: float | None = None  # in the window, every outcome
+    requests_aborted: float | None = None
+    requests_failed: float | None = None
+    finish_reasons: dict[str, float] | None = None
+    prefix_cache_hit_rate: float | None = None
+    preemptions: float | None = None  # in the window
     restarted_at: datetime | None = None
     series: dict[str, str] = Field(default_factory=dict)  # signal -> exposed series used
     unavailable: dict[str, str] = Field(default_factory=dict)

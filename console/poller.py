@@ -13,7 +13,7 @@ import httpx
 
 from console import __version__
 from console.alerts import AlertBook, Condition
-from console.engines import detect_kind, extract, profiles
+from console.engines import detect_kind, extract, needed_families, profiles
 from console.enginestats import EngineHistory, derive
 from console.frame import Engine, Frame, Gpu, GpuSource
 from console.nvml import NvmlReader
@@ -28,6 +28,8 @@ class EngineTarget:
     name: str | None = None
     timeout_s: float = 2.0
     headers: dict[str, str] | None = None
+    device: str | None = None
+    model: str | None = None  # for engines whose series carry no model label
 
     @property
     def label(self) -> str:
@@ -96,9 +98,9 @@ class Poller:
         target = state.target
         common = {"name": target.label, "url": target.url, "scrape_s": elapsed}
         if text is not None:
-            page = parse(text)
+            page = parse(text, keep=needed_families().__contains__)
             found = detect_kind(page)
-            if len(page) == 0:
+            if len(page) == 0 and page.skipped == 0:
                 error = f"{target.url} returned no Prometheus samples (is this the engine's /metrics URL?)"
             elif found is None:
                 error = f"{target.url} serves no series of a known engine ({', '.join(profiles())})"
@@ -110,7 +112,7 @@ class Poller:
                 state.kind = found
                 profile = profiles()[found]
                 ex = extract(page, profile, t)
-                state.model = ex.model or state.model
+                state.model = ex.model or state.model or target.model
                 state.history.add(ex)
                 d = derive(state.history.points, profile, self.window_s)
                 if d.reset_at is not None:
@@ -119,13 +121,15 @@ class Poller:
                     **common,
                     kind=found,
                     model=state.model,
+                    device=target.device,
+                    version_hints=ex.hints,
                     up=True,
                     restarted_at=_utc(state.restarted_at) if state.restarted_at else None,
                     series=dict(ex.series),
                     unavailable=d.unavailable,
                     **d.fields,
                 )
-        return Engine(**common, kind=state.kind, model=state.model, up=False, error=error)
+        return Engine(**common, kind=state.kind, model=state.model, device=target.device, up=False, error=error)
 
     @staticmethod
     def _conditions(source: GpuSource, gpus: list[Gpu], engines: list[Engine]) -> list[Condition]:

@@ -37,6 +37,7 @@ class Page:
     types: dict[str, str] = field(default_factory=dict)
     bad_lines: int = 0
     first_bad_line: int | None = None
+    skipped: int = 0  # samples left out by the keep filter or as *_created
 
     def names(self) -> set[str]:
         return set(self.samples)
@@ -147,6 +148,11 @@ def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
                 continue
             name, rest = fields[0], fields[1:]
         if name.endswith("_created") or (keep is not None and not keep(name)):
+            if _NAME_RE.match(name):
+                page.skipped += 1
+            else:
+                page.bad_lines += 1
+                page.first_bad_line = page.first_bad_line or lineno
             continue
         if not rest or not _NAME_RE.match(name):
             page.bad_lines += 1

@@ -62,7 +62,7 @@ def test_windowed_rates_and_percentiles_from_two_scrapes():
 
 
 def test_bad_profile_file_gives_one_sentence():
-    with pytest.raises(ProfileError, match=r"engines.yaml: engine 'x', signals.a.type"):
+    with pytest.raises(ProfileError, match=r"engines.yaml:5: x.signals.a.type: Input should be"):
         _load("x:\n  title: X\n  detect: [a]\n  signals:\n    a: {type: wrong, series: [a]}\n", "engines.yaml")
     with pytest.raises(ProfileError, match=r"engines.yaml:\d+: not valid YAML"):
         _load("x:\n  - [unclosed\n", "engines.yaml")
