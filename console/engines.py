@@ -72,6 +72,7 @@ class DiscoverSpec(_Strict):
 
 class EngineProfile(_Strict):
     title: str
+    prefixes: list[str] = Field(default_factory=list)  # family-name prefixes only this engine uses
     detect: list[str] = Field(min_length=1)
     model_labels: list[str] = Field(default_factory=list)
     rank_labels: list[str] = Field(default_factory=list)
@@ -122,13 +123,18 @@ def needed_families() -> frozenset[str]:
 
 
 def detect_kind(page: Page) -> str | None:
-    """The profile whose detection series are most present on the page (None if none is)."""
-    names = page.samples.keys()
-    best, best_hits = None, 0
+    """The profile whose detection series are most present on the page (None if none is).
+
+    Named detection series weigh most; families under the engine's own prefix (also those the
+    parser skipped) decide excerpts that carry none of them.
+    """
+    names = page.samples.keys() | page.skipped_names
+    best, best_score = None, 0
     for kind, prof in profiles().items():
-        hits = sum(1 for n in prof.detect if n in names or n + "_bucket" in names)
-        if hits > best_hits:
-            best, best_hits = kind, hits
+        score = 1000 * sum(1 for n in prof.detect if n in names or n + "_bucket" in names)
+        score += sum(1 for n in names if n.startswith(tuple(prof.prefixes))) if prof.prefixes else 0
+        if score > best_score:
+            best, best_score = kind, score
     return best
 
 
@@ -150,6 +156,7 @@ class Extract:
     info: dict[str, Labels] = field(default_factory=dict)
     model: str | None = None
     hints: list[str] = field(default_factory=list)
+    problems: dict[str, str] = field(default_factory=dict)  # signal -> why a present series was unusable
 
 
 def _select(rows: list[tuple[Labels, float]], selector: Labels) -> list[tuple[Labels, float]]:
@@ -206,6 +213,8 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                     break
                 got = histogram(page, cand, spec.scale)
                 if got is None:
+                    if page.get(parse_selector(cand)[0] + "_bucket"):
+                        ex.problems[signal] = f"{cand} has no +Inf bucket (truncated page?)"
                     continue
                 ex.histograms[signal], ex.bounds[signal] = got
             else:
@@ -221,16 +230,22 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                     ex.info[signal] = rows[0][0]
             ex.series[signal] = cand
             break
-    for name in profile.model_labels:
+    ex.model = _model(page, profile.model_labels)
+    ex.hints = version_hints(page, profile)
+    return ex
+
+
+def _model(page: Page, model_labels: list[str]) -> str | None:
+    for name in model_labels:
         for rows in page.samples.values():
             model = label(rows[0][0], name) if rows else None
             if model:
-                ex.model = model
-                break
-        if ex.model:
-            break
-    ex.hints = version_hints(page, profile)
-    return ex
+                return model
+        for raw in page.skipped_names.values():  # excerpts whose kept families carry no labels
+            m = re.search(rf'(?:^|[,{{\s]){name}="([^"]*)"', raw)
+            if m and m.group(1):
+                return m.group(1)
+    return None
 
 
 def gauge_value(values: dict[Labels, float], aggregate: str) -> float | None:

@@ -104,6 +104,8 @@ class _Deriver:
         self.out = Derived()
 
     def missing(self, signal: str) -> str:
+        if signal in self.newest.problems:
+            return self.newest.problems[signal]
         spec = self.p.signals.get(signal)
         if spec is None:
             return f"{self.p.title} does not export this"

@@ -38,6 +38,7 @@ class Page:
     bad_lines: int = 0
     first_bad_line: int | None = None
     skipped: int = 0  # samples left out by the keep filter or as *_created
+    skipped_names: dict[str, str] = field(default_factory=dict)  # name -> first line's label text
 
     def names(self) -> set[str]:
         return set(self.samples)
@@ -150,6 +151,8 @@ def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
         if name.endswith("_created") or (keep is not None and not keep(name)):
             if _NAME_RE.match(name):
                 page.skipped += 1
+                if name not in page.skipped_names:
+                    page.skipped_names[name] = line[brace + 1 : close] if brace >= 0 else ""
             else:
                 page.bad_lines += 1
                 page.first_bad_line = page.first_bad_line or lineno
