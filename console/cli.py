@@ -13,6 +13,7 @@ from console.frame import Frame
 from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
 from console.scraper import UrlError, check_url
+from console.simtraffic import PROFILES
 
 
 class UsageError(Exception):
@@ -57,9 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     snap.add_argument("--wait", type=float, default=3.0, help="seconds to sample before printing (default 3)")
     snap.add_argument("--format", choices=("json", "md"), default="json")
     sim = sub.add_parser("simulate", help="serve a simulated engine's /metrics until interrupted")
-    sim.add_argument("--engine", choices=("vllm",), default="vllm")
+    sim.add_argument("--engine", choices=KINDS, default="vllm")
     sim.add_argument("--port", type=int, default=0)
-    sim.add_argument("--profile", choices=("steady", "burst", "overload"), default="steady")
+    sim.add_argument("--profile", choices=PROFILES, default="steady")
     sim.add_argument("--rate", type=float, default=4.0, help="mean requests per second")
     return p
 

@@ -6,7 +6,7 @@ import pytest
 from console.engines import extract, profiles
 from console.enginestats import EngineHistory, derive, summed_buckets
 from console.promtext import parse
-from console.simengine import TrafficModel, TrafficSpec, start_engine, vllm_page
+from console.simengine import TrafficModel, TrafficSpec, page_for, start_engine
 from console.window import window_delta
 
 
@@ -19,7 +19,7 @@ class Clock:
 
 
 def scrape(model, clock, prof, hist):
-    ex = extract(parse(vllm_page(model)), prof, clock.t)
+    ex = extract(parse(page_for("vllm", model)), prof, clock.t)
     hist.add(ex)
     return ex
 
@@ -47,7 +47,7 @@ def test_windowed_p95_matches_hand_computed_histogram_quantile():
     pages = []
     for _ in range(100):
         clock.t += 1.0
-        pages.append(parse(vllm_page(model)))
+        pages.append(parse(page_for("vllm", model)))
         hist.add(extract(pages[-1], prof, clock.t))
     d = derive(hist.points, prof, 60)
     # by hand: bucket deltas between the scrape 60 s ago and now, then histogram_quantile
@@ -86,8 +86,8 @@ def test_restart_never_gives_negative_rates_and_resets_percentiles():
     # percentiles rest on post-restart observations only
     delta = window_delta([(e.t, e.histograms["ttft"]) for e in hist.points], 60)
     post = summed_buckets(delta, ex.bounds["ttft"])
-    assert post[-1][1] == model.ttft.count
-    assert d.fields["ttft_s"].observations == model.ttft.count
+    assert post[-1][1] == model.h["ttft"].count
+    assert d.fields["ttft_s"].observations == model.h["ttft"].count
 
 
 def test_overload_fills_the_queue_and_kv():
@@ -102,4 +102,4 @@ def test_overload_fills_the_queue_and_kv():
 
 def test_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="no simulator"):
-        start_engine("tgi")
+        start_engine("ollama")

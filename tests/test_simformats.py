@@ -1,0 +1,80 @@
+"""Every simulator speaks its engine's format: detected as that kind, signals present, and the
+restart profile never yields a negative rate."""
+
+import pytest
+
+from console.engines import KINDS, detect_kind, extract, needed_families, profiles
+from console.enginestats import EngineHistory, derive
+from console.promtext import parse
+from console.simengine import TrafficModel, TrafficSpec, page_for
+from console.simformats import FORMATS
+
+
+class Clock:
+    def __init__(self):
+        self.t = 5000.0
+
+    def __call__(self):
+        return self.t
+
+
+def run(kind, spec, seconds, step=1.0):
+    clock = Clock()
+    model = TrafficModel(spec, clock=clock, buckets=FORMATS[kind][1])
+    prof, hist = profiles()[kind], EngineHistory()
+    frames = []
+    for _ in range(int(seconds / step)):
+        clock.t += step
+        page = parse(page_for(kind, model), keep=needed_families().__contains__)
+        assert page.bad_lines == 0
+        assert detect_kind(page) == kind
+        hist.add(extract(page, prof, clock.t))
+        frames.append(derive(hist.points, prof, 60))
+    return model, frames
+
+
+EXPECTED = {
+    "vllm": {"requests_running", "requests_waiting", "kv_cache_usage", "kv_capacity_tokens", "generation_tokens_per_s",
+             "ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_time_s", "success_rate", "prefix_cache_hit_rate", "preemptions"},
+    "sglang": {"requests_running", "requests_waiting", "kv_cache_usage", "kv_capacity_tokens", "generation_tokens_per_s",
+               "ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_time_s", "success_rate", "prefix_cache_hit_rate", "preemptions"},
+    "tgi": {"requests_running", "requests_waiting", "kv_capacity_tokens", "generation_tokens_per_s", "ttft_s", "tpot_s",
+            "e2e_s", "queue_time_s", "success_rate"},
+    "triton": {"requests_running", "requests_waiting", "kv_cache_usage", "kv_capacity_tokens", "generation_tokens_per_s",
+               "ttft_s", "success_rate", "e2e_mean_s", "queue_mean_s"},
+    "llamacpp": {"requests_running", "requests_waiting", "generation_tokens_per_s", "prompt_tokens_per_s"},
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_simulator_yields_the_engines_signals(kind):
+    model, frames = run(kind, TrafficSpec(rate_rps=5, seed=11, warmup_s=30), 30)
+    d = frames[-1]
+    present = {k for k, v in d.fields.items() if v is not None}
+    assert EXPECTED[kind] <= present, EXPECTED[kind] - present
+    assert 0 <= d.fields["generation_tokens_per_s"] < 10_000
+    if "success_rate" in d.fields:
+        assert 0.9 <= d.fields["success_rate"] <= 1.0
+    if kind == "tgi":
+        assert d.fields["ttft_s"].approx and "tgi_request_queue_duration" in d.fields["ttft_s"].note
+    if kind == "llamacpp":
+        assert d.unavailable["ttft_s"] == "llama.cpp does not export this"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_restart_profile_never_negative(kind):
+    model, frames = run(kind, TrafficSpec(rate_rps=5, seed=3, profile="restart", restart_every_s=20), 70)
+    assert model.restarts >= 3
+    for d in frames:
+        for fld in ("generation_tokens_per_s", "prompt_tokens_per_s", "preemptions", "requests_finished"):
+            v = d.fields.get(fld)
+            assert v is None or v >= 0, (fld, v)
+    assert any(d.reset_at is not None for d in frames)
+
+
+def test_overload_queue_grows_and_kv_fills():
+    model, frames = run("vllm", TrafficSpec(rate_rps=6, profile="overload", max_num_seqs=24,
+                                            kv_capacity_tokens=30_000, seed=4), 90)
+    waits = [d.fields["requests_waiting"] for d in frames]
+    assert waits[-1] > 20 and waits[-1] > waits[10]
+    assert frames[-1].fields["kv_cache_usage"] > 0.7
