@@ -95,8 +95,8 @@ def vllm_page(m: TrafficModel) -> str:
                 m.h["prefill"], created=c)
     blocks = m.spec.kv_capacity_tokens // m.spec.block_size
     e.head("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
-    e.lines.append('vllm:cache_config_info{block_size="%d",cache_dtype="auto",enable_prefix_caching="True",'
-                   'engine="0",gpu_memory_utilization="0.9",num_gpu_blocks="%d"} 1.0' % (m.spec.block_size, blocks))
+    e.sample("vllm:cache_config_info", 1.0, block_size=str(m.spec.block_size), cache_dtype="auto",
+             enable_prefix_caching="True", gpu_memory_utilization="0.9", num_gpu_blocks=str(blocks))
     return e.text()
 
 
