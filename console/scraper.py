@@ -92,10 +92,3 @@ async def scrape(
     except Exception as exc:  # noqa: BLE001 - every failure becomes a per-engine error
         return result(None, _describe(exc, url, timeout))
     return result(body.decode("utf-8", errors="replace"), None)
-
-
-async def scrape_all(
-    client: httpx.AsyncClient, targets: list[tuple[str, float, dict[str, str] | None]]
-) -> list[ScrapeResult]:
-    """Scrape (url, timeout, headers) targets concurrently; results in the same order."""
-    return list(await asyncio.gather(*(scrape(client, u, t, headers=h) for u, t, h in targets)))
