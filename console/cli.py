@@ -9,10 +9,12 @@ import time
 
 from console import __version__
 from console.engines import KINDS
+from console.enginestats import parse_window
 from console.frame import Frame
 from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
 from console.scraper import UrlError, check_url
+from console.settings import ConfigError, Settings, config_path, load_settings, token_headers
 from console.simtraffic import PROFILES
 
 
@@ -44,9 +46,13 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--engine", action="append", default=[], metavar="[KIND=]URL",
                         help="an engine's /metrics URL (repeatable); KIND is detected when omitted")
+    common.add_argument("--config", metavar="FILE", help="config file (default: $INFERDECK_CONFIG, "
+                        "~/.config/inferdeck/config.yaml, /etc/inferdeck/config.yaml)")
     common.add_argument("--no-gpu", action="store_true", help="do not read NVML")
-    common.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
-    common.add_argument("--window", type=float, default=60.0, help="window for rates and percentiles, seconds")
+    common.add_argument("--no-discover", action="store_true", help="do not look for local engines")
+    common.add_argument("--interval", type=float, default=None, help="seconds between polls (default 1)")
+    common.add_argument("--window", default=None, metavar="DURATION",
+                        help="window for rates and percentiles: 1m (default), 5m, 15m, ...")
     # top level runs the TUI too
     for action in common._actions:
         if action.dest != "help":
@@ -83,28 +89,68 @@ async def sample(poller: Poller, wait_s: float, interval_s: float) -> Frame:
         await poller.aclose()
 
 
-def _build(args: argparse.Namespace, demo: bool):
-    """(poller, demo node or None) for the chosen source."""
+def _settings(args: argparse.Namespace) -> Settings:
+    try:
+        settings = load_settings(config_path(args.config))
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if args.window is not None:
+        try:
+            parse_window(args.window)
+        except (ValueError, KeyError, IndexError):
+            raise UsageError(f"--window {args.window!r}: use a duration like 1m, 5m, 15m or 1h.") from None
+        settings.window = args.window
+    if args.interval is not None:
+        _positive(args.interval, "--interval")
+        settings.interval_s = args.interval
+    return settings
+
+
+def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settings]:
+    """(poller, demo node or None, settings) for the chosen source."""
+    settings = _settings(args)
     targets = [parse_engine(s) for s in args.engine]
+    targets += [EngineTarget(url=e.url, kind=e.kind, name=e.name, timeout_s=e.timeout_s, headers=token_headers(e),
+                             verify_tls=e.verify_tls, interval_s=e.interval_s, device=e.device, model=e.model)
+                for e in settings.engines]
     node = None
     nvml = None
     if demo:
         from console.demo import start_demo
 
         node = start_demo()
-        targets += [EngineTarget(url=e.url, kind="vllm", name=n) for n, e in node.engines.items()]
+        targets += node.targets()
         nvml = None if args.no_gpu else NvmlReader(node.nvml, simulated=True)
     elif not args.no_gpu:
         nvml = NvmlReader()
-    return Poller(targets, nvml, window_s=args.window), node
+    if not demo and not targets and settings.discover and not args.no_discover:
+        targets = discover_targets(nvml)
+    return Poller(targets, nvml, window_s=settings.window_s), node, settings
+
+
+def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
+    """Local engines from GPU processes, every process's command line, and default ports."""
+    from console.discovery import discover
+
+    devices: dict[int, str] = {}
+    if nvml is not None:
+        _, gpus = nvml.read()
+        for g in gpus:
+            for p in g.processes:
+                devices[p.pid] = str(g.index)
+            for d in g.mig.devices if g.mig else []:
+                for p in d.processes:
+                    devices[p.pid] = f"{g.index}/{d.index}"
+    found = asyncio.run(discover(gpu_pids=list(devices)))
+    return [EngineTarget(url=f.url, kind=f.kind, device=devices.get(f.pid) if f.pid else None) for f in found]
 
 
 def _run_tui(args: argparse.Namespace, demo: bool) -> int:
-    poller, node = _build(args, demo)
+    poller, node, settings = _build(args, demo)
     from screens.app import InferdeckApp
 
     try:
-        InferdeckApp(poller, interval_s=args.interval, title="inferdeck demo" if demo else "inferdeck").run()
+        InferdeckApp(poller, interval_s=settings.interval_s, title="inferdeck demo" if demo else "inferdeck").run()
     finally:
         if node is not None:
             node.stop()
@@ -113,9 +159,9 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
 
 def _snapshot(args: argparse.Namespace) -> int:
     _positive(args.wait, "--wait", allow_zero=True)
-    poller, node = _build(args, args.demo)
+    poller, node, settings = _build(args, args.demo)
     try:
-        frame = asyncio.run(sample(poller, args.wait, args.interval))
+        frame = asyncio.run(sample(poller, args.wait, settings.interval_s))
     finally:
         if node is not None:
             node.stop()
@@ -147,9 +193,6 @@ def _simulate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command != "simulate":
-            _positive(args.interval, "--interval")
-            _positive(args.window, "--window")
         if args.command == "snapshot":
             return _snapshot(args)
         if args.command == "simulate":

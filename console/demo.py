@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from console.poller import EngineTarget
 from console.simengine import SimEngine, TrafficSpec, start_engine
 from console.simnvml import DeviceLoad, SimNvml
 
@@ -28,6 +29,15 @@ class DemoNode:
     nvml: SimNvml
     engines: dict[str, SimEngine]
     devices: dict[tuple[int, int | None], str]
+
+    def targets(self) -> list[EngineTarget]:
+        where = {name: dev for dev, name in self.devices.items()}
+        out = []
+        for name, eng in self.engines.items():
+            gpu, mig = where[name]
+            out.append(EngineTarget(url=eng.url, kind=eng.kind, name=name,
+                                    device=str(gpu) if mig is None else f"{gpu}/{mig}"))
+        return out
 
     def stop(self) -> None:
         for e in self.engines.values():

@@ -18,6 +18,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class GpuProcess(_Model):
+    pid: int
+    used_memory_bytes: int | None = None
+    command: str | None = None  # from /proc/PID/cmdline when visible from here
+    user: str | None = None
+    engine: str | None = None  # the engine row this process serves, when matched
+
+
 class MigDevice(_Model):
     index: int
     uuid: str | None = None
@@ -28,6 +36,7 @@ class MigDevice(_Model):
     placement_size: int | None = None
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
+    processes: list[GpuProcess] = Field(default_factory=list)
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
@@ -48,6 +57,7 @@ class Gpu(_Model):
     power_limit_w: float | None = None
     temperature_c: float | None = None
     mig: MigState | None = None
+    processes: list[GpuProcess] = Field(default_factory=list)  # whole-GPU processes (MIG: per device)
     fault: str | None = None  # a device-level fault (GPU lost); the GPU is no longer polled
     unavailable: dict[str, str] = Field(default_factory=dict)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from console.frame import Gpu, GpuSource, MigDevice, MigState
+from console.frame import Gpu, GpuProcess, GpuSource, MigDevice, MigState
 from console.gpucatalog import mig_profile_name
 
 _UNINIT_RETRY_S = 30.0
@@ -155,6 +155,7 @@ class NvmlReader:
             uuid, name = self._ident.get(index, (None, None))
             self._lost[index] = (lost.reason, uuid, name)
             return Gpu(index=index, uuid=uuid, name=name, fault=lost.reason)
+        procs = [] if (mig is not None and mig.current) else self._processes(handle, na)
         if mem is None:
             na.setdefault("memory_total_bytes", na.get("memory_used_bytes", "unreadable"))
         return Gpu(
@@ -168,8 +169,17 @@ class NvmlReader:
             power_limit_w=limit / 1000.0 if limit is not None else None,
             temperature_c=float(temp) if temp is not None else None,
             mig=mig,
+            processes=procs,
             unavailable=na,
         )
+
+    def _processes(self, handle: Any, na: dict[str, str]) -> list[GpuProcess]:
+        rows = self._call("nvmlDeviceGetComputeRunningProcesses", handle, field="processes", na=na)
+        out = []
+        for p in rows or []:
+            used = getattr(p, "usedGpuMemory", None)
+            out.append(GpuProcess(pid=int(p.pid), used_memory_bytes=int(used) if used is not None else None))
+        return out
 
     def _read_mig(self, index: int, handle: Any, mem: Any) -> MigState | None:
         na: dict[str, str] = {}
@@ -227,8 +237,10 @@ class NvmlReader:
                     na["profile"] = f"unknown profile id {int(info.profileId)}"
         if profile is None and "profile" in na:
             na["placement_start"] = na["placement_size"] = na["profile"]
+        procs = self._processes(mh, na)
         return MigDevice(
             index=i,
+            processes=procs,
             uuid=uuid,
             profile=profile,
             gpu_instance_id=int(gi_id) if gi_id is not None else None,

@@ -12,6 +12,7 @@ import time
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pynvml
 
@@ -82,6 +83,7 @@ class SimNvml:
         self.driver_version = driver_version
         self.initialized = False
         self.lost: set[int] = set()
+        self.processes: dict[tuple[int, int | None], list[tuple[int, int]]] = {}
         self._lock = threading.RLock()
         for name in dir(pynvml):  # constants and error classes, as `import pynvml` gives them
             if name.startswith(("NVML_", "NVMLError")) and not hasattr(self, name):
@@ -116,6 +118,10 @@ class SimNvml:
         gpu.instances.append(inst)
         gpu.instances.sort(key=lambda i: i.start)
         return inst
+
+    def add_process(self, gpu: int, mig: int | None, pid: int, used_bytes: int) -> None:
+        """A compute process on a GPU (mig None) or on one of its MIG devices."""
+        self.processes.setdefault((gpu, mig), []).append((pid, used_bytes))
 
     def lose_gpu(self, index: int) -> None:
         """Fault injection: the GPU fell off the bus; every call on it raises GPU_IS_LOST."""
@@ -306,3 +312,16 @@ class SimNvml:
                 info.name = f"MIG {p.name}".encode()
                 return info
         raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: _Handle) -> list:  # noqa: N802
+        gpu = self._gpu(handle)
+        keys = [(handle.gpu, handle.mig)] if handle.mig is not None or not gpu.mig_current else \
+            [(handle.gpu, i) for i in range(len(gpu.instances))]
+        out = []
+        for key in keys:
+            inst = gpu.instances[key[1]] if key[1] is not None else None
+            for pid, used in self.processes.get(key, []):
+                out.append(SimpleNamespace(pid=pid, usedGpuMemory=used,
+                                           gpuInstanceId=inst.gi_id if inst else 0xFFFFFFFF,
+                                           computeInstanceId=inst.ci_id if inst else 0xFFFFFFFF))
+        return out

@@ -1,0 +1,111 @@
+"""Zero-config discovery of local engines: engine command lines (GPU processes first, then every
+process) give kind and port; a probe of the default ports finds the rest."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from console.engines import detect_kind, needed_families, profiles
+from console.promtext import parse
+from console.scraper import scrape
+
+DEFAULT_PORTS = (8000, 30000, 3000, 8002, 8080)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    kind: str
+    url: str
+    pid: int | None = None
+    how: str = ""  # "cmdline" or "port probe"
+
+
+def _port(argv: Sequence[str], flag: str) -> int | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+        else:
+            continue
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def classify(argv: Sequence[str]) -> tuple[str, int] | None:
+    """(kind, metrics port) for an engine's command line, or None if it is not one."""
+    names = [os.path.basename(a) for a in argv]
+    for kind, prof in profiles().items():
+        spec = prof.discover
+        if spec is None:
+            continue
+        for command in spec.commands:
+            n = len(command)
+            for i in range(len(names) - n + 1):
+                window = names[i : i + n]
+                if window == command or (n == 1 and window[0].removesuffix(".py") == command[0]):
+                    return kind, _port(argv, spec.port_flag) or spec.default_port
+    return None
+
+
+def read_cmdline(pid: int, proc: Path = Path("/proc")) -> list[str] | None:
+    try:
+        raw = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
+def all_pids(proc: Path = Path("/proc")) -> list[int]:
+    try:
+        return sorted(int(p.name) for p in proc.iterdir() if p.name.isdigit())
+    except OSError:
+        return []
+
+
+def from_processes(pids: Iterable[int], proc: Path = Path("/proc")) -> list[Found]:
+    found: dict[str, Found] = {}
+    for pid in pids:
+        argv = read_cmdline(pid, proc)
+        hit = classify(argv) if argv else None
+        if hit is None:
+            continue
+        kind, port = hit
+        url = f"http://127.0.0.1:{port}/metrics"
+        found.setdefault(url, Found(kind, url, pid, "cmdline"))
+    return list(found.values())
+
+
+async def probe_ports(ports: Iterable[int], timeout_s: float = 0.5, skip: set[str] | None = None) -> list[Found]:
+    """GET /metrics on 127.0.0.1:PORT for each port; keep those that serve a known engine."""
+    urls = [f"http://127.0.0.1:{p}/metrics" for p in ports]
+    urls = [u for u in urls if not skip or u not in skip]
+    async with httpx.AsyncClient() as client:
+        results = await asyncio.gather(*(scrape(client, u, timeout_s) for u in urls))
+    out = []
+    for res in results:
+        if res.text is None:
+            continue
+        kind = detect_kind(parse(res.text, keep=needed_families().__contains__))
+        if kind:
+            out.append(Found(kind, res.url, None, "port probe"))
+    return out
+
+
+async def discover(gpu_pids: Iterable[int] = (), ports: Sequence[int] = DEFAULT_PORTS,
+                   proc: Path = Path("/proc")) -> list[Found]:
+    """Engines on this node: GPU processes' command lines, every process's, then port probes."""
+    gpu_pids = list(gpu_pids)
+    found = {f.url: f for f in from_processes(gpu_pids, proc)}
+    for f in from_processes(all_pids(proc), proc):
+        found.setdefault(f.url, f)
+    for f in await probe_ports(ports, skip=set(found)):
+        found.setdefault(f.url, f)
+    return list(found.values())

@@ -1,0 +1,138 @@
+"""The config file: where it is looked for, what it may say, and one-sentence errors.
+
+Looked for, first found wins: ``--config``, ``$INFERDECK_CONFIG``,
+``$XDG_CONFIG_HOME/inferdeck/config.yaml`` (``~/.config/...``), ``/etc/inferdeck/config.yaml``.
+Never the current directory. Unknown keys are errors. Tokens are read from an environment
+variable or a file named in the config, never written into it, and never into snapshots or logs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from console.engines import KINDS
+from console.enginestats import parse_window
+from console.scraper import UrlError, check_url
+from console.yamlfile import ConfigError, load_yaml, pydantic_error
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EngineConfig(_Strict):
+    name: str | None = None
+    kind: Literal["vllm", "sglang", "tgi", "triton", "llamacpp"] | None = None
+    url: str
+    token_env: str | None = None
+    token_file: str | None = None
+    verify_tls: bool = True
+    timeout_s: float = Field(2.0, gt=0, le=120)
+    interval_s: float | None = Field(None, gt=0)
+    device: str | None = None
+    model: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        try:
+            return check_url(v)
+        except UrlError as exc:
+            raise ValueError(str(exc).rstrip(".")) from None
+
+    @model_validator(mode="after")
+    def _one_token(self) -> EngineConfig:
+        if self.token_env and self.token_file:
+            raise ValueError("give token_env or token_file, not both")
+        return self
+
+
+class Settings(_Strict):
+    window: str = "1m"
+    interval_s: float = Field(1.0, gt=0)
+    discover: bool = True
+    engines: list[EngineConfig] = Field(default_factory=list)
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, v: str) -> str:
+        try:
+            parse_window(v)
+        except (ValueError, KeyError, IndexError):
+            raise ValueError("use a duration like 1m, 5m, 15m or 1h") from None
+        return v
+
+    @property
+    def window_s(self) -> float:
+        return parse_window(self.window)
+
+
+def config_path(explicit: str | None = None) -> Path | None:
+    """The config file to read, or None. An explicit path that does not exist is an error."""
+    if explicit:
+        p = Path(explicit).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"{p}: no such config file; check the path given to --config.")
+        return p
+    env = os.environ.get("INFERDECK_CONFIG")
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"{p}: no such config file (from $INFERDECK_CONFIG); fix or unset the variable.")
+        return p
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    for p in (xdg / "inferdeck" / "config.yaml", Path("/etc/inferdeck/config.yaml")):
+        if p.is_file():
+            return p
+    return None
+
+
+def load_settings(path: Path | None) -> Settings:
+    if path is None:
+        return Settings()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror}); check its permissions.") from None
+    data, where = load_yaml(text, str(path))
+    if data is None:
+        return Settings()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where(())}: the config must be a mapping of keys (window, engines, ...).")
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_error(exc, where) from None
+    for i, eng in enumerate(settings.engines):
+        token_headers(eng, lambda field, i=i: where(("engines", i, field)))
+    return settings
+
+
+def token_headers(eng: EngineConfig, where: object = None) -> dict[str, str] | None:
+    """Authorization header from the token's env var or file (errors name the config line)."""
+
+    def at(field: str) -> str:
+        return f"{where(field)}: " if callable(where) else ""
+
+    token = None
+    if eng.token_env:
+        token = os.environ.get(eng.token_env)
+        if not token:
+            raise ConfigError(f"{at('token_env')}engines: environment variable {eng.token_env} is not set; "
+                              "export it or use token_file.")
+    elif eng.token_file:
+        try:
+            token = Path(eng.token_file).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"{at('token_file')}engines: cannot read token file {eng.token_file} "
+                              f"({exc.strerror}); check the path and its permissions.") from None
+        if not token:
+            raise ConfigError(f"{at('token_file')}engines: token file {eng.token_file} is empty.")
+    return {"Authorization": f"Bearer {token}"} if token else None
+
+
+__all__ = ["ConfigError", "EngineConfig", "KINDS", "Settings", "config_path", "load_settings", "token_headers"]

@@ -1,0 +1,129 @@
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from console.discovery import classify, from_processes, probe_ports
+from console.settings import ConfigError, config_path, load_settings, token_headers
+from console.simengine import start_engine
+from tests.conftest import ROOT
+
+
+def write(tmp_path, text):
+    p = tmp_path / "config.yaml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_config_loads_engines_and_tokens(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_TOKEN", "s3cret")
+    tok = tmp_path / "tok"
+    tok.write_text("filetoken\n")
+    p = write(tmp_path, f"""\
+        window: 5m
+        engines:
+          - name: big
+            kind: vllm
+            url: http://127.0.0.1:8000/metrics
+            token_env: VLLM_TOKEN
+          - url: https://10.0.0.5:30000/metrics
+            token_file: {tok}
+            verify_tls: false
+            timeout_s: 5
+        """)
+    s = load_settings(p)
+    assert s.window_s == 300
+    assert token_headers(s.engines[0]) == {"Authorization": "Bearer s3cret"}
+    assert token_headers(s.engines[1]) == {"Authorization": "Bearer filetoken"}
+    assert s.engines[1].verify_tls is False and s.engines[1].kind is None
+
+
+@pytest.mark.parametrize("body, expect", [
+    ("engines:\n  - url: http://x:1/metrics\n    tokn_env: A\n", r"config.yaml:3: engines.0: unknown key 'tokn_env'"),
+    ("engines:\n  - url: localhost:8000\n", r"config.yaml:2: engines.0.url: .*not an http\(s\) URL"),
+    ("engines:\n  - url: http://x:1/m\n    kind: ollama\n", r"config.yaml:3: engines.0.kind: Input should be"),
+    ("window: soon\n", r"config.yaml:1: window: .*use a duration"),
+    ("engines:\n  - url: http://x:1/m\n    token_env: NOPE_NOT_SET\n", r"config.yaml:3: engines: environment variable NOPE_NOT_SET"),
+    ("engines: [\n", r"config.yaml:\d+: not valid YAML"),
+    ("window: 1m\nwindow: 5m\n", r"config.yaml:2: key 'window' appears twice"),
+])
+def test_config_errors_are_one_sentence_with_line(tmp_path, body, expect, monkeypatch):
+    monkeypatch.delenv("NOPE_NOT_SET", raising=False)
+    with pytest.raises(ConfigError, match=expect) as info:
+        load_settings(write(tmp_path, body))
+    assert "\n" not in str(info.value)
+
+
+def test_config_search_order_never_uses_cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text("window: 5m\n")
+    monkeypatch.delenv("INFERDECK_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert config_path() in (None, __import__("pathlib").Path("/etc/inferdeck/config.yaml"))
+    (tmp_path / "xdg" / "inferdeck").mkdir(parents=True)
+    (tmp_path / "xdg" / "inferdeck" / "config.yaml").write_text("window: 15m\n")
+    assert config_path() == tmp_path / "xdg" / "inferdeck" / "config.yaml"
+    monkeypatch.setenv("INFERDECK_CONFIG", str(tmp_path / "missing.yaml"))
+    with pytest.raises(ConfigError, match="INFERDECK_CONFIG"):
+        config_path()
+
+
+def test_cli_bad_config_exits_2(tmp_path):
+    p = write(tmp_path, "engines:\n  - url: http://x:1/metrics\n    colour: red\n")
+    res = subprocess.run([sys.executable, "-m", "console", "snapshot", "--config", str(p), "--no-gpu", "--wait", "0"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "config.yaml:3" in res.stderr
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "meta-llama/Llama-3.1-8B", "--port", "8011"], ("vllm", 8011)),
+    (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], ("vllm", 8000)),
+    (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--port=30123"], ("sglang", 30123)),
+    (["text-generation-launcher", "--model-id", "m", "--port", "3001"], ("tgi", 3001)),
+    (["/opt/tritonserver/bin/tritonserver", "--model-repository=/m", "--metrics-port", "8102"], ("triton", 8102)),
+    (["./llama-server", "-m", "x.gguf", "--port", "8081", "--metrics"], ("llamacpp", 8081)),
+    (["python", "train.py", "--port", "8000"], None),
+    (["vim", "vllm"], None),
+])
+def test_classify_command_lines(argv, expect):
+    assert classify(argv) == expect
+
+
+def test_discovers_a_running_engine_process_and_probes_ports():
+    eng = start_engine("sglang")
+    code = "import time; time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", code, "python3", "-m", "sglang.launch_server", "--port",
+                             str(eng.server.port)])
+    try:
+        found = from_processes([proc.pid])
+        assert [(f.kind, f.url, f.pid) for f in found] == [("sglang", eng.url, proc.pid)]
+        probed = asyncio.run(probe_ports([eng.server.port, 9]))
+        assert [(f.kind, f.url, f.how) for f in probed] == [("sglang", eng.url, "port probe")]
+    finally:
+        proc.kill()
+        eng.stop()
+
+
+def test_snapshot_discovers_when_nothing_is_configured(tmp_path):
+    code = ("import sys, time; from console.simengine import start_engine; "
+            "e = start_engine('vllm', port=int(sys.argv[-1])); time.sleep(60)")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", code, "/usr/local/bin/vllm", "serve", "m", "--port", str(port)],
+                            cwd=ROOT)
+    try:
+        import time
+        time.sleep(1.5)
+        env = {"XDG_CONFIG_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        res = subprocess.run([sys.executable, "-m", "console", "snapshot", "--no-gpu", "--wait", "0"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+        engines = json.loads(res.stdout)["engines"]
+        mine = [e for e in engines if e["url"] == f"http://127.0.0.1:{port}/metrics"]
+        assert mine and mine[0]["kind"] == "vllm" and mine[0]["up"]
+    finally:
+        proc.kill()
