@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from console.discovery import classify, from_processes, probe_ports
+from console.discovery import classify, from_processes, probe_ports, read_cmdline
 from console.settings import ConfigError, config_path, load_settings, token_headers
 from console.simengine import start_engine
 from tests.conftest import ROOT
@@ -98,6 +98,10 @@ def test_discovers_a_running_engine_process_and_probes_ports():
     proc = subprocess.Popen([sys.executable, "-c", code, "python3", "-m", "sglang.launch_server", "--port",
                              str(eng.server.port)])
     try:
+        import time
+        deadline = time.monotonic() + 10
+        while "sglang.launch_server" not in (read_cmdline(proc.pid) or []) and time.monotonic() < deadline:
+            time.sleep(0.02)  # right after fork the child still shows the parent's command line
         found = from_processes([proc.pid])
         assert [(f.kind, f.url, f.pid) for f in found] == [("sglang", eng.url, proc.pid)]
         probed = asyncio.run(probe_ports([eng.server.port, 9]))
