@@ -20,12 +20,14 @@ def num(v: float | None, digits: int = 0) -> str:
 
 
 def seconds(v: float | None, lower_bound: bool = False) -> str:
-    """Latency: ms below 10 s, seconds above; '≥' when only a lower bound is known."""
+    """Latency: ms below 1 s, seconds above; '≥' when only a lower bound is known."""
     if v is None:
         return NA
     prefix = "≥" if lower_bound else ""
-    if v < 10:
+    if v < 1:
         return f"{prefix}{v * 1000:.0f}ms"
+    if v < 10:
+        return f"{prefix}{v:.2f}s"
     return f"{prefix}{v:.1f}s"
 
 

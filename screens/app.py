@@ -11,12 +11,13 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
 
-from console.enginestats import window_label
+from console.enginestats import WINDOWS_S, window_label
 from console.frame import Frame
+from screens.engines import EngineDetailScreen, EnginePane
 from screens.help import HelpScreen
-from screens.panes import AlertPane, EnginePane, GpuPane
+from screens.panes import AlertPane, GpuPane
 
 
 class FrameSource(Protocol):
@@ -31,6 +32,7 @@ class InferdeckApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("p", "pause", "Pause"),
+        Binding("w", "window", "Window"),
     ]
 
     def __init__(self, source: FrameSource, interval_s: float = 1.0, title: str = "inferdeck") -> None:
@@ -78,10 +80,13 @@ class InferdeckApp(App[None]):
 
     def show(self, frame: Frame) -> None:
         with self.batch_update():
-            self.query_one(GpuPane).show(frame)
-            self.query_one(EnginePane).show(frame)
-            self.query_one(AlertPane).show(frame)
+            dashboard = self.screen_stack[0]
+            dashboard.query_one(GpuPane).show(frame)
+            dashboard.query_one(EnginePane).show(frame)
+            dashboard.query_one(AlertPane).show(frame)
             self._status()
+            if hasattr(self.screen, "show") and self.screen is not dashboard:
+                self.screen.show(frame)
 
     def _status(self) -> None:
         f = self.frame
@@ -93,7 +98,23 @@ class InferdeckApp(App[None]):
             text.append("PAUSED", style="bold reverse")
         if self.poll_errors:
             text.append(f" │ poll errors: {self.poll_errors} ({self.last_poll_error})")
-        self.query_one("#status", Static).update(text)
+        self.screen_stack[0].query_one("#status", Static).update(text)
+
+    def action_window(self) -> None:
+        """Cycle the window for rates and percentiles: 1m -> 5m -> 15m."""
+        current = getattr(self.source, "window_s", None)
+        if current is None:
+            self.notify("This source has a fixed window.", severity="warning")
+            return
+        later = [w for w in WINDOWS_S if w > current]
+        self.source.window_s = later[0] if later else WINDOWS_S[0]  # type: ignore[attr-defined]
+        self.notify(f"Window {window_label(self.source.window_s)}: rates and percentiles recompute "
+                    "from the kept history.", timeout=3)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "engine-table":
+            url = str(event.row_key.value).removeprefix("eng:")
+            self.push_screen(EngineDetailScreen(url))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

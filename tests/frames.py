@@ -45,14 +45,18 @@ def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
     engines = [
         Engine(name="llama-70b", url="http://127.0.0.1:8000/metrics", kind="vllm", model="meta-llama/Llama-3.3-70B-Instruct",
                up=True, requests_running=18, requests_waiting=3, kv_cache_usage=0.72, generation_tokens_per_s=412.5,
-               ttft_s=_pct(0.21, 0.64, 1.9), itl_s=_pct(0.031, 0.047, 0.071)),
+               ttft_s=_pct(0.21, 0.64, 1.9), itl_s=_pct(0.031, 0.047, 0.071), tpot_s=_pct(0.034, 0.052, 0.066),
+               success_rate=0.998, requests_finished=512, device="0"),
         Engine(name="llama-8b-a", url="http://127.0.0.1:8001/metrics", kind="vllm", model="meta-llama/Llama-3.1-8B-Instruct",
                up=True, requests_running=24, requests_waiting=0, kv_cache_usage=0.95, generation_tokens_per_s=1210.0,
                ttft_s=Percentiles(p50=0.08, p95=0.3, p99=2560.0, window="1m", observations=900, lower_bound_only=["p99"]),
-               itl_s=_pct(0.02, 0.027, 0.04)),
+               itl_s=_pct(0.02, 0.027, 0.04), tpot_s=Percentiles(p50=0.021, p95=0.03, p99=0.04, window="1m",
+                                                                 observations=7), success_rate=0.97,
+               requests_finished=7, device="1/0"),
     ]
     if engine_down:
         engines.append(Engine(name="llama-8b-b", url="http://127.0.0.1:8002/metrics", kind="vllm", up=False,
+                              device="1/1",
                               error="connection refused at http://127.0.0.1:8002/metrics (is the engine running on that port?)"))
         alerts.append(Alert(key="engine-down:http://127.0.0.1:8002/metrics", severity="critical", subject="llama-8b-b",
                             message="engine down: connection refused at http://127.0.0.1:8002/metrics", since=T0))

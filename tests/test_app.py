@@ -6,6 +6,7 @@ from console.demo import start_demo
 from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
 from screens.app import InferdeckApp
+from screens.engines import EngineDetailScreen
 from screens.help import HelpScreen
 from screens.panes import KeyedTable
 from tests.frames import StaticSource, no_driver_frame, node_frame
@@ -53,6 +54,23 @@ async def test_pilot_drives_the_demo_node():
             assert isinstance(app.screen, HelpScreen)
             await pilot.press("escape")
             assert not isinstance(app.screen, HelpScreen)
+            # enter on an engine opens its detail screen, which follows new frames
+            engine_table.focus()
+            await pilot.press("enter")
+            assert isinstance(app.screen, EngineDetailScreen)
+            await pilot.pause(0.5)
+            latency = app.screen.query_one("#detail-latency")
+            assert latency.row_count == 5
+            assert "ms" in str(latency.get_cell("TTFT", "p95"))
+            body = str(app.screen.query_one("#detail-body").render())
+            assert "vllm:time_to_first_token_seconds" in body and "completion rate" in body
+            await pilot.press("escape")
+            assert not isinstance(app.screen, EngineDetailScreen)
+            # w cycles the window: 1m -> 5m
+            await pilot.press("w")
+            await pilot.pause(0.5)
+            assert poller.window_s == 300 and app.frame.window_s == 300
+            assert app.frame.engines[0].ttft_s.window in ("5m", "since_start")
             # an engine going away shows down with the reason, the app keeps running
             node.engines["llama-8b-b"].server.stop()
             await pilot.pause(1.0)

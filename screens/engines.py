@@ -1,0 +1,218 @@
+"""The engine pane (a row per engine, responsive columns, trend) and the engine detail screen."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from console.frame import Engine, Frame, Percentiles
+from console.units import NA, num, pct, seconds
+from screens.widgets import KeyedTable, Pane, bar, pct_cell, spark, theme_colors
+
+WIDE = 118  # pane width from which the kind, model and trend columns appear
+
+Cell = Callable[[Engine, dict[str, str], "EnginePane"], Text]
+
+
+def _name(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
+    t = Text.assemble(("● ", c["success"] if e.up else c["error"]), e.name)
+    t.truncate(pane.name_width, overflow="ellipsis")
+    return t
+
+
+def _kv(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
+    if e.kv_cache_usage is None:
+        return Text(NA, style=c["dim"])
+    return Text.assemble(bar(e.kv_cache_usage, 4, c, 0.9, 0.97), f"{e.kv_cache_usage * 100:4.0f}%")
+
+
+def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
+    if e.success_rate is None:
+        return Text(NA, style=c["dim"])
+    style = c["error"] if e.success_rate < 0.99 else c["warning"] if e.success_rate < 0.995 else ""
+    finished = e.requests_finished or 0
+    text = f"{e.success_rate * 100:.1f}" if e.success_rate < 0.9995 else "100"
+    return Text(text, style=style if finished >= 20 else c["dim"])
+
+
+COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
+    # label, key, width, wide only, cell
+    ("Engine", "engine", 13, False, _name),
+    ("Kind", "kind", 8, True, lambda e, c, p: Text(e.kind or "?")),
+    ("Model", "model", 24, True, lambda e, c, p: Text((e.model or NA).rsplit("/", 1)[-1], overflow="ellipsis",
+                                                      no_wrap=True)),
+    ("Dev", "dev", 4, False, lambda e, c, p: Text(e.device or "-", style="" if e.device else c["dim"])),
+    ("Run", "run", 4, False, lambda e, c, p: Text(num(e.requests_running))),
+    ("Wait", "wait", 4, False, lambda e, c, p: Text(num(e.requests_waiting),
+                                                    style=c["warning"] if (e.requests_waiting or 0) > 0 else "")),
+    ("KV", "kv", 9, False, _kv),
+    ("tok/s", "tps", 6, False, lambda e, c, p: Text(num(e.generation_tokens_per_s))),
+    ("TTFT95", "ttft", 9, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"])),
+    ("TPOT95", "tpot", 8, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"])),
+    ("OK%", "ok", 5, False, _ok),
+    ("Trend tok/s", "trend", 16, True, lambda e, c, p: Text(spark(p.trend.get(e.url, ()), 16), style=c["success"])),
+]
+
+
+class EnginePane(Pane):
+    def __init__(self) -> None:
+        super().__init__("Engines", id="engines")
+        self.wide: bool | None = None
+        self.trend: dict[str, deque[float]] = {}
+        self.frame: Frame | None = None
+        self.name_width = 13
+
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(id="engine-table", cursor_type="row")
+        yield Static("", id="engine-errors")
+
+    def on_mount(self) -> None:
+        self._columns()
+
+    def on_resize(self) -> None:
+        if self._columns() and self.frame is not None:
+            self.show(self.frame, record=False)
+
+    def _columns(self) -> bool:
+        wide = self.size.width >= WIDE
+        if wide == self.wide:
+            return False
+        self.wide = wide
+        table = self.query_one(KeyedTable)
+        table.clear(columns=True)
+        for label, key, width, wide_only, _ in COLUMNS:
+            if wide or not wide_only:
+                table.add_column(label, key=key, width=width + (6 if key == "engine" and wide else 0))
+        self.name_width = 19 if wide else 13
+        return True
+
+    def show(self, frame: Frame, record: bool = True) -> None:
+        self.frame = frame
+        c = self.colors()
+        if record:
+            for e in frame.engines:
+                series = self.trend.setdefault(e.url, deque(maxlen=60))
+                if e.up and e.generation_tokens_per_s is not None:
+                    series.append(e.generation_tokens_per_s)
+        shown = [(key, cell) for _, key, _, wide_only, cell in COLUMNS if self.wide or not wide_only]
+        rows = []
+        for e in frame.engines:
+            if e.up:
+                cells = [cell(e, c, self) for _, cell in shown]
+            else:
+                cells = [cell(e, c, self) if key in ("engine", "kind", "model", "dev") else Text("")
+                         for key, cell in shown]
+                cells[[k for k, _ in shown].index("run")] = Text("down", style=f"bold {c['error']}")
+            rows.append((f"eng:{e.url}", cells))
+        self.query_one(KeyedTable).sync(rows)
+        errors = [Text.assemble((f"{e.name}: ", f"bold {c['error']}"), e.error or "down")
+                  for e in frame.engines if not e.up]
+        if not frame.engines:
+            errors = [Text("No engines found: pass --engine URL, list them in the config, or run `inferdeck demo`.",
+                           style=c["dim"])]
+        box = self.query_one("#engine-errors", Static)
+        box.update(Text("\n").join(errors))
+        box.display = bool(errors)
+
+    def selected_url(self) -> str | None:
+        table = self.query_one(KeyedTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return key.removeprefix("eng:") if key else None
+
+
+def _pct_row(name: str, p: Percentiles | None, reason: str | None) -> list[str]:
+    if p is None:
+        return [name, NA, NA, NA, "", reason or ""]
+    vals = [seconds(getattr(p, q), q in p.lower_bound_only) for q in ("p50", "p95", "p99")]
+    prefix = "~" if p.approx else ""
+    note = p.note or ("since engine start" if p.window == "since_start" else f"window {p.window}")
+    if p.observations < 20:
+        note += " · few requests"
+    return [name] + [prefix + v for v in vals] + [f"{p.observations:,.0f}", note]
+
+
+class EngineDetailScreen(Screen[None]):
+    """Everything inferdeck knows about one engine, redrawn on every frame."""
+
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(id="detail-head")
+            yield DataTable(id="detail-latency", cursor_type="none", zebra_stripes=True)
+            yield Static(id="detail-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        t = self.query_one("#detail-latency", DataTable)
+        for label in ("latency", "p50", "p95", "p99", "requests", "basis"):
+            t.add_column(label, key=label)
+        if self.app.frame is not None:  # type: ignore[attr-defined]
+            self.show(self.app.frame)  # type: ignore[attr-defined]
+
+    def show(self, frame: Frame) -> None:
+        engine = next((e for e in frame.engines if e.url == self.url), None)
+        if engine is None:
+            return
+        c = theme_colors(self.app.theme_variables)
+        e = engine
+        state = Text("up", style=f"bold {c['success']}") if e.up else Text(f"DOWN: {e.error}", style=f"bold {c['error']}")
+        head = Text.assemble((f"{e.name}", "bold"), f"  {e.kind or '?'}  {e.model or NA}  device {e.device or '?'}  ",
+                             state, f"\n{e.url}")
+        if e.version_hints:
+            head.append("\nversion hints: " + "; ".join(e.version_hints), style=c["dim"])
+        if e.restarted_at:
+            head.append(f"\nrestarted at {e.restarted_at:%H:%M:%S}Z (counters reset; windows restart there)",
+                        style=c["warning"])
+        self.query_one("#detail-head", Static).update(head)
+        rows = [_pct_row(label, getattr(e, fld), e.unavailable.get(fld))
+                for label, fld in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("e2e", "e2e_s"),
+                                   ("queue", "queue_time_s"))]
+        t = self.query_one("#detail-latency", DataTable)
+        for row in rows:
+            if row[0] in t.rows:
+                for key, value in zip(("p50", "p95", "p99", "requests", "basis"), row[1:], strict=True):
+                    t.update_cell(row[0], key, value)
+            else:
+                t.add_row(*row, key=row[0])
+        body = Text()
+
+        def line(label: str, value: str, fld: str | None = None) -> None:
+            if fld and value == NA and fld in e.unavailable:
+                value = f"n/a — {e.unavailable[fld]}"
+            body.append(f"{label:<24}", style="bold")
+            body.append(value + "\n")
+
+        line("running / waiting", f"{num(e.requests_running)} / {num(e.requests_waiting)}")
+        kv = pct(e.kv_cache_usage, 1)
+        if e.kv_cache_usage_by_rank:
+            kv += "  (" + ", ".join(f"{k}: {v * 100:.0f}%" for k, v in sorted(e.kv_cache_usage_by_rank.items())) + ")"
+        line("KV cache", kv, "kv_cache_usage")
+        line("KV capacity", f"{num(e.kv_capacity_tokens)} tokens" if e.kv_capacity_tokens else NA, "kv_capacity_tokens")
+        line("tokens/s out / in", f"{num(e.generation_tokens_per_s, 1)} / {num(e.prompt_tokens_per_s, 1)}")
+        line("completion rate", pct(e.success_rate, 2), "success_rate")
+        if e.finish_reasons:
+            line("finished in window", ", ".join(f"{k} {v:,.0f}" for k, v in sorted(e.finish_reasons.items())))
+        line("aborted / failed", f"{num(e.requests_aborted)} / {num(e.requests_failed)}")
+        line("prefix-cache hit rate", pct(e.prefix_cache_hit_rate, 1), "prefix_cache_hit_rate")
+        line("preemptions in window", num(e.preemptions), "preemptions")
+        if e.e2e_mean_s is not None or e.queue_mean_s is not None:
+            line("mean e2e / queue", f"{seconds(e.e2e_mean_s)} / {seconds(e.queue_mean_s)}")
+        line("scrape took", seconds(e.scrape_s))
+        body.append("\nseries used\n", style="bold")
+        for signal, name in sorted(e.series.items()):
+            line(f"  {signal}", name)
+        self.query_one("#detail-body", Static).update(body)

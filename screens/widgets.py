@@ -1,0 +1,121 @@
+"""Shared drawing pieces: fixed-scale bars, text sparklines, keyed tables, titled panes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.color import Color
+from textual.containers import Vertical
+from textual.widgets import DataTable
+
+from console.frame import Percentiles
+from console.units import GIB, NA, seconds
+
+BAR_FULL = "█"
+BAR_EMPTY = "░"
+
+
+def bar(frac: float | None, width: int, colors: dict[str, str], warn: float = 0.8, crit: float = 0.95) -> Text:
+    """A fixed-scale bar (0..1 always spans the same width), coloured by level."""
+    if frac is None:
+        return Text(" " * width)
+    frac = min(max(frac, 0.0), 1.0)
+    filled = round(frac * width)
+    lvl = "error" if frac >= crit else "warning" if frac >= warn else "success"
+    return Text.assemble((BAR_FULL * filled, colors[lvl]), (BAR_EMPTY * (width - filled), colors["dim"]))
+
+
+def short_gpu_name(name: str | None) -> str:
+    if not name:
+        return NA
+    name = name.removeprefix("NVIDIA ")
+    return name.replace("Blackwell Server Edition", "BSE").replace(" Blackwell", "")
+
+
+class KeyedTable(DataTable):
+    """A DataTable updated by row key: changed cells only; order changes rebuild once."""
+
+    def sync(self, rows: Sequence[tuple[str, Sequence[object]]]) -> None:
+        keys = [k for k, _ in rows]
+        current = [str(r.value) for r in self.rows]
+        if keys != current:
+            selected = None
+            if self.row_count and 0 <= self.cursor_row < self.row_count:
+                selected = current[self.cursor_row]
+            self.clear()
+            for key, cells in rows:
+                self.add_row(*cells, key=key)
+            if selected in keys:
+                self.move_cursor(row=keys.index(selected), animate=False)
+            return
+        columns = list(self.columns)
+        for key, cells in rows:
+            for col, value in zip(columns, cells, strict=False):
+                if self.get_cell(key, col) != value:
+                    self.update_cell(key, col, value)
+
+
+class Pane(Vertical):
+    """A titled section."""
+
+    def __init__(self, title: str, **kw: object) -> None:
+        super().__init__(**kw)
+        self.border_title = title
+
+    def colors(self) -> dict[str, str]:
+        return theme_colors(self.app.theme_variables)
+
+
+def theme_colors(v: dict[str, str]) -> dict[str, str]:
+    """Theme variables as opaque colours Rich can draw (some carry alpha, e.g. muted text)."""
+    background = Color.parse(v.get("background", "black"))
+
+    def solid(name: str, fallback: str) -> str:
+        try:
+            return (background + Color.parse(v.get(name, fallback))).hex6
+        except Exception:  # noqa: BLE001 - a theme without the variable falls back
+            return (background + Color.parse(fallback)).hex6
+
+    return {"success": solid("success", "green"), "warning": solid("warning", "yellow"),
+            "error": solid("error", "red"), "dim": solid("foreground-muted", "grey")}
+
+
+def level(frac: float, c: dict[str, str], warn: float, crit: float) -> str:
+    return c["error"] if frac >= crit else c["warning"] if frac >= warn else ""
+
+
+def mem_cell(used: int | None, total: int | None, frac: float | None, c: dict[str, str]) -> Text:
+    if used is None or total is None:
+        return Text(NA, style=c["dim"])
+    return Text.assemble(bar(frac, 8, c, 0.9, 0.98), f" {used / GIB:4.1f}/{total / GIB:.0f}G")
+
+
+def pct_cell(p: Percentiles | None, name: str, dim: str = "dim", few: int = 20) -> Text:
+    """A percentile for a table cell: '≥' in +Inf, '*' since start, '~' approximate, and dimmed
+    with its observation count when fewer than ``few`` requests stand behind it."""
+    if p is None or getattr(p, name) is None:
+        return Text(NA, style=dim)
+    text = seconds(getattr(p, name), name in p.lower_bound_only)
+    if p.approx:
+        text = "~" + text
+    if p.window == "since_start":
+        text += "*"
+    if p.observations < few:
+        return Text(f"{text}·{p.observations:.0f}", style=dim)
+    return Text(text)
+
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def spark(values: Sequence[float], width: int) -> str:
+    """A text sparkline of the last ``width`` values (auto-scaled: trend shape only)."""
+    vals = list(values)[-width:]
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    span = hi - lo
+    if span <= 0:
+        return SPARK[0 if hi == 0 else 3] * len(vals)
+    return "".join(SPARK[min(7, int((v - lo) / span * 7.999))] for v in vals)
