@@ -63,8 +63,8 @@ def start_demo(profiles: dict[str, str] | None = None) -> DemoNode:
             return DeviceLoad(0.0, 0)
         model = engines[name].model
         model.advance()
-        inst = nvml.gpus[gpu].instances[mig] if mig is not None else None
-        total = (inst.profile.memory_mib if inst else nvml.gpus[gpu].model.memory_total_mib) * 1024 * 1024
+        gi = nvml.gpus[gpu].mig_devices()[mig][0] if mig is not None else None
+        total = (gi.profile.memory_mib if gi else nvml.gpus[gpu].model.memory_total_mib) * 1024 * 1024
         return DeviceLoad(model.utilization(), int(total * GPU_MEMORY_UTILIZATION))
 
     nvml.load = load
@@ -72,4 +72,7 @@ def start_demo(profiles: dict[str, str] | None = None) -> DemoNode:
     nvml.add_gpu("rtx-pro-6000-se", mig=[("2g.48gb", 0), ("2g.48gb", 6)])
     nvml.add_gpu("rtx-pro-6000-se", mig=[("1g.24gb", 0), ("1g.24gb", 3), ("1g.24gb", 6), ("1g.24gb", 9)])
     nvml.add_gpu("rtx-pro-6000-se")
+    for pid, (gpu, mig) in enumerate(sorted(devices, key=devices.__getitem__), start=41001):
+        load_now = load(gpu, mig)
+        nvml.add_process(gpu, mig, pid, load_now.memory_used_bytes)  # the engine's worker, as NVML lists it
     return DemoNode(nvml, engines, devices)

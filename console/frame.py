@@ -27,9 +27,11 @@ class GpuProcess(_Model):
 
 
 class MigDevice(_Model):
+    """A MIG device as CUDA sees it: one compute instance of one GPU instance."""
+
     index: int
     uuid: str | None = None
-    profile: str | None = None
+    profile: str | None = None  # e.g. "1g.24gb" (mig-parted naming)
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
     placement_start: int | None = None
@@ -40,22 +42,70 @@ class MigDevice(_Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
+class ComputeInstance(_Model):
+    id: int
+    profile: str | None = None  # "1g.24gb" for a full-size CI, "1c.3g.40gb" for a sub-profile
+    slices: int | None = None
+
+
+class GpuInstance(_Model):
+    id: int
+    profile: str | None = None
+    profile_id: int | None = None
+    placement_start: int | None = None
+    placement_size: int | None = None
+    compute_instances: list[ComputeInstance] = Field(default_factory=list)
+
+
 class MigState(_Model):
     current: bool | None = None
     pending: bool | None = None
+    note: str | None = None  # "pending — needs a GPU reset", "MIG mode is lost on driver reload"
+    instances: list[GpuInstance] = Field(default_factory=list)
     devices: list[MigDevice] = Field(default_factory=list)
+    unavailable: dict[str, str] = Field(default_factory=dict)
+
+
+class RemappedRows(_Model):
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failure: bool
 
 
 class Gpu(_Model):
     index: int
     uuid: str | None = None
     name: str | None = None
+    pci_bus_id: str | None = None
+    architecture: str | None = None
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    bar1_total_bytes: int | None = None
+    bar1_used_bytes: int | None = None
     utilization_gpu_pct: float | None = None
-    power_w: float | None = None
-    power_limit_w: float | None = None
+    utilization_memory_pct: float | None = None
+    clock_sm_mhz: int | None = None
+    clock_sm_max_mhz: int | None = None
+    clock_mem_mhz: int | None = None
+    clock_mem_max_mhz: int | None = None
+    pstate: int | None = None
+    power_w: float | None = None  # 1 s average on Ampere (non-GA100) and newer
+    power_limit_w: float | None = None  # enforced
+    power_default_limit_w: float | None = None
+    energy_j: float | None = None  # since the driver loaded
     temperature_c: float | None = None
+    temperature_slowdown_c: float | None = None
+    temperature_shutdown_c: float | None = None
+    fan_pct: float | None = None
+    clock_events: list[str] | None = None  # active clock event ("throttle") reasons, decoded
+    ecc_enabled: bool | None = None
+    ecc_pending: bool | None = None
+    ecc_corrected_volatile: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    retired_pages: int | None = None
+    remapped_rows: RemappedRows | None = None
     mig: MigState | None = None
     processes: list[GpuProcess] = Field(default_factory=list)  # whole-GPU processes (MIG: per device)
     fault: str | None = None  # a device-level fault (GPU lost); the GPU is no longer polled
@@ -67,7 +117,9 @@ class GpuSource(_Model):
 
     kind: Literal["nvml", "simulated", "none"]
     driver_version: str | None = None
+    cuda_driver_version: str | None = None
     error: str | None = None
+    note: str | None = None  # e.g. running in a container without the host PID namespace
 
 
 class Percentiles(_Model):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from functools import cache
 from importlib import resources
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,7 +52,17 @@ class GpuModel(BaseModel):
     power_idle_w: float
     temperature_slowdown_c: float
     temperature_shutdown_c: float
+    architecture: Literal["ampere", "ada", "hopper", "blackwell"]
+    sm_clock_max_mhz: int
+    mem_clock_max_mhz: int
+    ecc: bool
+    fan: bool
     mig: MigSpec | None = Field(default=None)
+
+    @property
+    def mig_mode_immediate(self) -> bool:
+        """Hopper and newer change MIG mode without a GPU reset (and lose it on driver reload)."""
+        return self.architecture in ("hopper", "blackwell")
 
 
 @cache

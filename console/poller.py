@@ -16,6 +16,7 @@ from console.alerts import AlertBook, Condition
 from console.engines import detect_kind, extract, needed_families, profiles
 from console.enginestats import EngineHistory, derive
 from console.frame import Engine, Frame, Gpu, GpuSource
+from console.linking import link
 from console.llamaslots import slots_kv, slots_url
 from console.nvml import NvmlReader
 from console.promtext import parse
@@ -90,6 +91,7 @@ class Poller:
         else:
             source, gpus = GpuSource(kind="none", error=None), []
             engines = list(await asyncio.gather(*jobs))
+        gpus, engines = link(gpus, list(engines))
         now = time.time()
         alerts = self.alerts.update(self._conditions(source, gpus, engines, now), now)
         return Frame(

@@ -16,8 +16,9 @@ from textual.widgets import DataTable, Footer, Static
 from console.enginestats import WINDOWS_S, window_label
 from console.frame import Frame
 from screens.engines import EngineDetailScreen, EnginePane
+from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
-from screens.panes import AlertPane, GpuPane
+from screens.panes import AlertPane
 
 
 class FrameSource(Protocol):
@@ -28,6 +29,7 @@ class FrameSource(Protocol):
 class InferdeckApp(App[None]):
     CSS_PATH = "inferdeck.tcss"
     TITLE = "inferdeck"
+    AUTO_FOCUS = None  # nothing selected until the operator tabs into a table
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -115,6 +117,8 @@ class InferdeckApp(App[None]):
         if event.data_table.id == "engine-table":
             url = str(event.row_key.value).removeprefix("eng:")
             self.push_screen(EngineDetailScreen(url))
+        elif event.data_table.id == "gpu-table":
+            self.push_screen(GpuDetailScreen(int(str(event.row_key.value).split(":")[1])))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

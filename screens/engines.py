@@ -46,8 +46,8 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     # label, key, width, wide only, cell
     ("Engine", "engine", 13, False, _name),
     ("Kind", "kind", 8, True, lambda e, c, p: Text(e.kind or "?")),
-    ("Model", "model", 24, True, lambda e, c, p: Text((e.model or NA).rsplit("/", 1)[-1], overflow="ellipsis",
-                                                      no_wrap=True)),
+    ("Model", "model", 24, True, lambda e, c, p: Text(e.model.rsplit("/", 1)[-1], overflow="ellipsis", no_wrap=True)
+     if e.model else Text(NA, style=c["dim"])),
     ("Dev", "dev", 4, False, lambda e, c, p: Text(e.device or "-", style="" if e.device else c["dim"])),
     ("Run", "run", 4, False, lambda e, c, p: Text(num(e.requests_running))),
     ("Wait", "wait", 4, False, lambda e, c, p: Text(num(e.requests_waiting),

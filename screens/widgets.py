@@ -34,7 +34,17 @@ def short_gpu_name(name: str | None) -> str:
 
 
 class KeyedTable(DataTable):
-    """A DataTable updated by row key: changed cells only; order changes rebuild once."""
+    """A DataTable updated by row key: changed cells only; order changes rebuild once. The cursor
+    shows only while the table has focus, so level colours stay visible on every row."""
+
+    def on_mount(self) -> None:
+        self.show_cursor = self.has_focus
+
+    def on_focus(self) -> None:
+        self.show_cursor = True
+
+    def on_blur(self) -> None:
+        self.show_cursor = False
 
     def sync(self, rows: Sequence[tuple[str, Sequence[object]]]) -> None:
         keys = [k for k, _ in rows]

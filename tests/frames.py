@@ -18,7 +18,8 @@ def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
     gpus = [
         Gpu(index=0, uuid="GPU-0", name="NVIDIA RTX PRO 6000 Blackwell Server Edition", memory_total_bytes=total,
             memory_used_bytes=int(total * 0.9), utilization_gpu_pct=63.0, power_w=371.0, power_limit_w=600.0,
-            temperature_c=61.0, mig=MigState(current=False, pending=False)),
+            temperature_c=61.0, temperature_slowdown_c=90.0, clock_sm_mhz=2430, clock_sm_max_mhz=2617,
+            clock_events=[], mig=MigState(current=False, pending=False)),
         Gpu(index=1, uuid="GPU-1", name="NVIDIA RTX PRO 6000 Blackwell Server Edition", memory_total_bytes=total,
             memory_used_bytes=int(2 * 48512 * MIB * 0.9), power_w=298.0, power_limit_w=600.0, temperature_c=55.0,
             unavailable={"utilization_gpu_pct": "n/a under MIG"},
@@ -35,7 +36,7 @@ def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
                           memory_used_bytes=0) for i in range(4)])),
         Gpu(index=3, uuid="GPU-3", name="NVIDIA RTX PRO 6000 Blackwell Server Edition", memory_total_bytes=total,
             memory_used_bytes=0, utilization_gpu_pct=0.0, power_w=45.0, power_limit_w=600.0, temperature_c=31.0,
-            mig=MigState(current=False, pending=False)),
+            temperature_slowdown_c=90.0, clock_events=["idle"], mig=MigState(current=False, pending=False)),
     ]
     alerts = []
     if lost_gpu:
@@ -84,3 +85,20 @@ class StaticSource:
 
     async def aclose(self) -> None:
         pass
+
+
+def whole_gpus_frame() -> Frame:
+    """4 whole GPUs, one power-capped and hot."""
+    total = 97887 * MIB
+    gpus = []
+    for i, (util, power, temp, events) in enumerate([(97.0, 596.0, 86.0, ["power cap"]), (71.0, 420.0, 66.0, []),
+                                                     (12.0, 110.0, 41.0, []), (0.0, 45.0, 30.0, ["idle"])]):
+        gpus.append(Gpu(index=i, uuid=f"GPU-{i}", name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                        memory_total_bytes=total, memory_used_bytes=int(total * (0.92 if util else 0.0)),
+                        utilization_gpu_pct=util, power_w=power, power_limit_w=600.0, temperature_c=temp,
+                        temperature_slowdown_c=90.0, clock_sm_mhz=2400 if util else 345, clock_sm_max_mhz=2617,
+                        clock_events=events, mig=MigState(current=False, pending=i == 3,
+                                                          note="MIG enable pending — needs a GPU reset or reboot"
+                                                          if i == 3 else None)))
+    base = node_frame(engine_down=False)
+    return base.model_copy(update={"gpus": gpus, "alerts": []})

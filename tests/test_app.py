@@ -8,26 +8,26 @@ from console.poller import EngineTarget, Poller
 from screens.app import InferdeckApp
 from screens.engines import EngineDetailScreen
 from screens.help import HelpScreen
-from screens.panes import KeyedTable
-from tests.frames import StaticSource, no_driver_frame, node_frame
+from screens.widgets import KeyedTable
+from tests.frames import StaticSource, no_driver_frame, node_frame, whole_gpus_frame
 
 
 async def _settle(pilot):
     await pilot.pause(0.3)
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
-def test_dashboard_snapshot(snap_compare, size):
-    assert snap_compare(InferdeckApp(StaticSource(node_frame())), terminal_size=size, run_before=_settle)
+SCENARIOS = {
+    "whole": whole_gpus_frame,
+    "mixed_mig": node_frame,
+    "lost_gpu": lambda: node_frame(lost_gpu=True),
+    "no_driver": no_driver_frame,
+}
 
 
-def test_dashboard_snapshot_lost_gpu(snap_compare):
-    assert snap_compare(InferdeckApp(StaticSource(node_frame(lost_gpu=True))), terminal_size=(80, 24),
-                        run_before=_settle)
-
-
-def test_dashboard_snapshot_no_driver(snap_compare):
-    assert snap_compare(InferdeckApp(StaticSource(no_driver_frame())), terminal_size=(80, 24), run_before=_settle)
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_dashboard_snapshot(snap_compare, scenario, size):
+    assert snap_compare(InferdeckApp(StaticSource(SCENARIOS[scenario]())), terminal_size=size, run_before=_settle)
 
 
 async def test_pilot_drives_the_demo_node():

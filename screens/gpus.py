@@ -1,0 +1,327 @@
+"""The GPU pane (a row per GPU and per MIG device, fixed-scale bars, trends) and the GPU detail
+screen (every NVML field, the MIG layout, and a sortable, filterable process table)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from console.frame import Frame, Gpu, GpuProcess, MigDevice
+from console.units import GIB, NA, gib, num, watts
+from screens.widgets import KeyedTable, Pane, bar, short_gpu_name, spark, theme_colors
+
+WIDE = 118
+NARROW_COLUMNS = (("GPU", "gpu", 4), ("Device", "device", 16), ("Memory", "memory", 17), ("Util", "util", 9),
+                  ("Power", "power", 10), ("Temp", "temp", 8))
+WIDE_COLUMNS = (("SM clock", "clock", 10), ("Clock events", "events", 18), ("Procs", "procs", 5),
+                ("Trend power", "trend", 16))
+HOT = {"power cap", "thermal (SW)", "thermal (HW)", "HW slowdown", "power brake (HW)"}
+
+
+def _frac(used: float | None, total: float | None) -> float | None:
+    return used / total if used is not None and total else None
+
+
+def _mem(used: int | None, total: int | None, c: dict[str, str]) -> Text:
+    if used is None or total is None:
+        return Text(NA, style=c["dim"])
+    return Text.assemble(bar(_frac(used, total), 6, c, 0.9, 0.98), f" {used / GIB:4.1f}/{total / GIB:.0f}G")
+
+
+def _power(g: Gpu, c: dict[str, str]) -> Text:
+    if g.power_w is None or not g.power_limit_w:
+        return Text(NA, style=c["dim"])
+    capped = bool(g.clock_events and "power cap" in g.clock_events)
+    return Text.assemble(bar(g.power_w / g.power_limit_w, 4, c, 0.95, 0.99),
+                         (f"{g.power_w:4.0f}W", c["warning"] if capped else ""))
+
+
+def _temp(g: Gpu, c: dict[str, str]) -> Text:
+    if g.temperature_c is None:
+        return Text(NA, style=c["dim"])
+    frac = g.temperature_c / g.temperature_slowdown_c if g.temperature_slowdown_c else None
+    hot = bool(g.clock_events and {"thermal (SW)", "thermal (HW)"} & set(g.clock_events))
+    return Text.assemble(bar(frac, 3, c, 0.9, 0.97) if frac is not None else "", (f"{g.temperature_c:3.0f}°C",
+                                                                                  c["error"] if hot else ""))
+
+
+def _events(g: Gpu, c: dict[str, str]) -> Text:
+    if g.clock_events is None:
+        return Text(NA, style=c["dim"])
+    if not g.clock_events:
+        return Text("none", style=c["dim"])
+    return Text(", ").join(Text(e, style=f"bold {c['warning']}" if e in HOT else c["dim"]) for e in g.clock_events)
+
+
+class GpuPane(Pane):
+    def __init__(self) -> None:
+        super().__init__("GPUs", id="gpus")
+        self.wide: bool | None = None
+        self.trend: dict[int, deque[float]] = {}
+        self.frame: Frame | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="gpu-note")
+        yield KeyedTable(id="gpu-table", cursor_type="row", zebra_stripes=False)
+
+    def on_mount(self) -> None:
+        self._columns()
+
+    def on_resize(self) -> None:
+        if self._columns() and self.frame is not None:
+            self.show(self.frame, record=False)
+
+    def _columns(self) -> bool:
+        wide = self.size.width >= WIDE
+        if wide == self.wide:
+            return False
+        self.wide = wide
+        table = self.query_one(KeyedTable)
+        table.clear(columns=True)
+        for label, key, width in NARROW_COLUMNS + (WIDE_COLUMNS if wide else ()):
+            table.add_column(label, key=key, width=width + (8 if key == "device" and wide else 0))
+        return True
+
+    def show(self, frame: Frame, record: bool = True) -> None:
+        self.frame = frame
+        c = self.colors()
+        if record:
+            for g in frame.gpus:
+                if g.power_w is not None:
+                    self.trend.setdefault(g.index, deque(maxlen=60)).append(g.power_w)
+        note = self.query_one("#gpu-note", Static)
+        text = frame.gpu_source.error or frame.gpu_source.note or ""
+        note.update(text)
+        note.display = bool(text)
+        rows: list[tuple[str, list[object]]] = []
+        for g in frame.gpus:
+            rows.append((f"gpu:{g.index}", self._gpu_row(g, c)))
+            for d in g.mig.devices if g.mig else []:
+                rows.append((f"mig:{g.index}:{d.index}", self._mig_row(g, d, c)))
+        table = self.query_one(KeyedTable)
+        table.sync(rows)
+        table.display = bool(rows)
+
+    def _pad(self, cells: list[Text]) -> list[Text]:
+        return cells + [Text("")] * ((len(NARROW_COLUMNS) + (len(WIDE_COLUMNS) if self.wide else 0)) - len(cells))
+
+    def _mig_row(self, g: Gpu, d: MigDevice, c: dict[str, str]) -> list[Text]:
+        where = f"@{d.placement_start}" if d.placement_start is not None else ""
+        cells = [Text(f" {g.index}/{d.index}"),
+                 Text(f"└ {d.profile or NA}{where}", overflow="ellipsis", no_wrap=True),
+                 _mem(d.memory_used_bytes, d.memory_total_bytes, c), Text("n/a MIG", style=c["dim"]), Text(""), Text("")]
+        if self.wide:
+            cells += [Text(""), Text(""), Text(str(len(d.processes)) if d.processes else "")]
+        return self._pad(cells)
+
+    def _gpu_row(self, g: Gpu, c: dict[str, str]) -> list[Text]:
+        if g.fault or "gpu" in g.unavailable:
+            reason = g.fault or g.unavailable["gpu"]
+            return self._pad([Text(str(g.index), style=f"bold {c['error']}"),
+                              Text("LOST" if g.fault else "ERROR", style=f"bold {c['error']}"),
+                              Text(reason, style=c["error"], overflow="ellipsis", no_wrap=True)])
+        name = Text(short_gpu_name(g.name), overflow="ellipsis", no_wrap=True)
+        if g.mig and g.mig.current != g.mig.pending:
+            name.truncate(13 if not self.wide else 21, overflow="ellipsis")
+            name.append(" ⟳", style=f"bold {c['warning']}")
+        if g.utilization_gpu_pct is None:
+            util = Text(g.unavailable.get("utilization_gpu_pct", NA).replace("n/a under MIG", "n/a MIG"), style=c["dim"])
+        else:
+            util = Text.assemble(bar(g.utilization_gpu_pct / 100, 4, c, 0.9, 0.99), f"{g.utilization_gpu_pct:4.0f}%")
+        cells = [Text(str(g.index), style="bold"), name, _mem(g.memory_used_bytes, g.memory_total_bytes, c), util,
+                 _power(g, c), _temp(g, c)]
+        if self.wide:
+            clock = f"{g.clock_sm_mhz}/{g.clock_sm_max_mhz}" if g.clock_sm_mhz is not None else NA
+            procs = len(g.processes) + sum(len(d.processes) for d in (g.mig.devices if g.mig else []))
+            cells += [Text(clock), _events(g, c), Text(str(procs) if procs else ""),
+                      Text(spark(self.trend.get(g.index, ()), 16), style=c["success"])]
+        return cells
+
+    def selected_gpu(self) -> int | None:
+        table = self.query_one(KeyedTable)
+        if not table.row_count:
+            return None
+        key = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        return int(key.split(":")[1])
+
+
+SORTS = {"memory": lambda r: -(r[1].used_memory_bytes or 0), "pid": lambda r: r[1].pid,
+         "user": lambda r: (r[1].user or "~", r[1].pid)}
+
+
+class GpuDetailScreen(Screen[None]):
+    """Every field of one GPU, its MIG layout and its processes; redrawn on every frame."""
+
+    BINDINGS = [
+        Binding("escape,q", "back", "Back"),
+        Binding("M", "sort('memory')", "Sort mem"),
+        Binding("P", "sort('pid')", "Sort pid"),
+        Binding("U", "sort('user')", "Sort user"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+    ]
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.index = index
+        self.sort = "memory"
+        self.filter = ""
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(id="gpu-head")
+            yield Static(id="gpu-fields")
+            yield Static(id="gpu-mig")
+            yield Static("Processes", id="proc-title")
+            yield Input(placeholder="filter processes (pid, user, command, engine); enter to apply, esc to clear",
+                        id="proc-filter")
+            yield KeyedTable(id="proc-table", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#proc-filter", Input).display = False
+        t = self.query_one("#proc-table", KeyedTable)
+        for label, key, width in (("Device", "dev", 7), ("PID", "pid", 8), ("User", "user", 10), ("Memory", "mem", 9),
+                                  ("GI/CI", "gici", 6), ("Engine", "engine", 14), ("Command", "cmd", 60)):
+            t.add_column(label, key=key, width=width)
+        if self.app.frame is not None:  # type: ignore[attr-defined]
+            self.show(self.app.frame)  # type: ignore[attr-defined]
+
+    def action_back(self) -> None:
+        box = self.query_one("#proc-filter", Input)
+        if box.display:
+            box.display = False
+            self.filter = box.value = ""
+            self._redraw()
+        else:
+            self.app.pop_screen()
+
+    def action_sort(self, key: str) -> None:
+        self.sort = key
+        self._redraw()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#proc-filter", Input)
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter = event.value.strip().lower()
+        self._redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one("#proc-table", KeyedTable).focus()
+
+    def _redraw(self) -> None:
+        if self.app.frame is not None:  # type: ignore[attr-defined]
+            self.show(self.app.frame)  # type: ignore[attr-defined]
+
+    def show(self, frame: Frame) -> None:
+        g = next((x for x in frame.gpus if x.index == self.index), None)
+        if g is None:
+            return
+        c = theme_colors(self.app.theme_variables)
+        head = Text.assemble((f"GPU {g.index}  {g.name or NA}", "bold"), f"\n{g.uuid or NA}  bus {g.pci_bus_id or NA}"
+                             f"  {g.architecture or ''}  driver {frame.gpu_source.driver_version or NA}"
+                             f"  CUDA {frame.gpu_source.cuda_driver_version or NA}")
+        if g.fault:
+            head.append(f"\n{g.fault}", style=f"bold {c['error']}")
+        self.query_one("#gpu-head", Static).update(head)
+        self.query_one("#gpu-fields", Static).update(self._fields(g, c))
+        self.query_one("#gpu-mig", Static).update(self._mig(g, c))
+        rows = []
+        for dev, p in self._processes(g):
+            hay = f"{p.pid} {p.user or ''} {p.command or ''} {p.engine or ''} {dev}".lower()
+            if self.filter and self.filter not in hay:
+                continue
+            rows.append((dev, p))
+        rows.sort(key=SORTS[self.sort])
+        gi_ci = {}
+        for d in g.mig.devices if g.mig else []:
+            gi_ci[f"{g.index}/{d.index}"] = f"{d.gpu_instance_id}/{d.compute_instance_id}"
+        self.query_one("#proc-title", Static).update(Text.assemble(
+            (f"Processes ({len(rows)})", "bold"), (f"  sorted by {self.sort}; M/P/U sort, / filter", c["dim"])))
+        self.query_one("#proc-table", KeyedTable).sync([
+            (f"{dev}:{p.pid}", [Text(dev), Text(str(p.pid)), Text(p.user or "?"),
+                                Text(gib(p.used_memory_bytes) + "G" if p.used_memory_bytes is not None else NA),
+                                Text(gi_ci.get(dev, "-")), Text(p.engine or "-"),
+                                Text(p.command or "not visible from here", style="" if p.command else c["dim"],
+                                     no_wrap=True, overflow="ellipsis")])
+            for dev, p in rows])
+
+    @staticmethod
+    def _processes(g: Gpu) -> list[tuple[str, GpuProcess]]:
+        out = [(str(g.index), p) for p in g.processes]
+        for d in g.mig.devices if g.mig else []:
+            out += [(f"{g.index}/{d.index}", p) for p in d.processes]
+        return out
+
+    @staticmethod
+    def _fields(g: Gpu, c: dict[str, str]) -> Text:
+        t = Text()
+
+        def line(label: str, value: str, fld: str | None = None, style: str = "") -> None:
+            if fld and fld in g.unavailable and NA in value:
+                value = f"n/a — {g.unavailable[fld]}"
+            t.append(f"{label:<22}", style="bold")
+            t.append(value + "\n", style=style)
+
+        def mhz(v: int | None) -> str:
+            return f"{v} MHz" if v is not None else NA
+
+        line("memory used/total", f"{gib(g.memory_used_bytes)} / {gib(g.memory_total_bytes)} GiB", "memory_used_bytes")
+        line("memory reserved", f"{gib(g.memory_reserved_bytes)} GiB", "memory_reserved_bytes")
+        line("BAR1 used/total", f"{gib(g.bar1_used_bytes)} / {gib(g.bar1_total_bytes)} GiB", "bar1_used_bytes")
+        line("utilisation gpu/mem", f"{num(g.utilization_gpu_pct)}% / {num(g.utilization_memory_pct)}%",
+             "utilization_gpu_pct")
+        line("SM clock", f"{mhz(g.clock_sm_mhz)} of {mhz(g.clock_sm_max_mhz)}", "clock_sm_mhz")
+        line("memory clock", f"{mhz(g.clock_mem_mhz)} of {mhz(g.clock_mem_max_mhz)}", "clock_mem_mhz")
+        line("performance state", f"P{g.pstate}" if g.pstate is not None else NA, "pstate")
+        line("power (1 s avg)", f"{watts(g.power_w)} of {watts(g.power_limit_w)} enforced, "
+             f"{watts(g.power_default_limit_w)} default", "power_w")
+        line("energy since load", f"{g.energy_j / 3.6e6:.3f} kWh" if g.energy_j is not None else NA, "energy_j")
+        line("temperature", f"{num(g.temperature_c)} °C (slowdown {num(g.temperature_slowdown_c)}, "
+             f"shutdown {num(g.temperature_shutdown_c)})", "temperature_c")
+        line("fan", f"{num(g.fan_pct)}%" if g.fan_pct is not None else NA, "fan_pct")
+        active = g.clock_events or []
+        line("clock events", ", ".join(active) if active else ("none" if g.clock_events is not None else NA),
+             "clock_events", style=f"bold {c['warning']}" if HOT & set(active) else "")
+        ecc = NA if g.ecc_enabled is None else ("on" if g.ecc_enabled else "off")
+        if g.ecc_pending is not None and g.ecc_pending != g.ecc_enabled:
+            ecc += " (change pending)"
+        line("ECC", ecc, "ecc_enabled")
+        line("ECC volatile corr/unc", f"{num(g.ecc_corrected_volatile)} / {num(g.ecc_uncorrected_volatile)}",
+             "ecc_corrected_volatile", style=c["error"] if (g.ecc_uncorrected_volatile or 0) > 0 else "")
+        if g.remapped_rows is not None:
+            r = g.remapped_rows
+            line("remapped rows", f"{r.correctable} correctable, {r.uncorrectable} uncorrectable"
+                 + (", remap pending (reset the GPU)" if r.pending else "") + (", REMAP FAILED" if r.failure else ""),
+                 style=c["error"] if r.failure or r.pending else "")
+        else:
+            line("retired pages", num(g.retired_pages), "retired_pages")
+        return t
+
+    @staticmethod
+    def _mig(g: Gpu, c: dict[str, str]) -> Text:
+        t = Text()
+        if g.mig is None:
+            t.append("MIG: not supported on this GPU\n", style=c["dim"])
+            return t
+        m = g.mig
+        t.append("MIG mode  ", style="bold")
+        t.append(f"current {'on' if m.current else 'off'}, pending {'on' if m.pending else 'off'}")
+        if m.note:
+            t.append(f"  [{m.note}]", style=f"bold {c['warning']}")
+        t.append("\n")
+        for reason in m.unavailable.values():
+            t.append(f"  {reason}\n", style=c["warning"])
+        for gi in m.instances:
+            cis = ", ".join(f"CI {ci.id} {ci.profile}" for ci in gi.compute_instances) or "no compute instance"
+            t.append(f"  GI {gi.id:<2} {gi.profile or NA:<12} placement {gi.placement_start}:{gi.placement_size}"
+                     f"   {cis}\n")
+        return t
