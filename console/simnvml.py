@@ -403,9 +403,12 @@ class SimNvml:
         return round(gpu.energy_mj)
 
     def nvmlDeviceGetTemperatureV(self, handle: _Handle, sensor: int, version: int = 0) -> int:  # noqa: N802
-        return self.nvmlDeviceGetTemperature(handle, sensor)
+        return self._temperature(handle, sensor)
 
-    def nvmlDeviceGetTemperature(self, handle: _Handle, sensor: int) -> int:  # noqa: N802
+    def nvmlDeviceGetTemperature(self, handle: _Handle, sensor: int) -> int:  # noqa: N802 - deprecated name
+        return self._temperature(handle, sensor)
+
+    def _temperature(self, handle: _Handle, sensor: int) -> int:
         gpu = self._gpu(handle)
         if handle.mig is not None or sensor != pynvml.NVML_TEMPERATURE_GPU:
             raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -425,13 +428,16 @@ class SimNvml:
             raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return round(30 + gpu.temperature_c / 2)
 
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: _Handle) -> int:  # noqa: N802
+    def _clock_reasons(self, handle: _Handle) -> int:
         gpu = self._gpu(handle)
         self._advance(gpu)
         return gpu.clock_reasons
 
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: _Handle) -> int:  # noqa: N802
-        return self.nvmlDeviceGetCurrentClocksEventReasons(handle)
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: _Handle) -> int:  # noqa: N802
+        return self._clock_reasons(handle)
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: _Handle) -> int:  # noqa: N802 - the older name
+        return self._clock_reasons(handle)
 
     def nvmlDeviceGetEccMode(self, handle: _Handle) -> list[int]:  # noqa: N802
         gpu = self._gpu(handle)

@@ -1,0 +1,87 @@
+"""Read-only check of the NVML reader against real hardware.
+
+    python bench/device_check.py
+
+For every GPU, prints what inferdeck's reader reports next to the same fields read directly
+through pynvml, and flags any difference. It only reads: it never changes MIG mode or layout,
+clocks, power limits or anything else, and never resets a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pynvml  # noqa: E402
+
+from console.nvml import NvmlReader  # noqa: E402
+
+
+def direct(i: int) -> dict:
+    """The same fields straight from pynvml (each guarded: n/a where not supported)."""
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+
+    def get(fn, *args):
+        try:
+            return fn(h, *args)
+        except pynvml.NVMLError as exc:
+            return f"n/a ({exc})"
+
+    mem = get(pynvml.nvmlDeviceGetMemoryInfo)
+    mig = get(pynvml.nvmlDeviceGetMigMode)
+    out = {
+        "name": get(pynvml.nvmlDeviceGetName),
+        "uuid": get(pynvml.nvmlDeviceGetUUID),
+        "memory_total_bytes": getattr(mem, "total", mem),
+        "memory_used_bytes": getattr(mem, "used", mem),
+        "power_limit_w": (lambda v: v / 1000 if isinstance(v, int) else v)(get(pynvml.nvmlDeviceGetEnforcedPowerLimit)),
+        "temperature_slowdown_c": get(pynvml.nvmlDeviceGetTemperatureThreshold,
+                                      pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+        "clock_sm_max_mhz": get(pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
+        "mig": mig,
+    }
+    if isinstance(mig, list) and mig[0]:
+        devices = []
+        for j in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(h)):
+            try:
+                mh = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+            except pynvml.NVMLError:
+                continue
+            devices.append({"uuid": pynvml.nvmlDeviceGetUUID(mh), "memory_total_bytes":
+                            pynvml.nvmlDeviceGetMemoryInfo(mh).total})
+        out["mig_devices"] = devices
+    return out
+
+
+def main() -> int:
+    source, gpus = NvmlReader().read()
+    if source.kind == "none":
+        print(f"no GPU to check: {source.error}")
+        return 0
+    print(f"driver {source.driver_version}, CUDA {source.cuda_driver_version}, {len(gpus)} GPU(s)")
+    mismatches = 0
+    for g in gpus:
+        d = direct(g.index)
+        print(f"\n=== GPU {g.index}: {g.name}")
+        print(json.dumps(g.model_dump(mode="json", exclude={"processes"}), indent=1)[:6000])
+        for key in ("name", "uuid", "memory_total_bytes", "power_limit_w", "temperature_slowdown_c", "clock_sm_max_mhz"):
+            ours, theirs = getattr(g, key), d[key]
+            same = ours == theirs or (isinstance(theirs, float | int) and ours is not None and abs(ours - theirs) < 1e-6)
+            mismatches += not same
+            print(f"  {key:<24} reader={ours!r:<40} pynvml={theirs!r} {'' if same else '  <-- differs'}")
+        if g.mig is not None:
+            print(f"  mig current/pending      reader={[g.mig.current, g.mig.pending]} pynvml={d['mig']}")
+            for dev, raw in zip(g.mig.devices, d.get("mig_devices", []), strict=False):
+                same = dev.uuid == raw["uuid"] and dev.memory_total_bytes == raw["memory_total_bytes"]
+                mismatches += not same
+                print(f"  MIG {dev.index}: {dev.profile}@{dev.placement_start} {dev.uuid} "
+                      f"{'' if same else '  <-- differs from ' + str(raw)}")
+    print(f"\n{mismatches} mismatch(es)")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
