@@ -7,6 +7,7 @@ from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
 from screens.app import InferdeckApp
 from screens.engines import EngineDetailScreen
+from screens.gpus import GpuDetailScreen
 from screens.help import HelpScreen
 from screens.widgets import KeyedTable
 from tests.frames import StaticSource, no_driver_frame, node_frame, whole_gpus_frame
@@ -98,3 +99,39 @@ async def test_poll_errors_are_counted_not_fatal():
         assert app.poll_errors >= 2
         assert app.frame is not None
         assert "poll errors" in str(app.query_one("#status").render())
+
+
+async def test_gpu_detail_screen_sorts_and_filters():
+    node = start_demo()
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True))
+    app = InferdeckApp(poller, interval_s=0.2)
+    try:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause(0.8)
+            table = app.query_one("#gpu-table", KeyedTable)
+            table.focus()
+            table.move_cursor(row=1)  # GPU 1, cut into 2 x 2g.48gb
+            await pilot.press("enter")
+            assert isinstance(app.screen, GpuDetailScreen)
+            await pilot.pause(0.5)
+            mig = str(app.screen.query_one("#gpu-mig").render())
+            assert "GI 1" in mig and "2g.48gb" in mig and "placement 0:6" in mig and "placement 6:6" in mig
+            fields = str(app.screen.query_one("#gpu-fields").render())
+            assert "SM clock" in fields and "remapped rows" in fields and "fan" in fields
+            procs = app.screen.query_one("#proc-table", KeyedTable)
+            assert procs.row_count == 2
+            assert {str(procs.get_row_at(i)[5]) for i in range(2)} == {"llama-8b-a", "llama-8b-b"}
+            await pilot.press("P")
+            assert app.screen.sort == "pid"
+            assert str(procs.get_row_at(0)[1]) < str(procs.get_row_at(1)[1])
+            await pilot.press("slash")
+            await pilot.press(*"8b-b")
+            await pilot.pause(0.3)
+            assert procs.row_count == 1 and str(procs.get_row_at(0)[5]) == "llama-8b-b"
+            await pilot.press("escape")  # clears the filter
+            await pilot.pause(0.3)
+            assert procs.row_count == 2
+            await pilot.press("escape")
+            assert not isinstance(app.screen, GpuDetailScreen)
+    finally:
+        node.stop()
