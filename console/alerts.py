@@ -1,13 +1,17 @@
-"""Active alerts with the time each was first raised (the plan issue adds for/clear durations)."""
+"""Alerts with hysteresis: a condition must hold for its rule's ``for`` duration before it is
+raised, and be gone for its ``clear`` duration before it clears, so nothing flaps. Time is passed
+in, so tests drive it with a controllable clock."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from console.frame import Alert
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+KEEP_CLEARED_S = 600.0
+MAX_CLEARED = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,21 +20,68 @@ class Condition:
     severity: str
     subject: str
     message: str
+    rule: str = ""
+    for_s: float = 0.0
+    clear_s: float = 0.0
 
 
+@dataclass
+class _Track:
+    cond: Condition
+    first_seen: float
+    raised: bool = False
+    absent_since: float | None = None
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=UTC)
+
+
+@dataclass
 class AlertBook:
-    def __init__(self) -> None:
-        self._since: dict[str, float] = {}
+    tracks: dict[str, _Track] = field(default_factory=dict)
+    cleared: list[Alert] = field(default_factory=list)
+    raised_now: list[Alert] = field(default_factory=list)  # raised by the last update (toasts, bell)
+    max_for_s: float | None = None  # cap on every `for` (headless checks that sample briefly)
 
     def update(self, conditions: list[Condition], now: float) -> list[Alert]:
-        keys = {c.key for c in conditions}
-        for key in list(self._since):
-            if key not in keys:
-                del self._since[key]
-        alerts = []
-        for c in conditions:
-            since = self._since.setdefault(c.key, now)
-            alerts.append(Alert(key=c.key, severity=c.severity, subject=c.subject, message=c.message,
-                                since=datetime.fromtimestamp(since, tz=UTC)))
-        alerts.sort(key=lambda a: (SEVERITY_ORDER[a.severity], a.since, a.key))
-        return alerts
+        self.raised_now = []
+        present = {c.key: c for c in conditions}
+        for key, cond in present.items():
+            track = self.tracks.get(key)
+            if track is None:
+                track = self.tracks[key] = _Track(cond, now)
+            track.cond, track.absent_since = cond, None
+            for_s = cond.for_s if self.max_for_s is None else min(cond.for_s, self.max_for_s)
+            if not track.raised and now - track.first_seen >= for_s:
+                track.raised = True
+                self.raised_now.append(self._alert(track))
+        for key in list(self.tracks):
+            if key in present:
+                continue
+            track = self.tracks[key]
+            if not track.raised:
+                del self.tracks[key]  # never raised: forget it
+                continue
+            if track.absent_since is None:
+                track.absent_since = now
+            if now - track.absent_since >= track.cond.clear_s:
+                del self.tracks[key]
+                self.cleared.insert(0, self._alert(track).model_copy(update={"state": "cleared",
+                                                                           "cleared_at": _utc(now)}))
+        self.cleared = [a for a in self.cleared[:MAX_CLEARED]
+                        if a.cleared_at is not None and now - a.cleared_at.timestamp() < KEEP_CLEARED_S]
+        active = [self._alert(t) for t in self.tracks.values() if t.raised]
+        active.sort(key=lambda a: (SEVERITY_ORDER[a.severity], a.since, a.key))
+        return active + self.cleared
+
+    @staticmethod
+    def _alert(track: _Track) -> Alert:
+        c = track.cond
+        return Alert(key=c.key, rule=c.rule, severity=c.severity, subject=c.subject, message=c.message,
+                     since=_utc(track.first_seen))
+
+
+def worst(alerts: list[Alert]) -> str | None:
+    active = [a.severity for a in alerts if a.state == "active"]
+    return min(active, key=SEVERITY_ORDER.__getitem__) if active else None

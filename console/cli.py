@@ -14,7 +14,14 @@ from console.frame import Frame
 from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
 from console.scraper import UrlError, check_url
-from console.settings import ConfigError, Settings, config_path, load_settings, token_headers
+from console.settings import (
+    ConfigError,
+    Settings,
+    config_path,
+    demo_settings,
+    load_settings,
+    token_headers,
+)
 from console.simtraffic import PROFILES
 
 
@@ -63,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     snap.add_argument("--demo", action="store_true", help="read the simulated demo node")
     snap.add_argument("--wait", type=float, default=3.0, help="seconds to sample before printing (default 3)")
     snap.add_argument("--format", choices=("json", "md"), default="json")
+    plan = sub.add_parser("plan", help="check that the plan fits, before anything runs")
+    plan.add_argument("--config", metavar="FILE", help="config file with the plan")
+    plan.add_argument("--demo", action="store_true", help="the demo node's plan")
+    plan.add_argument("--format", choices=("text", "json"), default="text")
+    check = sub.add_parser("check", parents=[common], help="one poll (plus --wait), print alerts, exit 0/1/2")
+    check.add_argument("--demo", action="store_true", help="check the simulated demo node")
+    check.add_argument("--wait", type=float, default=0.0, help="seconds to sample first (default 0)")
     sim = sub.add_parser("simulate", help="serve a simulated engine's /metrics until interrupted")
     sim.add_argument("--engine", choices=KINDS, default="vllm")
     sim.add_argument("--port", type=int, default=0)
@@ -89,9 +103,9 @@ async def sample(poller: Poller, wait_s: float, interval_s: float) -> Frame:
         await poller.aclose()
 
 
-def _settings(args: argparse.Namespace) -> Settings:
+def _settings(args: argparse.Namespace, demo: bool = False) -> Settings:
     try:
-        settings = load_settings(config_path(args.config))
+        settings = demo_settings() if demo and not args.config else load_settings(config_path(args.config))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     if args.window is not None:
@@ -108,7 +122,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settings]:
     """(poller, demo node or None, settings) for the chosen source."""
-    settings = _settings(args)
+    settings = _settings(args, demo)
     targets = [parse_engine(s) for s in args.engine]
     targets += [EngineTarget(url=e.url, kind=e.kind, name=e.name, timeout_s=e.timeout_s, headers=token_headers(e),
                              verify_tls=e.verify_tls, interval_s=e.interval_s, device=e.device, model=e.model)
@@ -118,14 +132,14 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settin
     if demo:
         from console.demo import start_demo
 
-        node = start_demo()
+        node = start_demo(settings)
         targets += node.targets()
         nvml = None if args.no_gpu else NvmlReader(node.nvml, simulated=True)
     elif not args.no_gpu:
         nvml = NvmlReader()
     if not demo and not targets and settings.discover and not args.no_discover:
         targets = discover_targets(nvml)
-    return Poller(targets, nvml, window_s=settings.window_s), node, settings
+    return Poller(targets, nvml, window_s=settings.window_s, plan=settings), node, settings
 
 
 def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
@@ -174,6 +188,38 @@ def _snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from console.planreport import plan_json, plan_text
+
+    args.window = args.interval = None
+    settings = _settings(args, args.demo)
+    if not settings.services:
+        raise UsageError("the config has no services to plan; add a services: list (see config/example.yaml).")
+    sys.stdout.write(plan_json(settings) if args.format == "json" else plan_text(settings))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    """Exit 0 (ok), 1 (warning) or 2 (critical) from the alerts active after sampling."""
+    from console.alerts import worst
+
+    _positive(args.wait, "--wait", allow_zero=True)
+    poller, node, settings = _build(args, args.demo)
+    poller.alerts.max_for_s = args.wait  # a rule's `for` can only be honoured as far as we sampled
+    try:
+        frame = asyncio.run(sample(poller, args.wait, settings.interval_s))
+    finally:
+        if node is not None:
+            node.stop()
+    active = [a for a in frame.alerts if a.state == "active"]
+    for a in active:
+        print(f"{a.severity.upper()} {a.subject}: {a.message}")
+    level = worst(active)
+    if level is None:
+        print(f"OK {frame.host}: no active alerts ({len(frame.engines)} engines, {len(frame.gpus)} GPUs)")
+    return {"critical": 2, "warning": 1}.get(level or "", 0)
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from console.simengine import TrafficSpec, start_engine
 
@@ -197,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
             return _snapshot(args)
         if args.command == "simulate":
             return _simulate(args)
+        if args.command == "plan":
+            return _plan(args)
+        if args.command == "check":
+            return _check(args)
         return _run_tui(args, demo=args.command == "demo")
     except UsageError as exc:
         print(f"inferdeck: {exc}", file=sys.stderr)

@@ -6,13 +6,19 @@ GPU 2 in MIG with 4 x 1g.24gb (idle); GPU 3 whole (idle). GPU load follows the e
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from console.plan import Plan, fit
 from console.poller import EngineTarget
 from console.simengine import SimEngine, TrafficSpec, start_engine
 from console.simnvml import DeviceLoad, SimNvml
 
-GPU_MEMORY_UTILIZATION = 0.90  # what vLLM preallocates on its device
+GPU_MEMORY_UTILIZATION = 0.90  # what vLLM preallocates on its device when no plan sizes it
+# activation/workspace memory per running sequence: a full batch eats into the planned margin
+# (the engine starts with half its runtime reserve in use; the rest is for the batch's workspace)
+WORKSPACE_PER_SEQ_BYTES = {"llama-70b": 0.2 * 2**30, "llama-8b-a": 0.05 * 2**30, "llama-8b-b": 0.05 * 2**30}
 
 SERVICES = (
     # (name, device (gpu, mig index), traffic)
@@ -44,16 +50,23 @@ class DemoNode:
             e.server.stop()
 
 
-def start_demo(profiles: dict[str, str] | None = None) -> DemoNode:
-    """Start the demo node. ``profiles`` may set a traffic profile per service name."""
+def start_demo(plan: Plan | None = None, profiles: dict[str, str] | None = None,
+               clock: Callable[[], float] = time.monotonic) -> DemoNode:
+    """Start the demo node. ``profiles`` may set a traffic profile per service name. With a plan,
+    each engine holds its planned weights and KV pool, half its runtime reserve, and a workspace
+    that grows with the running batch: a full batch under overload eats into the planned margin."""
     engines: dict[str, SimEngine] = {}
     devices: dict[tuple[int, int | None], str] = {}
     for name, device, spec in SERVICES:
         if profiles and name in profiles:
             spec = replace(spec, profile=profiles[name])
         spec = replace(spec, warmup_s=90.0)
-        engines[name] = start_engine("vllm", spec)
+        engines[name] = start_engine("vllm", spec, clock=clock)
         devices[device] = name
+    static: dict[str, float] = {}
+    for svc in plan.services if plan else []:
+        f = fit(svc, None, "catalog", "")
+        static[svc.name] = f.weights_bytes + f.kv_bytes + f.runtime_bytes / 2
 
     nvml = SimNvml()
 
@@ -63,9 +76,13 @@ def start_demo(profiles: dict[str, str] | None = None) -> DemoNode:
             return DeviceLoad(0.0, 0)
         model = engines[name].model
         model.advance()
-        gi = nvml.gpus[gpu].mig_devices()[mig][0] if mig is not None else None
-        total = (gi.profile.memory_mib if gi else nvml.gpus[gpu].model.memory_total_mib) * 1024 * 1024
-        return DeviceLoad(model.utilization(), int(total * GPU_MEMORY_UTILIZATION))
+        if name in static:
+            used = static[name] + WORKSPACE_PER_SEQ_BYTES[name] * len(model.running)
+        else:
+            gi = nvml.gpus[gpu].mig_devices()[mig][0] if mig is not None else None
+            total = (gi.profile.memory_mib if gi else nvml.gpus[gpu].model.memory_total_mib) * 1024 * 1024
+            used = total * GPU_MEMORY_UTILIZATION
+        return DeviceLoad(model.utilization(), int(used))
 
     nvml.load = load
     nvml.add_gpu("rtx-pro-6000-se")

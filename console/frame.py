@@ -171,10 +171,45 @@ class Engine(_Model):
 
 class Alert(_Model):
     key: str
+    rule: str = ""
     severity: Literal["info", "warning", "critical"]
     subject: str
     message: str
-    since: datetime
+    since: datetime  # when the condition began (raised after the rule's `for` duration)
+    state: Literal["active", "cleared"] = "active"
+    cleared_at: datetime | None = None
+
+
+class Headroom(_Model):
+    """One live headroom of a service against its planned budget."""
+
+    name: str  # memory | kv | queue | power | thermal | engine
+    value: float | None = None  # live headroom, in ``unit``
+    budget: float | None = None  # what the plan allows, in ``unit``
+    unit: str = ""
+    state: Literal["ok", "warning", "critical", "unknown"] = "unknown"
+    detail: str = ""
+
+
+class ServiceStatus(_Model):
+    """A planned service: its fit on paper and its headroom now."""
+
+    name: str
+    engine: str
+    device: str  # as planned ("1:2g.48gb@0")
+    device_id: str | None = None  # as found on the node ("1/0"); None when not found
+    model: str
+    required_bytes: float
+    capacity_bytes: float | None = None
+    planned_headroom_bytes: float | None = None
+    fits: bool | None = None
+    engine_up: bool | None = None
+    down_since: datetime | None = None
+    last_recovery_s: float | None = None  # how long the engine took to come back last time
+    headroom: list[Headroom] = Field(default_factory=list)
+    slo: dict | None = None  # SLO compliance (the SLO issue)
+    cost: dict | None = None  # cost meters (the SLO/cost issue)
+    unavailable: dict[str, str] = Field(default_factory=dict)
 
 
 class Frame(_Model):
@@ -187,7 +222,8 @@ class Frame(_Model):
     gpu_source: GpuSource
     gpus: list[Gpu] = Field(default_factory=list)
     engines: list[Engine] = Field(default_factory=list)
-    alerts: list[Alert] = Field(default_factory=list)
+    services: list[ServiceStatus] = Field(default_factory=list)
+    alerts: list[Alert] = Field(default_factory=list)  # active first, then recently cleared
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent)

@@ -46,7 +46,8 @@ class GpuModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     pci_device_id: str
-    memory_total_mib: int
+    memory_gb: int  # as sold
+    memory_total_mib: int  # as the driver reports
     memory_bandwidth_gbs: float
     power_limit_w: float
     power_idle_w: float

@@ -6,23 +6,24 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import httpx
 
 from console import __version__
-from console.alerts import AlertBook, Condition
+from console.alerts import AlertBook
 from console.engines import detect_kind, extract, needed_families, profiles
 from console.enginestats import EngineHistory, derive
-from console.frame import Engine, Frame, Gpu, GpuSource
+from console.frame import Engine, Frame, GpuSource
+from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.llamaslots import slots_kv, slots_url
 from console.nvml import NvmlReader
+from console.plan import Plan
 from console.promtext import parse
 from console.scraper import ScrapeResult, scrape
-
-RESTART_EVENT_S = 300.0  # how long an engine restart stays listed as an event
 
 
 @dataclass
@@ -64,12 +65,17 @@ class Poller:
         nvml: NvmlReader | None,
         window_s: float = 60.0,
         host: str | None = None,
+        plan: Plan | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.engines = [_EngineState(t, kind=t.kind) for t in targets]
         self.nvml = nvml
         self.window_s = window_s
         self.host = host or socket.gethostname()
+        self.plan = plan or Plan()
+        self.clock = clock
         self.alerts = AlertBook()
+        self.headroom = HeadroomState()
         self._clients: dict[bool, httpx.AsyncClient] = {}
 
     def _client(self, verify: bool) -> httpx.AsyncClient:
@@ -84,7 +90,7 @@ class Poller:
         self._clients.clear()
 
     async def poll(self) -> Frame:
-        now = time.time()
+        now = self.clock()
         jobs = [self._poll_engine(state, now) for state in self.engines]
         if self.nvml is not None:
             (source, gpus), *engines = await asyncio.gather(asyncio.to_thread(self.nvml.read), *jobs)
@@ -92,8 +98,9 @@ class Poller:
             source, gpus = GpuSource(kind="none", error=None), []
             engines = list(await asyncio.gather(*jobs))
         gpus, engines = link(gpus, list(engines))
-        now = time.time()
-        alerts = self.alerts.update(self._conditions(source, gpus, engines, now), now)
+        now = self.clock()
+        services, conditions = evaluate(self.plan, source, gpus, engines, self.headroom, now)
+        alerts = self.alerts.update(conditions, now)
         return Frame(
             taken_at=_utc(now),
             host=self.host,
@@ -102,6 +109,7 @@ class Poller:
             gpu_source=source,
             gpus=gpus,
             engines=engines,
+            services=services,
             alerts=alerts,
         )
 
@@ -138,7 +146,7 @@ class Poller:
                     state.history.clear()
                 state.kind = found
                 profile = profiles()[found]
-                ex = extract(page, profile, res.taken_at)
+                ex = extract(page, profile, self.clock())
                 state.model = ex.model or state.model or target.model
                 state.history.add(ex)
                 d = derive(state.history.points, profile, self.window_s)
@@ -177,20 +185,3 @@ class Poller:
         unavailable.pop("kv_cache_usage", None)
         unavailable.pop("kv_capacity_tokens", None)
         series["kv_cache_usage"] = "GET /slots (prompt + decoded tokens of busy slots / n_ctx)"
-
-    @staticmethod
-    def _conditions(source: GpuSource, gpus: list[Gpu], engines: list[Engine], now: float) -> list[Condition]:
-        out: list[Condition] = []
-        if source.kind == "none" and source.error:
-            out.append(Condition("gpu-source", "warning", "GPUs", source.error))
-        for g in gpus:
-            if g.fault:
-                out.append(Condition(f"gpu-fault:{g.index}", "critical", f"GPU {g.index}", g.fault))
-        for e in engines:
-            if not e.up:
-                out.append(Condition(f"engine-down:{e.url}", "critical", e.name, f"engine down: {e.error}"))
-            elif e.restarted_at is not None and now - e.restarted_at.timestamp() < RESTART_EVENT_S:
-                out.append(Condition(f"engine-restart:{e.url}", "info", e.name,
-                                     f"engine restarted at {e.restarted_at:%H:%M:%S}Z: counters reset, "
-                                     "windows restart there"))
-        return out

@@ -9,6 +9,7 @@ variable or a file named in the config, never written into it, and never into sn
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from console.engines import KINDS
 from console.enginestats import parse_window
+from console.plan import Plan, check_plan
 from console.scraper import UrlError, check_url
 from console.yamlfile import ConfigError, load_yaml, pydantic_error
 
@@ -51,7 +53,9 @@ class EngineConfig(_Strict):
         return self
 
 
-class Settings(_Strict):
+class Settings(Plan):
+    """The whole config file: how to watch (window, engines, discovery) and the plan."""
+
     window: str = "1m"
     interval_s: float = Field(1.0, gt=0)
     discover: bool = True
@@ -109,6 +113,19 @@ def load_settings(path: Path | None) -> Settings:
         raise pydantic_error(exc, where) from None
     for i, eng in enumerate(settings.engines):
         token_headers(eng, lambda field, i=i: where(("engines", i, field)))
+    check_plan(settings, where)
+    return settings
+
+
+def demo_settings() -> Settings:
+    """The demo node's config (its plan, SLOs and costs), shipped in config/demo.yaml."""
+    text = resources.files("config").joinpath("demo.yaml").read_text(encoding="utf-8")
+    data, where = load_yaml(text, "config/demo.yaml")
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_error(exc, where) from None
+    check_plan(settings, where)
     return settings
 
 

@@ -1,0 +1,256 @@
+"""The operator's plan: services, their memory budget, and the fit arithmetic (DESIGN §1).
+
+    required = weights + KV cache + runtime reserve + allocation margin
+    weights  = params x bits / 8                (or a measured checkpoint size)
+    KV       = 2 x layers x kv_heads x head_dim x KV bytes  per token
+               x resident tokens per sequence x concurrent sequences
+
+GiB (2**30 bytes) throughout; device capacity from the driver-reported bytes when live, from the
+GPU catalog when planning offline.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from console.frame import Gpu
+from console.gpucatalog import MIB, catalog
+
+GIB = 2**30
+DEVICE_RE = re.compile(r"^(?:(?P<gpu>\d+)(?::(?P<profile>\d+g\.\d+gb[^@]*)@(?P<start>\d+))?|(?P<uuid>(?:GPU|MIG)-[0-9a-fA-F-]+))$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelShape(_Strict):
+    title: str | None = None
+    params_b: float = Field(gt=0)
+    layers: int = Field(gt=0)
+    kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+
+
+@cache
+def model_catalog() -> dict[str, ModelShape]:
+    text = resources.files("config").joinpath("models.yaml").read_text(encoding="utf-8")
+    return {k: ModelShape.model_validate(v) for k, v in (yaml.safe_load(text) or {}).items()}
+
+
+class SloSpec(_Strict):
+    """Latency and completion targets for one service (the SLO issue fills these in)."""
+
+    percentile: float = Field(0.95, gt=0, lt=1)
+    ttft_s: float | None = Field(None, gt=0)
+    tpot_s: float | None = Field(None, gt=0)
+    e2e_s: float | None = Field(None, gt=0)
+    completion: float = Field(0.995, gt=0, le=1)
+    window: str = "5m"
+
+
+class Service(_Strict):
+    name: str
+    engine: str | None = None  # the engine's name (config engines[].name); default: the service name
+    device: str
+    model: str | ModelShape
+    weight_bits: float | None = Field(None, gt=0, le=32)
+    weights_gib: float | None = Field(None, gt=0)  # a measured checkpoint size instead of the arithmetic
+    weight_overhead: float = Field(0.0, ge=0, le=1)  # allowance for scales and unquantised tensors
+    kv_bits: float = Field(16, gt=0, le=32)
+    tokens_per_sequence: int = Field(gt=0)
+    concurrent_sequences: int = Field(gt=0)
+    runtime_reserve_gib: float = Field(0.0, ge=0)
+    margin_gib: float = Field(0.0, ge=0)
+    slo: SloSpec | None = None
+
+    @model_validator(mode="after")
+    def _weights(self) -> Service:
+        if (self.weight_bits is None) == (self.weights_gib is None):
+            raise ValueError("give weight_bits or weights_gib (a measured checkpoint size), exactly one")
+        if not DEVICE_RE.match(self.device):
+            raise ValueError(f"device {self.device!r} is not a GPU index (0), a MIG device (1:2g.48gb@0) or a uuid")
+        return self
+
+    @property
+    def engine_name(self) -> str:
+        return self.engine or self.name
+
+
+class Node(_Strict):
+    name: str | None = None
+    gpus: int | None = Field(None, ge=0)  # GPUs expected on the node
+    gpu_model: str | None = None  # catalog key, for planning offline
+
+
+class AlertRule(_Strict):
+    for_s: float = Field(0.0, ge=0)
+    clear_s: float = Field(30.0, ge=0)
+    enabled: bool = True
+
+
+class AlertRules(_Strict):
+    memory: AlertRule = AlertRule(for_s=15, clear_s=30)
+    kv: AlertRule = AlertRule(for_s=15, clear_s=30)
+    kv_usage_critical: float = Field(0.90, gt=0, le=1)
+    queue: AlertRule = AlertRule(for_s=60, clear_s=30)
+    power: AlertRule = AlertRule(for_s=30, clear_s=60)
+    power_within_pct: float = Field(5.0, ge=0)
+    thermal: AlertRule = AlertRule(for_s=15, clear_s=60)
+    thermal_within_c: float = Field(5.0, ge=0)
+    engine_down: AlertRule = AlertRule(for_s=0, clear_s=0)
+    burn: AlertRule = AlertRule(for_s=0, clear_s=60)
+
+
+class Plan(_Strict):
+    node: Node = Node()
+    services: list[Service] = Field(default_factory=list)
+    alerts: AlertRules = AlertRules()
+    bell: bool = False
+
+
+# --- arithmetic -------------------------------------------------------------------------------
+
+def shape(svc: Service) -> ModelShape:
+    if isinstance(svc.model, ModelShape):
+        return svc.model
+    return model_catalog()[svc.model]
+
+
+def weights_bytes(params_b: float, bits: float) -> float:
+    return params_b * 1e9 * bits / 8
+
+
+def kv_bytes_per_token(m: ModelShape, kv_bits: float) -> float:
+    return 2 * m.layers * m.kv_heads * m.head_dim * kv_bits / 8
+
+
+@dataclass(frozen=True)
+class Fit:
+    service: str
+    device: str
+    weights_bytes: float
+    kv_bytes_per_token: float
+    kv_bytes: float
+    runtime_bytes: float
+    margin_bytes: float
+    required_bytes: float
+    capacity_bytes: float | None
+    capacity_source: str  # "driver" | "catalog" | "unknown"
+    device_label: str  # "GPU 0 (RTX PRO 6000 ..., 96 GB)"
+
+    @property
+    def headroom_bytes(self) -> float | None:
+        return None if self.capacity_bytes is None else self.capacity_bytes - self.required_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.capacity_bytes is None else self.required_bytes <= self.capacity_bytes
+
+
+def fit(svc: Service, capacity_bytes: float | None, capacity_source: str, device_label: str) -> Fit:
+    m = shape(svc)
+    if svc.weights_gib is not None:
+        w = svc.weights_gib * GIB
+    else:
+        assert svc.weight_bits is not None
+        w = weights_bytes(m.params_b, svc.weight_bits)
+    w *= 1 + svc.weight_overhead
+    per_token = kv_bytes_per_token(m, svc.kv_bits)
+    kv = per_token * svc.tokens_per_sequence * svc.concurrent_sequences
+    runtime, margin = svc.runtime_reserve_gib * GIB, svc.margin_gib * GIB
+    return Fit(svc.name, svc.device, w, per_token, kv, runtime, margin, w + kv + runtime + margin,
+               capacity_bytes, capacity_source, device_label)
+
+
+# --- devices ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DeviceRef:
+    gpu: int | None
+    profile: str | None = None
+    start: int | None = None
+    uuid: str | None = None
+
+
+def parse_device(text: str) -> DeviceRef:
+    m = DEVICE_RE.match(text)
+    if m is None:
+        raise ValueError(text)
+    if m.group("uuid"):
+        return DeviceRef(None, uuid=m.group("uuid"))
+    start = m.group("start")
+    return DeviceRef(int(m.group("gpu")), m.group("profile"), int(start) if start is not None else None)
+
+
+def catalog_capacity(ref: DeviceRef, node: Node) -> tuple[float | None, str]:
+    """(capacity bytes, label) from the GPU catalog, or (None, why) when it cannot say."""
+    if node.gpu_model is None:
+        return None, "no node.gpu_model to plan against offline"
+    model = catalog()[node.gpu_model]
+    if ref.uuid is not None:
+        return None, f"{ref.uuid} (a uuid needs the live node)"
+    if ref.profile is None:
+        return model.memory_total_mib * MIB, f"GPU {ref.gpu}, {model.memory_gb} GB {model.name}"
+    assert model.mig is not None
+    prof = model.mig.profile(ref.profile)
+    return prof.memory_mib * MIB, f"GPU {ref.gpu} MIG {ref.profile}@{ref.start}"
+
+
+def live_device(ref: DeviceRef, gpus: list[Gpu]) -> tuple[str | None, float | None, float | None, Gpu | None]:
+    """(device id like "1/0", capacity bytes, used bytes, parent GPU) on the live node, or Nones."""
+    for g in gpus:
+        if ref.uuid is not None and g.uuid == ref.uuid:
+            return str(g.index), g.memory_total_bytes, g.memory_used_bytes, g
+        for d in g.mig.devices if g.mig else []:
+            if ref.uuid is not None and d.uuid == ref.uuid:
+                return f"{g.index}/{d.index}", d.memory_total_bytes, d.memory_used_bytes, g
+            if (ref.gpu == g.index and ref.profile is not None and d.profile == ref.profile
+                    and d.placement_start == ref.start):
+                return f"{g.index}/{d.index}", d.memory_total_bytes, d.memory_used_bytes, g
+        if ref.uuid is None and ref.profile is None and ref.gpu == g.index:
+            return str(g.index), g.memory_total_bytes, g.memory_used_bytes, g
+    return None, None, None, None
+
+
+def check_plan(plan: Plan, where: object = None) -> None:
+    """Cross-checks pydantic cannot do: known models, devices that exist (offline), distinct names."""
+    from console.yamlfile import ConfigError
+
+    def at(path: tuple) -> str:
+        return f"{where(path)}: " if callable(where) else ""
+
+    names: set[str] = set()
+    for i, svc in enumerate(plan.services):
+        if svc.name in names:
+            raise ConfigError(f"{at(('services', i, 'name'))}services.{i}.name: {svc.name!r} is used twice; "
+                              "give each service its own name.")
+        names.add(svc.name)
+        if isinstance(svc.model, str) and svc.model not in model_catalog():
+            known = ", ".join(sorted(model_catalog()))
+            raise ConfigError(f"{at(('services', i, 'model'))}services.{i}.model: unknown model {svc.model!r}; "
+                              f"use one of {known}, or give layers/kv_heads/head_dim/params_b inline.")
+        ref = parse_device(svc.device)
+        if plan.node.gpus is not None and ref.gpu is not None and ref.gpu >= plan.node.gpus:
+            raise ConfigError(f"{at(('services', i, 'device'))}services.{i}.device: GPU {ref.gpu} does not exist "
+                              f"(node.gpus is {plan.node.gpus}; GPUs are numbered from 0).")
+        if plan.node.gpu_model is not None:
+            if plan.node.gpu_model not in catalog():
+                raise ConfigError(f"{at(('node', 'gpu_model'))}node.gpu_model: unknown GPU {plan.node.gpu_model!r}; "
+                                  f"use one of {', '.join(sorted(catalog()))}.")
+            model = catalog()[plan.node.gpu_model]
+            if ref.profile is not None:
+                profiles = {p.name: p for p in (model.mig.profiles if model.mig else [])}
+                prof = profiles.get(ref.profile)
+                if prof is None:
+                    raise ConfigError(f"{at(('services', i, 'device'))}services.{i}.device: {model.name} has no MIG "
+                                      f"profile {ref.profile!r}; use one of {', '.join(profiles) or 'none (no MIG)'}.")
+                if ref.start not in prof.starts:
+                    raise ConfigError(f"{at(('services', i, 'device'))}services.{i}.device: {ref.profile} cannot "
+                                      f"start at {ref.start}; valid placements are {prof.starts}.")
