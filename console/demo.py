@@ -18,7 +18,7 @@ from console.simnvml import DeviceLoad, SimNvml
 GPU_MEMORY_UTILIZATION = 0.90  # what vLLM preallocates on its device when no plan sizes it
 # activation/workspace memory per running sequence: a full batch eats into the planned margin
 # (the engine starts with half its runtime reserve in use; the rest is for the batch's workspace)
-WORKSPACE_PER_SEQ_BYTES = {"llama-70b": 0.2 * 2**30, "llama-8b-a": 0.05 * 2**30, "llama-8b-b": 0.05 * 2**30}
+WORKSPACE_PER_SEQ_BYTES = {"llama-70b": 0.12 * 2**30, "llama-8b-a": 0.05 * 2**30, "llama-8b-b": 0.05 * 2**30}
 
 SERVICES = (
     # (name, device (gpu, mig index), traffic)

@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from console.frame import Gpu
 from console.gpucatalog import MIB, catalog
@@ -70,12 +70,17 @@ class Service(_Strict):
     margin_gib: float = Field(0.0, ge=0)
     slo: SloSpec | None = None
 
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not DEVICE_RE.match(v):
+            raise ValueError(f"{v!r} is not a GPU index (0), a MIG device (1:2g.48gb@0) or a GPU/MIG uuid")
+        return v
+
     @model_validator(mode="after")
     def _weights(self) -> Service:
         if (self.weight_bits is None) == (self.weights_gib is None):
             raise ValueError("give weight_bits or weights_gib (a measured checkpoint size), exactly one")
-        if not DEVICE_RE.match(self.device):
-            raise ValueError(f"device {self.device!r} is not a GPU index (0), a MIG device (1:2g.48gb@0) or a uuid")
         return self
 
     @property

@@ -85,6 +85,7 @@ class TrafficSpec:
     prefix_hit_share: float = 0.3
     abort_share: float = 0.004  # clients that cancel
     error_share: float = 0.001  # server-side failures
+    client_timeout_s: float = 60.0  # clients give up on requests still queued after this long
     profile: str = "steady"
     restart_every_s: float = 45.0  # with profile "restart"
     seed: int = 1
@@ -197,7 +198,8 @@ class TrafficModel:
             p *= rng.random()
         for _ in range(n):
             out = max(2, int(rng.expovariate(1.0 / spec.output_tokens)))
-            prompt = max(8, int(rng.lognormvariate(math.log(spec.prompt_tokens), 0.5)))
+            mean_prompt = spec.prompt_tokens * (3 if self.overload else 1)  # overload: long-context surge
+            prompt = max(8, int(rng.lognormvariate(math.log(mean_prompt), 0.5)))
             u = rng.random()
             outcome = ("error" if u < spec.error_share else "abort" if u < spec.error_share + spec.abort_share
                        else "stop" if rng.random() < 0.7 else "length")
@@ -206,6 +208,15 @@ class TrafficModel:
 
     def _admit(self, t: float) -> None:
         spec, rng = self.spec, self.rng
+        if self.waiting and t - self.waiting[0].arrival > spec.client_timeout_s:
+            keep = []
+            for req in self.waiting:
+                if t - req.arrival > spec.client_timeout_s:
+                    self.outcomes["abort"] += 1
+                    self.finished_log.append(Finished(t, None, None, t - req.arrival, 0, "abort"))
+                else:
+                    keep.append(req)
+            self.waiting = keep
         while self.waiting and len(self.running) < spec.max_num_seqs:
             req = self.waiting[0]
             if self.kv_used_tokens() + req.prompt + spec.block_size > spec.kv_capacity_tokens:

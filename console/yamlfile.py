@@ -70,7 +70,7 @@ def pydantic_error(exc: Any, where: Where, prefix: Sequence[Any] = (), fix: str 
     err = exc.errors()[0]
     loc = tuple(prefix) + tuple(err["loc"])
     dotted = ".".join(str(p) for p in loc) or "(top level)"
-    msg = err["msg"]
+    msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = f"unknown key {str(loc[-1])!r}"
         dotted = ".".join(str(p) for p in loc[:-1]) or "(top level)"

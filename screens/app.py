@@ -18,7 +18,7 @@ from console.frame import Frame
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
-from screens.panes import AlertPane
+from screens.panes import AlertPane, ServicesPane
 
 
 class FrameSource(Protocol):
@@ -45,13 +45,16 @@ class InferdeckApp(App[None]):
         self.paused = False
         self.frame: Frame | None = None
         self.poll_errors = 0
+        self._seen_alerts: set[str] | None = None
         self.last_poll_error: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(self.title, id="status")
+        yield AlertPane()
         yield GpuPane()
         yield EnginePane()
-        yield AlertPane()
+        yield ServicesPane()
+        yield Static(id="spacer")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -85,10 +88,40 @@ class InferdeckApp(App[None]):
             dashboard = self.screen_stack[0]
             dashboard.query_one(GpuPane).show(frame)
             dashboard.query_one(EnginePane).show(frame)
+            dashboard.query_one(ServicesPane).show(frame)
             dashboard.query_one(AlertPane).show(frame)
+            self._fit_gpu_pane(frame)
+            self._announce(frame)
             self._status()
             if hasattr(self.screen, "show") and self.screen is not dashboard:
                 self.screen.show(frame)
+
+    def on_resize(self) -> None:
+        if self.frame is not None:
+            self._fit_gpu_pane(self.frame)
+
+    def _fit_gpu_pane(self, frame: Frame) -> None:
+        """The GPU pane takes what the other panes leave (it scrolls); the rest keep their rows."""
+        height = self.size.height
+        alerts = 1 + min(max(1, len(frame.alerts)), max(1, height // 4 - 1))
+        down = sum(1 for e in frame.engines if not e.up)
+        engines = 2 + max(1, len(frame.engines)) + down if frame.engines else 2
+        services = 2 + len(frame.services) if frame.services else 2
+        room = height - 3 - alerts - engines - services  # status line, footer, one line of slack
+        self.screen_stack[0].query_one(GpuPane).styles.max_height = max(4, room)
+
+    def _announce(self, frame: Frame) -> None:
+        """A toast for every alert newly raised (and the terminal bell when the plan asks)."""
+        active = {a.key: a for a in frame.alerts if a.state == "active"}
+        if self._seen_alerts is not None:
+            new = [a for k, a in active.items() if k not in self._seen_alerts and a.severity != "info"]
+            for a in new:
+                self.notify(f"{a.subject}: {a.message}", title=a.severity.upper(),
+                            severity="error" if a.severity == "critical" else "warning", timeout=8)
+            plan = getattr(self.source, "plan", None)
+            if new and plan is not None and plan.bell:
+                self.bell()
+        self._seen_alerts = set(active)
 
     def _status(self) -> None:
         f = self.frame

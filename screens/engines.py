@@ -30,7 +30,7 @@ def _name(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
 def _kv(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     if e.kv_cache_usage is None:
         return Text(NA, style=c["dim"])
-    return Text.assemble(bar(e.kv_cache_usage, 4, c, 0.9, 0.97), f"{e.kv_cache_usage * 100:4.0f}%")
+    return Text.assemble(bar(e.kv_cache_usage, 3, c, 0.9, 0.97), f"{e.kv_cache_usage * 100:4.0f}%")
 
 
 def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
@@ -44,7 +44,7 @@ def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
 
 COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     # label, key, width, wide only, cell
-    ("Engine", "engine", 13, False, _name),
+    ("Engine", "engine", 12, False, _name),
     ("Kind", "kind", 8, True, lambda e, c, p: Text(e.kind or "?")),
     ("Model", "model", 24, True, lambda e, c, p: Text(e.model.rsplit("/", 1)[-1], overflow="ellipsis", no_wrap=True)
      if e.model else Text(NA, style=c["dim"])),
@@ -52,9 +52,9 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     ("Run", "run", 4, False, lambda e, c, p: Text(num(e.requests_running))),
     ("Wait", "wait", 4, False, lambda e, c, p: Text(num(e.requests_waiting),
                                                     style=c["warning"] if (e.requests_waiting or 0) > 0 else "")),
-    ("KV", "kv", 9, False, _kv),
+    ("KV", "kv", 8, False, _kv),
     ("tok/s", "tps", 6, False, lambda e, c, p: Text(num(e.generation_tokens_per_s))),
-    ("TTFT95", "ttft", 9, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"])),
+    ("TTFT95", "ttft", 8, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"])),
     ("TPOT95", "tpot", 8, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"])),
     ("OK%", "ok", 5, False, _ok),
     ("Trend tok/s", "trend", 16, True, lambda e, c, p: Text(spark(p.trend.get(e.url, ()), 16), style=c["success"])),
@@ -67,7 +67,7 @@ class EnginePane(Pane):
         self.wide: bool | None = None
         self.trend: dict[str, deque[float]] = {}
         self.frame: Frame | None = None
-        self.name_width = 13
+        self.name_width = 12
 
     def compose(self) -> ComposeResult:
         yield KeyedTable(id="engine-table", cursor_type="row")
@@ -90,7 +90,7 @@ class EnginePane(Pane):
         for label, key, width, wide_only, _ in COLUMNS:
             if wide or not wide_only:
                 table.add_column(label, key=key, width=width + (6 if key == "engine" and wide else 0))
-        self.name_width = 19 if wide else 13
+        self.name_width = 18 if wide else 12
         return True
 
     def show(self, frame: Frame, record: bool = True) -> None:
@@ -112,8 +112,8 @@ class EnginePane(Pane):
                 cells[[k for k, _ in shown].index("run")] = Text("down", style=f"bold {c['error']}")
             rows.append((f"eng:{e.url}", cells))
         self.query_one(KeyedTable).sync(rows)
-        errors = [Text.assemble((f"{e.name}: ", f"bold {c['error']}"), e.error or "down")
-                  for e in frame.engines if not e.up]
+        errors = [Text.assemble((f"{e.name}: ", f"bold {c['error']}"), e.error or "down", no_wrap=True,
+                                overflow="ellipsis") for e in frame.engines if not e.up]
         if not frame.engines:
             errors = [Text("No engines found: pass --engine URL, list them in the config, or run `inferdeck demo`.",
                            style=c["dim"])]

@@ -1,4 +1,4 @@
-"""The alert pane. It draws from a Frame only."""
+"""The alert pane and the budget (pulse) pane. They draw from a Frame only."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from console.frame import Frame
-from screens.widgets import Pane
+from console.frame import Frame, Headroom
+from console.units import NA
+from screens.widgets import KeyedTable, Pane
 
 
 class AlertPane(Pane):
@@ -19,15 +20,103 @@ class AlertPane(Pane):
 
     def show(self, frame: Frame) -> None:
         c = self.colors()
-        self.border_title = f"Alerts ({len(frame.alerts)})"
-        if not frame.alerts:
-            text = Text("No active alerts.", style=c["success"])
-        else:
-            lines = []
-            for a in frame.alerts:
-                sev = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}.get(a.severity, ("INFO", ""))
-                line = Text.assemble((f"{sev[0]} ", f"bold {sev[1]}"), (f"{a.since:%H:%M:%S} ", c["dim"]),
-                                     (f"{a.subject}: ", "bold"), a.message, no_wrap=True, overflow="ellipsis")
-                lines.append(line)
-            text = Text("\n").join(lines)
+        active = [a for a in frame.alerts if a.state == "active"]
+        self.border_title = f"Alerts ({len(active)} active)"
+        lines = [] if active else [Text("No active alerts.", style=c["success"])]
+        for a in frame.alerts:
+            sev = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}.get(a.severity, ("INFO", ""))
+            if a.state == "cleared":
+                sev = ("OK  ", c["dim"])
+            when = f"{a.since:%H:%M:%S}" + (f"–{a.cleared_at:%H:%M:%S}" if a.cleared_at else "")
+            lines.append(Text.assemble((f"{sev[0]} ", f"bold {sev[1]}"), (f"{when} ", c["dim"]),
+                                       (f"{a.subject}: ", "bold" if a.state == "active" else c["dim"]),
+                                       (a.message, "" if a.state == "active" else c["dim"]),
+                                       no_wrap=True, overflow="ellipsis"))
+        text = Text("\n").join(lines)
         self.query_one("#alert-lines", Static).update(text)
+
+
+STATE_STYLE = {"ok": "success", "warning": "warning", "critical": "error", "unknown": "dim"}
+HEAD_COLUMNS = (("memory", "Memory", 10), ("kv", "KV seqs", 10), ("queue", "Queue", 7), ("power", "Power", 9),
+                ("thermal", "Thermal", 8))
+WIDE_HEAD = (("engine", "Engine", 6), ("planned", "Planned / capacity", 22))
+WIDE = 118
+
+
+def headroom_cell(h: Headroom | None, c: dict[str, str]) -> Text:
+    """A headroom against its budget: a 4-cell bar (half full = exactly at budget) and the value."""
+    if h is None:
+        return Text("-", style=c["dim"])
+    color = c[STATE_STYLE[h.state]]
+    if h.name == "engine":
+        return Text("up" if h.state == "ok" else ("DOWN" if h.state == "critical" else "?"), style=f"bold {color}")
+    if h.value is None:
+        return Text(NA, style=c["dim"])
+    if h.budget:
+        frac = max(0.0, min(1.0, h.value / (2 * h.budget)))
+    else:
+        frac = 1.0 if h.value <= 0 else 0.0
+    filled = round(frac * 4)
+    unit = {"GiB": "G", "seqs": "", "waiting": "", "W": "W", "°C": "°"}.get(h.unit, "")
+    value = f"{h.value:+.1f}{unit}" if h.unit in ("GiB", "seqs") else f"{h.value:.0f}{unit}"
+    return Text.assemble(("█" * filled, color), ("░" * (4 - filled), c["dim"]), f" {value}")
+
+
+class ServicesPane(Pane):
+    """The pulse view: a row per planned service, each headroom against its budget."""
+
+    def __init__(self) -> None:
+        super().__init__("Budget: headroom left against the plan", id="services")
+        self.wide: bool | None = None
+        self.frame: Frame | None = None
+
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(id="service-table", cursor_type="row")
+        yield Static("", id="service-note")
+
+    def on_mount(self) -> None:
+        self._columns()
+
+    def on_resize(self) -> None:
+        if self._columns() and self.frame is not None:
+            self.show(self.frame)
+
+    def _columns(self) -> bool:
+        wide = self.size.width >= WIDE
+        if wide == self.wide:
+            return False
+        self.wide = wide
+        t = self.query_one(KeyedTable)
+        t.clear(columns=True)
+        t.add_column("Service", key="service", width=12)
+        t.add_column("Dev", key="dev", width=4)
+        for key, label, width in HEAD_COLUMNS + (WIDE_HEAD if wide else ()):
+            t.add_column(label, key=key, width=width)
+        return True
+
+    def show(self, frame: Frame) -> None:
+        self.frame = frame
+        c = self.colors()
+        rows = []
+        for s in frame.services:
+            heads = {h.name: h for h in s.headroom}
+            worst = max((h.state for h in s.headroom), key=["ok", "unknown", "warning", "critical"].index, default="ok")
+            name = Text.assemble(("● ", c[STATE_STYLE[worst]]), s.name)
+            name.truncate(12, overflow="ellipsis")
+            cells = [name, Text(s.device_id or "?", style="" if s.device_id else c["error"])]
+            cells += [headroom_cell(heads.get(key), c) for key, _, _ in HEAD_COLUMNS]
+            if self.wide:
+                cap = f"{s.capacity_bytes / 2**30:.1f}" if s.capacity_bytes else "?"
+                fits = {True: "", False: " DOES NOT FIT", None: ""}[s.fits]
+                cells += [headroom_cell(heads.get("engine"), c),
+                          Text(f"{s.required_bytes / 2**30:.1f} / {cap} GiB{fits}",
+                               style=c["error"] if s.fits is False else "")]
+            rows.append((f"svc:{s.name}", cells))
+        table = self.query_one(KeyedTable)
+        table.sync(rows)
+        table.display = bool(rows)
+        note = self.query_one("#service-note", Static)
+        if not frame.services:
+            note.update(Text("No plan: add services to the config to watch headroom against a budget "
+                             "(config/example.yaml).", style=c["dim"], no_wrap=True, overflow="ellipsis"))
+        note.display = not frame.services

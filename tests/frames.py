@@ -2,7 +2,18 @@
 
 from datetime import UTC, datetime
 
-from console.frame import Alert, Engine, Frame, Gpu, GpuSource, MigDevice, MigState, Percentiles
+from console.frame import (
+    Alert,
+    Engine,
+    Frame,
+    Gpu,
+    GpuSource,
+    Headroom,
+    MigDevice,
+    MigState,
+    Percentiles,
+    ServiceStatus,
+)
 
 GIB = 1024**3
 MIB = 1024**2
@@ -61,8 +72,27 @@ def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
                               error="connection refused at http://127.0.0.1:8002/metrics (is the engine running on that port?)"))
         alerts.append(Alert(key="engine-down:http://127.0.0.1:8002/metrics", severity="critical", subject="llama-8b-b",
                             message="engine down: connection refused at http://127.0.0.1:8002/metrics", since=T0))
+    services = [
+        ServiceStatus(name="llama-70b", engine="llama-70b", device="0", device_id="0", model="llama-3.3-70b",
+                      required_bytes=64 * GIB, capacity_bytes=95.59 * GIB, fits=True, headroom=[
+                          Headroom(name="memory", value=5.8, budget=3.4, unit="GiB", state="ok"),
+                          Headroom(name="kv", value=5.4, budget=8, unit="seqs", state="ok"),
+                          Headroom(name="queue", value=3, budget=0, unit="waiting", state="warning"),
+                          Headroom(name="power", value=229, budget=30, unit="W", state="ok"),
+                          Headroom(name="thermal", value=29, budget=5, unit="°C", state="ok"),
+                          Headroom(name="engine", state="ok")]),
+        ServiceStatus(name="llama-8b-a", engine="llama-8b-a", device="1:2g.48gb@0", device_id="1/0",
+                      model="llama-3.1-8b", required_bytes=36.9 * GIB, capacity_bytes=47.38 * GIB, fits=True, headroom=[
+                          Headroom(name="memory", value=0.8, budget=2.0, unit="GiB", state="warning"),
+                          Headroom(name="kv", value=3.5, budget=16, unit="seqs", state="critical"),
+                          Headroom(name="queue", value=0, budget=0, unit="waiting", state="ok"),
+                          Headroom(name="power", value=302, budget=30, unit="W", state="ok"),
+                          Headroom(name="thermal", value=35, budget=5, unit="°C", state="ok"),
+                          Headroom(name="engine", state="ok")]),
+    ]
     return Frame(taken_at=T0, host="node-a", inferdeck_version="0.1.0", window_s=60.0,
-                 gpu_source=GpuSource(kind="nvml", driver_version="580.95.05"), gpus=gpus, engines=engines, alerts=alerts)
+                 gpu_source=GpuSource(kind="nvml", driver_version="580.95.05"), gpus=gpus, engines=engines,
+                 services=services, alerts=alerts)
 
 
 def no_driver_frame() -> Frame:

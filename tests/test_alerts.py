@@ -1,0 +1,118 @@
+"""Alert hysteresis, and the demo plan under the simulator's overload profile, with a
+controllable clock: memory, KV and queue alerts rise within their `for` durations and clear
+after the load ends, with no flapping in between."""
+
+import asyncio
+
+import pytest
+
+from console.alerts import AlertBook, Condition
+from console.demo import start_demo
+from console.nvml import NvmlReader
+from console.poller import Poller
+from console.settings import demo_settings
+
+
+def test_for_and_clear_durations_prevent_flapping():
+    book = AlertBook()
+    c = Condition("q", "warning", "svc", "queue", "queue", for_s=60, clear_s=30)
+    assert book.update([c], 0) == []
+    assert book.update([c], 59) == []
+    (a,) = book.update([c], 60)
+    assert a.state == "active" and a.since.timestamp() == 0 and [x.key for x in book.raised_now] == ["q"]
+    assert book.update([], 70)[0].state == "active"  # gone 10 s: still active (clear_s 30)
+    assert book.update([c], 75)[0].state == "active" and book.raised_now == []  # back: no second raise
+    assert book.update([], 80)[0].state == "active"
+    (cleared,) = book.update([], 110)
+    assert cleared.state == "cleared" and cleared.cleared_at.timestamp() == 110
+    assert book.update([c], 111) == [cleared]  # a new condition starts its own `for` again
+
+
+def test_a_blip_shorter_than_for_never_raises():
+    book = AlertBook()
+    c = Condition("k", "critical", "s", "m", "kv", for_s=15, clear_s=30)
+    for t in range(0, 14):
+        assert book.update([c], t) == []
+    assert book.update([], 14) == [] and book.update([c], 15) == []
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1_800_000_000.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_overload_raises_memory_kv_queue_and_they_clear():
+    clock = Clock()
+    settings = demo_settings()
+    node = start_demo(settings, clock=clock)
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock)
+    rules = settings.alerts
+    history: list[tuple[float, set[str]]] = []
+
+    async def run(seconds):
+        for _ in range(seconds):
+            clock.t += 1.0
+            frame = await poller.poll()
+            history.append((clock.t, {a.key for a in frame.alerts if a.state == "active"}))
+        return frame
+
+    async def scenario():
+        try:
+            await run(90)
+            steady_end = clock.t
+            node.engines["llama-8b-a"].model.set_profile("overload")
+            over_start = clock.t
+            frame = await run(150)
+            node.engines["llama-8b-a"].model.set_profile("steady")
+            calm_start = clock.t
+            await run(240)
+            return frame, steady_end, over_start, calm_start
+        finally:
+            await poller.aclose()
+
+    try:
+        frame, steady_end, over_start, calm_start = asyncio.run(scenario())
+    finally:
+        node.stop()
+    keys = ("memory:llama-8b-a", "kv:llama-8b-a", "queue:llama-8b-a")
+    assert not any(k in active for _, active in history if _ <= steady_end for k in keys)
+
+    def first_raise(key):
+        return next(t for t, active in history if key in active)
+
+    for key in keys:
+        raised = first_raise(key)
+        assert over_start < raised < calm_start, key
+    # within the rule's `for` of the condition first appearing (conditions need load to build first)
+    assert first_raise("queue:llama-8b-a") - over_start <= rules.queue.for_s + 30
+    kv_alert = next(a for a in frame.alerts if a.key == "kv:llama-8b-a")
+    assert kv_alert.severity == "critical" and "KV cache" in kv_alert.message
+    mem_alert = next(a for a in frame.alerts if a.key == "memory:llama-8b-a")
+    assert "planned margin 2.0 GiB" in mem_alert.message
+    # cleared after the load ends, and each raised once and cleared once: no flapping
+    for key in keys:
+        states = [key in active for _, active in history]
+        transitions = sum(1 for a, b in zip(states, states[1:], strict=False) if a != b)
+        assert transitions == 2, (key, transitions)
+        assert key not in history[-1][1]
+    # the other services were never disturbed
+    assert not any(k.endswith("llama-8b-b") or k.endswith("llama-70b") for _, active in history for k in active
+                   if k.split(":")[0] in ("memory", "kv", "queue"))
+
+
+@pytest.mark.integration
+def test_check_demo_exit_codes():
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    res = subprocess.run([sys.executable, "-m", "console", "check", "--demo"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0 and res.stdout.startswith("OK ")
+    res = subprocess.run([sys.executable, "-m", "console", "check", "--demo", "--engine", "http://127.0.0.1:9/metrics"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stdout.startswith("CRITICAL 127.0.0.1:9: engine down")
