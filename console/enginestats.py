@@ -21,6 +21,8 @@ HISTOGRAM_FIELDS = (("ttft_s", "ttft"), ("tpot_s", "tpot"), ("itl_s", "itl"), ("
 
 
 def window_label(window_s: float) -> str:
+    if window_s >= 3600 and window_s % 3600 == 0:
+        return f"{int(window_s // 3600)}h"
     if window_s >= 60 and window_s % 60 == 0:
         return f"{int(window_s // 60)}m"
     return f"{window_s:g}s"

@@ -223,6 +223,7 @@ class Frame(_Model):
     gpus: list[Gpu] = Field(default_factory=list)
     engines: list[Engine] = Field(default_factory=list)
     services: list[ServiceStatus] = Field(default_factory=list)
+    cost: dict | None = None  # node cost meters (hourly, energy, per-GPU split)
     alerts: list[Alert] = Field(default_factory=list)  # active first, then recently cleared
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -19,6 +19,7 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from console.cost import CostSpec
 from console.frame import Gpu
 from console.gpucatalog import MIB, catalog
 
@@ -58,6 +59,7 @@ class SloSpec(_Strict):
 class Service(_Strict):
     name: str
     engine: str | None = None  # the engine's name (config engines[].name); default: the service name
+    replicas: list[str] | None = None  # several engines serving this service (SLOs sum their buckets)
     device: str
     model: str | ModelShape
     weight_bits: float | None = Field(None, gt=0, le=32)
@@ -86,6 +88,10 @@ class Service(_Strict):
     @property
     def engine_name(self) -> str:
         return self.engine or self.name
+
+    @property
+    def engine_names(self) -> list[str]:
+        return self.replicas or [self.engine_name]
 
 
 class Node(_Strict):
@@ -116,6 +122,7 @@ class AlertRules(_Strict):
 class Plan(_Strict):
     node: Node = Node()
     services: list[Service] = Field(default_factory=list)
+    cost: CostSpec | None = None
     alerts: AlertRules = AlertRules()
     bell: bool = False
 

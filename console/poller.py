@@ -20,10 +20,12 @@ from console.frame import Engine, Frame, GpuSource
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.llamaslots import slots_kv, slots_url
+from console.meters import service_meters
 from console.nvml import NvmlReader
 from console.plan import Plan
 from console.promtext import parse
 from console.scraper import ScrapeResult, scrape
+from console.slo import OutcomeHistory
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Poller:
         self.clock = clock
         self.alerts = AlertBook()
         self.headroom = HeadroomState()
+        self.burn: dict[str, OutcomeHistory] = {}
         self._clients: dict[bool, httpx.AsyncClient] = {}
 
     def _client(self, verify: bool) -> httpx.AsyncClient:
@@ -100,7 +103,10 @@ class Poller:
         gpus, engines = link(gpus, list(engines))
         now = self.clock()
         services, conditions = evaluate(self.plan, source, gpus, engines, self.headroom, now)
-        alerts = self.alerts.update(conditions, now)
+        histories = {st.target.label: st.history.points for st in self.engines}
+        kinds = {st.target.label: profiles()[st.kind] for st in self.engines if st.kind}
+        services, node_cost, burn = service_meters(self.plan, services, histories, kinds, self.burn, gpus, now)
+        alerts = self.alerts.update(conditions + burn, now)
         return Frame(
             taken_at=_utc(now),
             host=self.host,
@@ -110,6 +116,7 @@ class Poller:
             gpus=gpus,
             engines=engines,
             services=services,
+            cost=node_cost,
             alerts=alerts,
         )
 

@@ -1,0 +1,130 @@
+"""Per-poll SLO and cost meters: joins the engines' histories with the plan (pure arithmetic lives
+in slo.py and cost.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from console.alerts import Condition
+from console.cost import energy, node_hourly, per_million, slice_share
+from console.engines import EngineProfile, Extract
+from console.frame import Gpu, ServiceStatus
+from console.plan import Plan, Service, parse_device
+from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, default_slo, outcomes
+
+
+def occupancy(histories: Sequence[Sequence[Extract]], window_s: float) -> float | None:
+    """Share of the window's scrapes in which the service had requests running."""
+    if not histories or not any(histories):
+        return None
+    newest = max(h[-1].t for h in histories if h)
+    busy = total = 0
+    for hist in histories:
+        for ex in hist:
+            if ex.t < newest - window_s:
+                continue
+            running = ex.gauges.get("requests_running")
+            if running is None:
+                continue
+            total += 1
+            busy += sum(running.values()) > 0
+    return busy / total if total else None
+
+
+def device_share(svc: Service, plan: Plan, gpus: list[Gpu]) -> float:
+    """The service's share of the node: a whole GPU = 1/GPUs, a MIG slice by its slice share."""
+    n = len(gpus) or (plan.node.gpus or 1)
+    ref = parse_device(svc.device)
+    share = 1.0 / n
+    if ref.profile is not None:
+        slices = int(ref.profile.split("g.", 1)[0])
+        gpu = next((g for g in gpus if g.index == ref.gpu), None)
+        full = max((int(i.profile.split("g.", 1)[0]) for i in (gpu.mig.instances if gpu and gpu.mig else [])
+                    if i.profile), default=0)
+        from console.gpucatalog import catalog
+
+        model = catalog().get(plan.node.gpu_model or "")
+        if model is not None and model.mig is not None:
+            full = max(p.slices for p in model.mig.profiles)
+        share *= slice_share(slices, full or slices)
+    return share
+
+
+def service_meters(plan: Plan, services: list[ServiceStatus], histories: dict[str, Sequence[Extract]],
+                   profiles: dict[str, EngineProfile], burn_hist: dict[str, OutcomeHistory], gpus: list[Gpu],
+                   now: float) -> tuple[list[ServiceStatus], dict | None, list[Condition]]:
+    conds: list[Condition] = []
+    out = []
+    hour = dt.datetime.fromtimestamp(now).hour
+    spec = plan.cost
+    node = None
+    if spec is not None:
+        total_w = sum(g.power_w for g in gpus if g.power_w is not None) if gpus else None
+        hourly = node_hourly(spec)
+        e = energy(spec, total_w, hour)
+        per_gpu = [{"gpu": g.index, "usd_per_h": hourly / len(gpus),
+                    "energy_usd_per_h": (g.power_w / 1000 * e["usd_per_kwh"]) if g.power_w is not None
+                    and e.get("usd_per_kwh") is not None else None} for g in gpus]
+        node = {"usd_per_h": hourly, "horizon_h": spec.horizon_h, "energy": e,
+                "total_usd_per_h": hourly + (e["usd_per_h"] or 0.0), "per_gpu": per_gpu}
+    by_name = {s.name: s for s in plan.services}
+    for status in services:
+        svc = by_name[status.name]
+        hists = [histories[n] for n in svc.engine_names if histories.get(n)]
+        prof = next((profiles[n] for n in svc.engine_names if n in profiles), None)
+        slo_doc = compliance(svc, hists, prof) if prof is not None and hists else None
+        if slo_doc is not None and prof is not None:
+            cum = {}
+            for name in svc.engine_names:
+                h = histories.get(name)
+                if h:
+                    o = outcomes([[h[-1]]], prof, 1e12)
+                    if o is not None:
+                        cum[name] = (o.good, o.failed)
+            if cum:
+                hist = burn_hist.setdefault(svc.name, OutcomeHistory())
+                hist.add(now, cum)
+                slo_doc["burn"] = burn_rates(hist, default_slo(svc).completion)
+                hit = burn_alert(slo_doc["burn"])
+                if hit is not None and plan.alerts.burn.enabled:
+                    conds.append(Condition(f"burn:{svc.name}", hit[0], svc.name, hit[1], "burn",
+                                           plan.alerts.burn.for_s, plan.alerts.burn.clear_s))
+        cost_doc = None
+        if spec is not None and node is not None:
+            share = device_share(svc, plan, gpus)
+            hourly = node["usd_per_h"] * share
+            cost_doc = {"device_share": share, "usd_per_h": hourly}
+            from console.plan import live_device
+
+            _, _, _, parent = live_device(parse_device(svc.device), gpus)
+            if parent is not None and parent.power_w is not None:
+                gpu_part = share * (len(gpus) or 1)  # the service's fraction of its GPU
+                cost_doc["energy"] = energy(spec, parent.power_w * gpu_part, hour, node_share=share)
+            if slo_doc is not None and prof is not None:
+                w_s = slo_doc and _window_s(slo_doc["window"])
+                u = occupancy(hists, w_s)
+                cost_doc["occupancy"] = u
+                rate = slo_doc.get("output_tokens_per_s")
+                if rate:
+                    cost_doc["usd_per_m_output_tokens"] = per_million(hourly, rate, 1.0)
+                good = slo_doc.get("goodput_tokens_per_s")
+                if good:
+                    cost_doc["usd_per_m_compliant_tokens"] = {
+                        "low": per_million(hourly, good["high"], 1.0),  # more good tokens -> cheaper
+                        "high": per_million(hourly, good["low"], 1.0)}
+                o = outcomes(hists, prof, w_s)
+                e = cost_doc.get("energy") or {}
+                if o is not None and e.get("power_w") and rate:
+                    cost_doc["joules_per_output_token"] = e["power_w"] / rate
+                    done = o.good + o.failed
+                    if done > 0 and o.span_s > 0:
+                        cost_doc["wh_per_1000_requests"] = e["power_w"] * o.span_s / 3600 / done * 1000
+        out.append(status.model_copy(update={"slo": slo_doc, "cost": cost_doc}))
+    return out, node, conds
+
+
+def _window_s(label: str) -> float:
+    from console.enginestats import parse_window
+
+    return parse_window(label)

@@ -1,0 +1,143 @@
+"""SLO compliance and cost meters against DESIGN's numbers and the simulator's per-request truth."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from console.alerts import AlertBook, Condition
+from console.cost import CostSpec, crossover, energy, hourly_cost, per_million, slice_share
+from console.engines import extract, profiles
+from console.enginestats import EngineHistory
+from console.plan import Service, SloSpec
+from console.promtext import parse
+from console.simengine import TrafficModel, TrafficSpec, page_for
+from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcomes
+from console.window import fraction_at_or_below
+from tests.conftest import ROOT
+
+INF = float("inf")
+
+
+def test_cost_seed_numbers():
+    assert round(hourly_cost(30_000), 3) == 1.142
+    assert round(hourly_cost(45_000), 3) == 1.712
+    assert round(hourly_cost(48_000), 3) == 1.826
+    assert round(per_million(hourly_cost(48_000), 200, 0.40), 2) == 6.34
+    assert round(crossover(48_000, 30_000), 3) == 1.600
+    assert round(crossover(48_000, 45_000), 3) == 1.067
+    assert crossover(48_000, 30_000, u_l=0.4, u_r=0.8) == pytest.approx(0.8)
+    assert per_million(1.0, 0, 0.5) is None
+    assert slice_share(2, 4) == 0.5
+
+
+def test_energy_basis_and_pue():
+    spec = CostSpec(system_cost_usd=48_000, usd_per_kwh=0.1447)
+    assert energy(spec, 1000, 12) == {"power_w": 1000, "basis": "GPU only", "usd_per_kwh": 0.1447,
+                                      "usd_per_h": pytest.approx(0.1447)}
+    spec = CostSpec(hourly_usd=2.0, usd_per_kwh=0.0964, host_power_w=500, facility_overhead_included=False, pue=1.54)
+    e = energy(spec, 1000, 3)
+    assert e["power_w"] == pytest.approx(1500 * 1.54) and e["basis"] == "GPU boards + host figure x PUE 1.54"
+    by_hour = CostSpec(hourly_usd=1, tariff_by_hour=[0.05] * 8 + [0.2] * 16)
+    assert energy(by_hour, 1000, 7)["usd_per_h"] == pytest.approx(0.05)
+    assert energy(by_hour, 1000, 9)["usd_per_h"] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="system_cost_usd .* or hourly_usd"):
+        CostSpec(usd_per_kwh=0.1)
+
+
+def test_attainment_exact_on_bound_interpolated_between():
+    b = [(0.5, 40.0), (1.0, 90.0), (2.5, 99.0), (INF, 100.0)]
+    assert fraction_at_or_below(1.0, b) == (0.9, True)  # bucket(le=T) / count, exactly
+    share, exact = fraction_at_or_below(1.5, b)
+    assert not exact and share == pytest.approx((90 + 9 * (0.5 / 1.5)) / 100)
+
+
+class Clock:
+    def __init__(self):
+        self.t = 10_000.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_goodput_bounds_contain_the_simulators_truth():
+    clock = Clock()
+    spec = TrafficSpec(rate_rps=3, seed=21, abort_share=0.0, error_share=0.02, prompt_tokens=2000, output_tokens=150,
+                       itl_base_s=0.025, itl_per_seq_s=0.001, max_num_seqs=32)
+    model = TrafficModel(spec, clock=clock)
+    prof, hist = profiles()["vllm"], EngineHistory()
+    svc = Service(name="s", device="0", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=4096,
+                  concurrent_sequences=8, slo=SloSpec(ttft_s=0.25, tpot_s=0.05, window="5m"))
+    checked = 0
+    for step in range(1, 1201):
+        clock.t += 1.0
+        hist.add(extract(parse(page_for("vllm", model)), prof, clock.t))
+        if step % 150 or step < 400:
+            continue
+        doc = compliance(svc, [hist.points], prof)
+        lo, hi = doc["good_share"]["low"], doc["good_share"]["high"]
+        start = clock.t - 300
+        done = [f for f in model.finished_log if start < f.t <= clock.t and f.outcome in ("stop", "length", "error")]
+        good = [f for f in done if f.outcome in ("stop", "length") and f.ttft_s <= 0.25 and f.tpot_s <= 0.05]
+        truth = len(good) / len(done)
+        assert 0 < lo <= truth <= hi <= 1, (lo, truth, hi)
+        assert hi - lo < 0.5  # the bounds say something
+        att = doc["targets"]["ttft_s"]["attainment"]
+        assert doc["targets"]["ttft_s"]["attainment_exact"] is True and 0.5 < att < 1.0
+        checked += 1
+    assert checked >= 5
+
+
+def test_burn_rate_alerts_fire_and_clear_on_an_error_burst():
+    clock = Clock()
+    spec = TrafficSpec(rate_rps=4, seed=5, abort_share=0.0, error_share=0.0, output_tokens=40)
+    model = TrafficModel(spec, clock=clock)
+    prof = profiles()["vllm"]
+    hist, book = OutcomeHistory(every_s=15), AlertBook()
+    timeline = []
+    for step in range(int(160 * 60 / 15)):  # 160 minutes, scraped every 15 s
+        clock.t += 15.0
+        minute = step * 15 / 60
+        model.spec.error_share = 1.0 if 70 <= minute < 80 else 0.0  # a 10-minute outage of errors
+        ex = extract(parse(page_for("vllm", model)), prof, clock.t)
+        o = outcomes([[ex]], prof, 1e12)
+        hist.add(clock.t, {"e": (o.good, o.failed)})
+        burn = burn_rates(hist, 0.995)
+        hit = burn_alert(burn)
+        conds = [Condition("burn:s", hit[0], "s", hit[1], "burn", 0, 60)] if hit else []
+        alerts = book.update(conds, clock.t)
+        timeline.append((minute, {a.severity for a in alerts if a.state == "active"}, burn))
+
+    def sev(lo, hi):
+        return [s for m, s, _ in timeline if lo <= m < hi]
+
+    assert not any(sev(0, 70))
+    assert all("critical" in s for s in sev(76, 80))  # fast burn: 5 m and 1 h both >= 14.4
+    at_78 = next(b for m, _, b in timeline if m >= 78)
+    assert at_78["windows"]["5m"]["burn"] >= 14.4 and at_78["windows"]["1h"]["burn"] >= 14.4
+    assert all("critical" not in s for s in sev(88, 160))  # cleared once the 5-minute burn fell
+    assert all(s == {"warning"} for s in sev(90, 125))  # slow burn: 1 h and 6 h still >= 6
+    assert not any(sev(145, 160))  # the burst left the 1-hour window: everything cleared
+
+
+@pytest.mark.integration
+def test_snapshot_demo_has_services_with_slo_and_cost():
+    res = subprocess.run([sys.executable, "-m", "console", "snapshot", "--demo", "--wait", "2"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=90)
+    frame = json.loads(res.stdout)
+    assert [s["name"] for s in frame["services"]] == ["llama-70b", "llama-8b-a", "llama-8b-b"]
+    for s in frame["services"]:
+        slo = s["slo"]
+        assert slo["window"] == "5m" and slo["targets"]["ttft_s"]["target_s"] in (1.0, 2.0)
+        for key in ("observed_s", "attainment", "requests"):
+            assert key in slo["targets"]["ttft_s"]
+        assert "completion" in slo and "good_share" in slo
+        assert s["cost"]["usd_per_h"] > 0 and "energy" in s["cost"]
+        assert "usd_per_m_output_tokens" in s["cost"] and "usd_per_m_compliant_tokens" in s["cost"]
+        low, high = s["cost"]["usd_per_m_compliant_tokens"]["low"], s["cost"]["usd_per_m_compliant_tokens"]["high"]
+        assert 0 < low <= high
+    assert round(frame["cost"]["usd_per_h"], 3) == 1.826  # $48,000 over 26,280 h
+    assert frame["cost"]["energy"]["basis"] == "GPU boards + host figure x PUE 1.54"
+    # slices carry their share: GPU 0 whole = 1/4 of the node, a 2g.48gb of a 4g card = 1/8
+    assert [s["cost"]["device_share"] for s in frame["services"]] == [0.25, 0.125, 0.125]
