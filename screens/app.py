@@ -19,6 +19,7 @@ from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
 from screens.panes import AlertPane, ServicesPane
+from screens.services import CostPane, ServiceDetailScreen, SloPane
 
 
 class FrameSource(Protocol):
@@ -35,7 +36,10 @@ class InferdeckApp(App[None]):
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("p", "pause", "Pause"),
         Binding("w", "window", "Window"),
+        Binding("v", "view", "Budget/SLO/Cost"),
     ]
+    VIEWS = ("budget", "slo", "cost")
+    TALL = 40  # from this height the budget, SLO and cost panes are all shown
 
     def __init__(self, source: FrameSource, interval_s: float = 1.0, title: str = "inferdeck") -> None:
         super().__init__()
@@ -46,6 +50,7 @@ class InferdeckApp(App[None]):
         self.frame: Frame | None = None
         self.poll_errors = 0
         self._seen_alerts: set[str] | None = None
+        self.view = "budget"
         self.last_poll_error: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -54,6 +59,8 @@ class InferdeckApp(App[None]):
         yield GpuPane()
         yield EnginePane()
         yield ServicesPane()
+        yield SloPane()
+        yield CostPane()
         yield Static(id="spacer")
         yield Footer()
 
@@ -89,6 +96,9 @@ class InferdeckApp(App[None]):
             dashboard.query_one(GpuPane).show(frame)
             dashboard.query_one(EnginePane).show(frame)
             dashboard.query_one(ServicesPane).show(frame)
+            dashboard.query_one(SloPane).show(frame)
+            dashboard.query_one(CostPane).show(frame)
+            self._views(frame)
             dashboard.query_one(AlertPane).show(frame)
             self._fit_gpu_pane(frame)
             self._announce(frame)
@@ -98,7 +108,22 @@ class InferdeckApp(App[None]):
 
     def on_resize(self) -> None:
         if self.frame is not None:
+            self._views(self.frame)
             self._fit_gpu_pane(self.frame)
+
+    def _views(self, frame: Frame) -> None:
+        """Short terminals show one of budget / SLO / cost (``v`` cycles); tall ones show all."""
+        tall = self.size.height >= self.TALL
+        dash = self.screen_stack[0]
+        for view, pane in (("budget", ServicesPane), ("slo", SloPane), ("cost", CostPane)):
+            widget = dash.query_one(pane)
+            has_data = view == "budget" or (bool(frame.services) and (view != "cost" or frame.cost is not None))
+            widget.display = has_data and (tall or self.view == view or (view == "budget" and not frame.services))
+
+    def action_view(self) -> None:
+        self.view = self.VIEWS[(self.VIEWS.index(self.view) + 1) % len(self.VIEWS)]
+        if self.frame is not None:
+            self.show(self.frame)
 
     def _fit_gpu_pane(self, frame: Frame) -> None:
         """The GPU pane takes what the other panes leave (it scrolls); the rest keep their rows."""
@@ -107,6 +132,8 @@ class InferdeckApp(App[None]):
         down = sum(1 for e in frame.engines if not e.up)
         engines = 2 + max(1, len(frame.engines)) + down if frame.engines else 2
         services = 2 + len(frame.services) if frame.services else 2
+        if height >= self.TALL and frame.services:
+            services *= 3 if frame.cost is not None else 2
         room = height - 3 - alerts - engines - services  # status line, footer, one line of slack
         self.screen_stack[0].query_one(GpuPane).styles.max_height = max(4, room)
 
@@ -150,6 +177,8 @@ class InferdeckApp(App[None]):
         if event.data_table.id == "engine-table":
             url = str(event.row_key.value).removeprefix("eng:")
             self.push_screen(EngineDetailScreen(url))
+        elif event.data_table.id in ("service-table", "slo-table", "cost-table"):
+            self.push_screen(ServiceDetailScreen(str(event.row_key.value).split(":", 1)[1]))
         elif event.data_table.id == "gpu-table":
             self.push_screen(GpuDetailScreen(int(str(event.row_key.value).split(":")[1])))
 

@@ -90,9 +90,20 @@ def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
                           Headroom(name="thermal", value=35, budget=5, unit="°C", state="ok"),
                           Headroom(name="engine", state="ok")]),
     ]
+    slo = {"window": "5m", "percentile": "p95",
+           "targets": {"ttft_s": {"target_s": 2.0, "observed_s": 0.64, "met": True, "requests": 512},
+                       "tpot_s": {"target_s": 0.08, "observed_s": 0.052, "met": True, "requests": 512}},
+           "completion": {"target": 0.995, "observed": 0.998, "met": True, "requests": 512},
+           "good_share": {"low": 0.93, "high": 0.97, "approx": True},
+           "burn": {"error_budget": 0.005, "period_days": 30, "windows": {"5m": {"burn": 0.4}, "1h": {"burn": 0.3}}}}
+    cost = {"device_share": 0.25, "usd_per_h": 0.4566, "energy": {"power_w": 820, "usd_per_h": 0.079},
+            "occupancy": 0.97, "usd_per_m_output_tokens": 0.31, "usd_per_m_compliant_tokens": {"low": 0.32, "high": 0.33},
+            "joules_per_output_token": 2.0}
+    services[0] = services[0].model_copy(update={"slo": slo, "cost": cost})
+    node_cost = {"usd_per_h": 1.826, "energy": {"power_w": 1930, "basis": "GPU only", "usd_per_h": 0.186}}
     return Frame(taken_at=T0, host="node-a", inferdeck_version="0.1.0", window_s=60.0,
                  gpu_source=GpuSource(kind="nvml", driver_version="580.95.05"), gpus=gpus, engines=engines,
-                 services=services, alerts=alerts)
+                 services=services, cost=node_cost, alerts=alerts)
 
 
 def no_driver_frame() -> Frame:

@@ -1,0 +1,235 @@
+"""SLO and cost panes (compact rows per planned service) and the service detail screen, with the
+what-if crossover calculator. They draw from Frames only."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from console.cost import crossover
+from console.frame import Frame, ServiceStatus
+from console.units import NA, seconds
+from screens.widgets import KeyedTable, Pane, theme_colors
+
+
+def _target(entry: dict | None, c: dict[str, str]) -> Text:
+    if not entry or entry.get("observed_s") is None:
+        return Text(NA, style=c["dim"])
+    obs = seconds(entry["observed_s"], entry.get("observed_lower_bound_only", False))
+    style = c["success"] if entry.get("met") else c["error"]
+    if entry.get("requests", 0) < 20:
+        style = c["dim"]
+    return Text.assemble((obs, style), (f"/{seconds(entry['target_s'])}", c["dim"]))
+
+
+def _pct(v: float | None) -> str:
+    return NA if v is None else f"{v * 100:.1f}"
+
+
+def _share(slo: dict | None, c: dict[str, str]) -> Text:
+    g = (slo or {}).get("good_share")
+    if not g:
+        return Text(NA, style=c["dim"])
+    mark = "≈" if g.get("approx") else ""
+    return Text(f"{mark}{g['low'] * 100:.0f}–{g['high'] * 100:.0f}%")
+
+
+def _burn(slo: dict | None, c: dict[str, str]) -> Text:
+    w = ((slo or {}).get("burn") or {}).get("windows") or {}
+    vals = [w.get(k, {}).get("burn") for k in ("5m", "1h")]
+    if all(v is None for v in vals):
+        return Text(NA, style=c["dim"])
+    hot = any(v is not None and v >= 6 for v in vals)
+    return Text("/".join("-" if v is None else f"{v:.1f}" for v in vals), style=c["error"] if hot else "")
+
+
+def _money(v: float | None, digits: int = 2) -> str:
+    return NA if v is None else f"${v:,.{digits}f}"
+
+
+class SloPane(Pane):
+    def __init__(self) -> None:
+        super().__init__("SLO", id="slo")
+
+    def compose(self) -> ComposeResult:
+        t = KeyedTable(id="slo-table", cursor_type="row")
+        for label, key, width in (("Service", "service", 12), ("TTFT p95", "ttft", 12), ("TPOT p95", "tpot", 11),
+                                  ("Done%", "done", 6), ("Good", "good", 9), ("Burn 5m/1h", "burn", 10)):
+            t.add_column(label, key=key, width=width)
+        yield t
+
+    def show(self, frame: Frame) -> None:
+        c = self.colors()
+        rows = []
+        win = None
+        for s in frame.services:
+            slo = s.slo or {}
+            win = win or slo.get("window")
+            targets = slo.get("targets", {})
+            comp = slo.get("completion") or {}
+            done = Text(_pct(comp.get("observed")), style=(c["success"] if comp.get("met") else c["error"])
+                        if comp.get("observed") is not None else c["dim"])
+            rows.append((f"slo:{s.name}", [Text(s.name[:12]), _target(targets.get("ttft_s"), c),
+                                           _target(targets.get("tpot_s"), c), done, _share(slo, c), _burn(slo, c)]))
+        self.border_title = f"SLO ({win or 'per service window'}): observed/target, completion, good share, burn"
+        self.query_one(KeyedTable).sync(rows)
+        self.display = bool(frame.services)
+
+
+class CostPane(Pane):
+    def __init__(self) -> None:
+        super().__init__("Cost", id="cost")
+
+    def compose(self) -> ComposeResult:
+        t = KeyedTable(id="cost-table", cursor_type="row")
+        for label, key, width in (("Service", "service", 12), ("$/h", "hourly", 6), ("Energy", "energy", 7),
+                                  ("Busy", "busy", 5), ("$/M out", "out", 8), ("$/M good", "good", 13),
+                                  ("J/tok", "jtok", 6)):
+            t.add_column(label, key=key, width=width)
+        yield t
+
+    def show(self, frame: Frame) -> None:
+        c = self.colors()
+        node = frame.cost
+        if node:
+            e = node.get("energy") or {}
+            self.border_title = (f"Cost: node {_money(node['usd_per_h'])}/h + energy {_money(e.get('usd_per_h'))}/h "
+                                 f"({e.get('basis') or 'no power reading'})")
+        rows = []
+        for s in frame.services:
+            k = s.cost or {}
+            good = k.get("usd_per_m_compliant_tokens")
+            good_text = (f"{_money(good['low'])}–{_money(good['high'])}" if good and good.get("low") is not None
+                         and good.get("high") is not None else NA)
+            e = k.get("energy") or {}
+            busy = k.get("occupancy")
+            rows.append((f"cost:{s.name}", [
+                Text(s.name[:12]), Text(_money(k.get("usd_per_h"))), Text(_money(e.get("usd_per_h"), 3)),
+                Text(f"{busy * 100:.0f}%" if busy is not None else NA), Text(_money(k.get("usd_per_m_output_tokens"))),
+                Text(good_text), Text(f"{k['joules_per_output_token']:.1f}" if k.get("joules_per_output_token") else NA,
+                                      style="" if k.get("joules_per_output_token") else c["dim"])]))
+        self.query_one(KeyedTable).sync(rows)
+        self.display = bool(frame.services) and frame.cost is not None
+
+
+class ServiceDetailScreen(Screen[None]):
+    """One service: plan fit, headroom, SLO figures with their basis, cost meters and the what-if."""
+
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.service = name
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(id="svc-body")
+            yield Static("What-if: a candidate system's three-year cost (USD), its expected busy share "
+                         "(0..1, default this node's) and its goodput (tok/s):", id="whatif-title")
+            yield Input(placeholder="e.g. 30000 0.4 250", id="whatif")
+            yield Static(id="whatif-result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.app.frame is not None:  # type: ignore[attr-defined]
+            self.show(self.app.frame)  # type: ignore[attr-defined]
+
+    def _status(self, frame: Frame) -> ServiceStatus | None:
+        return next((s for s in frame.services if s.name == self.service), None)
+
+    def show(self, frame: Frame) -> None:
+        s = self._status(frame)
+        if s is None:
+            return
+        c = theme_colors(self.app.theme_variables)
+        t = Text()
+        t.append(f"{s.name}", style="bold")
+        t.append(f"  engine {s.engine}  model {s.model}  device {s.device} -> {s.device_id or 'NOT FOUND'}\n")
+        cap = f"{s.capacity_bytes / 2**30:.2f}" if s.capacity_bytes else "?"
+        t.append(f"plan: {s.required_bytes / 2**30:.2f} GiB required of {cap} GiB"
+                 f" ({'fits' if s.fits else 'DOES NOT FIT' if s.fits is False else 'capacity unknown'})\n\n")
+        t.append("headroom against the plan\n", style="bold")
+        for h in s.headroom:
+            value = "" if h.value is None else f"{h.value:.2f} {h.unit}"
+            budget = "" if h.budget is None else f"(budget {h.budget:g} {h.unit})"
+            t.append(f"  {h.name:<9}{h.state:<9}{value:<16}{budget:<22}{h.detail}\n",
+                     style={"warning": c["warning"], "critical": c["error"]}.get(h.state, ""))
+        slo = s.slo or {}
+        t.append(f"\nSLO over {slo.get('window', '?')} at {slo.get('percentile', 'p95')}\n", style="bold")
+        for key, entry in (slo.get("targets") or {}).items():
+            att = entry.get("attainment")
+            mark = "" if entry.get("attainment_exact", True) else "≈"
+            t.append(f"  {key[:-2].upper():<6} observed {seconds(entry.get('observed_s'))} vs target "
+                     f"{seconds(entry['target_s'])}, headroom {seconds(entry.get('headroom_s'))}, "
+                     f"within limit {mark}{_pct(att)}% of {entry.get('requests', 0):,.0f} requests\n")
+        comp = slo.get("completion") or {}
+        t.append(f"  completion {_pct(comp.get('observed'))}% (target {_pct(comp.get('target'))}%) of "
+                 f"{comp.get('requests', 0):,.0f}; aborted by clients {comp.get('aborted') or 0:,.0f}\n")
+        g = slo.get("good_share")
+        if g:
+            t.append(f"  good requests (all SLOs and completed): between {g['low'] * 100:.1f}% and {g['high'] * 100:.1f}%"
+                     " (separate histograms only bound the joint share)\n")
+        gp = slo.get("goodput_tokens_per_s")
+        if gp:
+            t.append(f"  goodput {gp['low']:,.0f}–{gp['high']:,.0f} tok/s of {slo.get('output_tokens_per_s', 0):,.0f}\n")
+        burn = slo.get("burn") or {}
+        if burn:
+            ws = ", ".join(f"{k} " + ("-" if v["burn"] is None else f"{v['burn']:.1f}x") for k, v in burn["windows"].items())
+            t.append(f"  error budget {burn['error_budget'] * 100:.2f}% over {burn['period_days']:.0f} days; burn {ws}\n")
+        for reason_key, reason in (slo.get("unavailable") or {}).items():
+            t.append(f"  {reason_key}: n/a — {reason}\n", style=c["dim"])
+        k = s.cost or {}
+        if k:
+            t.append("\ncost\n", style="bold")
+            t.append(f"  {_money(k.get('usd_per_h'), 3)}/h for its {k.get('device_share', 0) * 100:.1f}% of the node\n")
+            e = k.get("energy") or {}
+            if e.get("power_w") is not None:
+                t.append(f"  energy {e['power_w']:.0f} W ({e['basis']}) = {_money(e.get('usd_per_h'), 3)}/h\n")
+            good = k.get("usd_per_m_compliant_tokens") or {}
+            t.append(f"  per million output tokens {_money(k.get('usd_per_m_output_tokens'))}; compliant "
+                     f"{_money(good.get('low'))}–{_money(good.get('high'))}; busy "
+                     f"{(k.get('occupancy') or 0) * 100:.0f}% of the window\n")
+            if k.get("joules_per_output_token"):
+                t.append(f"  {k['joules_per_output_token']:.2f} J per output token; "
+                         f"{k.get('wh_per_1000_requests', 0):.1f} Wh per 1,000 requests\n")
+        self.query_one("#svc-body", Static).update(t)
+        self._whatif(frame)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self.app.frame is not None:  # type: ignore[attr-defined]
+            self._whatif(self.app.frame)  # type: ignore[attr-defined]
+
+    def _whatif(self, frame: Frame) -> None:
+        box = self.query_one("#whatif-result", Static)
+        s = self._status(frame)
+        parts = self.query_one("#whatif", Input).value.split()
+        if s is None or not parts:
+            box.update("")
+            return
+        try:
+            cost_r = float(parts[0])
+            u_r = float(parts[1]) if len(parts) > 1 else None
+            g_r = float(parts[2]) if len(parts) > 2 else None
+        except ValueError:
+            box.update(Text("Type numbers: cost [busy share] [goodput tok/s].", style="bold"))
+            return
+        plan_cost = getattr(getattr(self.app.source, "plan", None), "cost", None)  # type: ignore[attr-defined]
+        cost_l = plan_cost.system_cost_usd if plan_cost is not None and plan_cost.system_cost_usd else None
+        k = s.cost or {}
+        u_l = k.get("occupancy") or 1.0
+        if cost_l is None or cost_r <= 0:
+            box.update("This node's three-year cost is not in the config (cost.system_cost_usd).")
+            return
+        need = crossover(cost_r, cost_l, u_l, u_r or u_l)
+        line = f"The candidate is cheaper per good token when G_R / G_L > {need:.3f}"
+        gp = (s.slo or {}).get("goodput_tokens_per_s")
+        if g_r is not None and gp:
+            g_l = (gp["low"] + gp["high"]) / 2
+            ratio = g_r / g_l if g_l > 0 else float("inf")
+            verdict = "cheaper" if ratio > need else "not cheaper"
+            line += f"; measured here G_L ≈ {g_l:,.0f} tok/s, so G_R / G_L = {ratio:.3f}: {verdict}"
+        box.update(line + ".")
