@@ -135,3 +135,33 @@ async def test_gpu_detail_screen_sorts_and_filters():
             assert not isinstance(app.screen, GpuDetailScreen)
     finally:
         node.stop()
+
+
+async def test_service_detail_and_what_if():
+    from console.settings import demo_settings
+    from screens.services import ServiceDetailScreen
+
+    settings = demo_settings()
+    node = start_demo(settings)
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    app = InferdeckApp(poller, interval_s=0.2)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause(1.0)
+            await pilot.press("v")  # budget -> SLO
+            table = app.query_one("#slo-table", KeyedTable)
+            assert table.display and table.row_count == 3
+            table.focus()
+            await pilot.press("enter")
+            assert isinstance(app.screen, ServiceDetailScreen)
+            await pilot.pause(0.3)
+            body = str(app.screen.query_one("#svc-body").render())
+            assert "SLO over 5m at p95" in body and "headroom against the plan" in body and "per million" in body
+            app.screen.query_one("#whatif").focus()
+            await pilot.press(*"30000")
+            await pilot.pause(0.2)
+            result = str(app.screen.query_one("#whatif-result").render())
+            assert "G_R / G_L > 0.625" in result  # $30,000 vs this node's $48,000 at equal busy shares
+            await pilot.press("escape")
+    finally:
+        node.stop()
