@@ -7,25 +7,20 @@ import asyncio
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 
 import httpx
 
-from console import __version__
 from console.alerts import AlertBook
+from console.derive import Deriver
 from console.engines import detect_kind, extract, needed_families, profiles
-from console.enginestats import EngineHistory, derive
-from console.frame import Engine, Frame, GpuSource
-from console.headroom import HeadroomState, evaluate
-from console.linking import link
+from console.frame import Frame, GpuSource
 from console.llamaslots import slots_kv, slots_url
-from console.meters import service_meters
 from console.nvml import NvmlReader
 from console.plan import Plan
 from console.promtext import parse
+from console.sample import EngineSample, Sample
 from console.scraper import ScrapeResult, scrape
-from console.slo import OutcomeHistory
 
 
 @dataclass
@@ -48,19 +43,14 @@ class EngineTarget:
 @dataclass
 class _EngineState:
     target: EngineTarget
-    history: EngineHistory = field(default_factory=EngineHistory)
     kind: str | None = None
-    model: str | None = None
-    restarted_at: float | None = None
-    last: Engine | None = None
     next_due: float = 0.0
-
-
-def _utc(t: float) -> datetime:
-    return datetime.fromtimestamp(t, tz=UTC)
+    polled: bool = False
 
 
 class Poller:
+    """Acquires a Sample per poll (I/O) and hands it to a Deriver for the Frame."""
+
     def __init__(
         self,
         targets: list[EngineTarget],
@@ -72,14 +62,26 @@ class Poller:
     ) -> None:
         self.engines = [_EngineState(t, kind=t.kind) for t in targets]
         self.nvml = nvml
-        self.window_s = window_s
-        self.host = host or socket.gethostname()
-        self.plan = plan or Plan()
         self.clock = clock
-        self.alerts = AlertBook()
-        self.headroom = HeadroomState()
-        self.burn: dict[str, OutcomeHistory] = {}
+        self.deriver = Deriver(plan, window_s, host or socket.gethostname())
+        self.last_sample: Sample | None = None
         self._clients: dict[bool, httpx.AsyncClient] = {}
+
+    @property
+    def plan(self) -> Plan:
+        return self.deriver.plan
+
+    @property
+    def alerts(self) -> AlertBook:
+        return self.deriver.alerts
+
+    @property
+    def window_s(self) -> float:
+        return self.deriver.window_s
+
+    @window_s.setter
+    def window_s(self, value: float) -> None:
+        self.deriver.window_s = value
 
     def _client(self, verify: bool) -> httpx.AsyncClient:
         client = self._clients.get(verify)
@@ -93,6 +95,10 @@ class Poller:
         self._clients.clear()
 
     async def poll(self) -> Frame:
+        self.last_sample = await self.acquire()
+        return self.deriver.frame(self.last_sample)
+
+    async def acquire(self) -> Sample:
         now = self.clock()
         jobs = [self._poll_engine(state, now) for state in self.engines]
         if self.nvml is not None:
@@ -100,31 +106,15 @@ class Poller:
         else:
             source, gpus = GpuSource(kind="none", error=None), []
             engines = list(await asyncio.gather(*jobs))
-        gpus, engines = link(gpus, list(engines))
-        now = self.clock()
-        services, conditions = evaluate(self.plan, source, gpus, engines, self.headroom, now)
-        histories = {st.target.label: st.history.points for st in self.engines}
-        kinds = {st.target.label: profiles()[st.kind] for st in self.engines if st.kind}
-        services, node_cost, burn = service_meters(self.plan, services, histories, kinds, self.burn, gpus, now)
-        alerts = self.alerts.update(conditions + burn, now)
-        return Frame(
-            taken_at=_utc(now),
-            host=self.host,
-            inferdeck_version=__version__,
-            window_s=self.window_s,
-            gpu_source=source,
-            gpus=gpus,
-            engines=engines,
-            services=services,
-            cost=node_cost,
-            alerts=alerts,
-        )
+        return Sample(t=self.clock(), source=source, gpus=gpus, engines=list(engines))
 
-    async def _poll_engine(self, state: _EngineState, now: float) -> Engine:
+    async def _poll_engine(self, state: _EngineState, now: float) -> EngineSample:
         target = state.target
-        if state.last is not None and target.interval_s and now < state.next_due:
-            return state.last
+        base = {"label": target.label, "url": target.url, "device": target.device, "model": target.model}
+        if state.polled and target.interval_s and now < state.next_due:
+            return EngineSample(**base, t=now, fresh=False)
         state.next_due = now + (target.interval_s or 0.0)
+        state.polled = True
         client = self._client(target.verify_tls)
         if state.kind == "llamacpp":
             res, slots = await asyncio.gather(
@@ -132,12 +122,11 @@ class Poller:
                 scrape(client, slots_url(target.url), target.timeout_s, headers=target.headers))
         else:
             res, slots = await scrape(client, target.url, target.timeout_s, headers=target.headers), None
-        state.last = self._engine(state, res, slots)
-        return state.last
+        return self._engine(state, res, slots, base)
 
-    def _engine(self, state: _EngineState, res: ScrapeResult, slots: ScrapeResult | None) -> Engine:
+    def _engine(self, state: _EngineState, res: ScrapeResult, slots: ScrapeResult | None, base: dict) -> EngineSample:
         target = state.target
-        common = {"name": target.label, "url": target.url, "scrape_s": res.elapsed_s, "device": target.device}
+        t = self.clock()
         error = res.error
         if res.text is not None:
             page = parse(res.text, keep=needed_families().__contains__)
@@ -149,46 +138,22 @@ class Poller:
             elif target.kind is not None and found != target.kind:
                 error = f"{target.url} serves {found} metrics, not {target.kind}: fix the engine kind"
             else:
-                if state.kind != found:
-                    state.history.clear()
                 state.kind = found
-                profile = profiles()[found]
-                ex = extract(page, profile, self.clock())
-                state.model = ex.model or state.model or target.model
-                state.history.add(ex)
-                d = derive(state.history.points, profile, self.window_s)
-                if d.reset_at is not None:
-                    state.restarted_at = d.reset_at
-                series = dict(ex.series)
-                if slots is not None:
-                    self._slots(slots, d.fields, d.unavailable, series)
-                return Engine(
-                    **common,
-                    kind=found,
-                    model=state.model,
-                    version_hints=ex.hints,
-                    up=True,
-                    restarted_at=_utc(state.restarted_at) if state.restarted_at else None,
-                    series=series,
-                    unavailable=d.unavailable,
-                    **d.fields,
-                )
-        return Engine(**common, kind=state.kind, model=state.model, up=False, error=error)
+                ex = extract(page, profiles()[found], t)
+                return EngineSample(**base, t=t, scrape_s=res.elapsed_s, up=True, kind=found, extract=ex,
+                                    slots=self._slots(slots) if slots is not None else None)
+        return EngineSample(**base, t=t, scrape_s=res.elapsed_s, up=False, error=error, kind=state.kind)
 
     @staticmethod
-    def _slots(res: ScrapeResult, fields: dict, unavailable: dict, series: dict) -> None:
+    def _slots(res: ScrapeResult) -> dict:
         if res.text is None:
             why = res.error or "no answer"
             if "HTTP 501" in why or "HTTP 404" in why:
                 why = "llama.cpp /slots is off: start llama-server with --slots to see KV use"
-            unavailable["kv_cache_usage"] = unavailable["kv_capacity_tokens"] = why
-            return
+            return {"unavailable": {"kv_cache_usage": why, "kv_capacity_tokens": why}}
         try:
             usage, capacity = slots_kv(res.text)
         except ValueError as exc:
-            unavailable["kv_cache_usage"] = f"unexpected /slots answer ({exc})"
-            return
-        fields["kv_cache_usage"], fields["kv_capacity_tokens"] = usage, capacity
-        unavailable.pop("kv_cache_usage", None)
-        unavailable.pop("kv_capacity_tokens", None)
-        series["kv_cache_usage"] = "GET /slots (prompt + decoded tokens of busy slots / n_ctx)"
+            return {"unavailable": {"kv_cache_usage": f"unexpected /slots answer ({exc})"}}
+        return {"fields": {"kv_cache_usage": usage, "kv_capacity_tokens": capacity},
+                "series": {"kv_cache_usage": "GET /slots (prompt + decoded tokens of busy slots / n_ctx)"}}
