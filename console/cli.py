@@ -6,11 +6,13 @@ import argparse
 import asyncio
 import sys
 import time
+from pathlib import Path
 
 from console import __version__
 from console.engines import KINDS
 from console.enginestats import parse_window
 from console.frame import Frame
+from console.keyseries import KeySeries
 from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
 from console.scraper import UrlError, check_url
@@ -60,16 +62,31 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--interval", type=float, default=None, help="seconds between polls (default 1)")
     common.add_argument("--window", default=None, metavar="DURATION",
                         help="window for rates and percentiles: 1m (default), 5m, 15m, ...")
+    tui = argparse.ArgumentParser(add_help=False)
+    tui.add_argument("--record", nargs="?", const="", default=None, metavar="DIR|FILE",
+                     help="record every poll while the console runs (default dir: $XDG_STATE_HOME/inferdeck/recordings)")
+    tui.add_argument("--read-only", action="store_true", help="hide every action that changes the node")
+    tui.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal (native selection)")
     # top level runs the TUI too
-    for action in common._actions:
+    for action in common._actions + tui._actions:
         if action.dest != "help":
             p._add_action(action)
     sub = p.add_subparsers(dest="command")
-    sub.add_parser("demo", parents=[common], help="the console on a simulated node")
+    sub.add_parser("demo", parents=[common, tui], help="the console on a simulated node")
     snap = sub.add_parser("snapshot", parents=[common], help="sample headless, then print one Frame")
     snap.add_argument("--demo", action="store_true", help="read the simulated demo node")
     snap.add_argument("--wait", type=float, default=3.0, help="seconds to sample before printing (default 3)")
     snap.add_argument("--format", choices=("json", "md"), default="json")
+    snap.add_argument("--out", metavar="DIR", help="write a bundle (snapshot.md + frame.json) under DIR instead")
+    snap.add_argument("--note", default="", help="a one-line note (incident id) for the bundle's name and header")
+    rec = sub.add_parser("record", parents=[common], help="record every poll, headless, until stopped")
+    rec.add_argument("--demo", action="store_true", help="record the simulated demo node")
+    rec.add_argument("--out", metavar="DIR|FILE", help="a directory (one file per run and day) or one .idrec.gz file")
+    rec.add_argument("--retention", type=float, default=None, metavar="HOURS",
+                     help="delete recording files older than this (directories only)")
+    rec.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after this long")
+    rep = sub.add_parser("replay", help="open a recording in the console, read-only")
+    rep.add_argument("path", metavar="FILE|DIR")
     plan = sub.add_parser("plan", help="check that the plan fits, before anything runs")
     plan.add_argument("--config", metavar="FILE", help="config file with the plan")
     plan.add_argument("--demo", action="store_true", help="the demo node's plan")
@@ -90,14 +107,18 @@ def _positive(value: float, flag: str, allow_zero: bool = False) -> None:
         raise UsageError(f"{flag} must be {'zero or more' if allow_zero else 'more than zero'}, not {value:g}.")
 
 
-async def sample(poller: Poller, wait_s: float, interval_s: float) -> Frame:
+async def sample(poller: Poller, wait_s: float, interval_s: float, keys: KeySeries | None = None) -> Frame:
     """Poll for ``wait_s`` seconds (at least once) and return the last Frame."""
     try:
         deadline = time.monotonic() + wait_s
         frame = await poller.poll()
+        if keys is not None:
+            keys.add(frame)
         while time.monotonic() < deadline:
             await asyncio.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
             frame = await poller.poll()
+            if keys is not None:
+                keys.add(frame)
         return frame
     finally:
         await poller.aclose()
@@ -159,26 +180,112 @@ def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
     return [EngineTarget(url=f.url, kind=f.kind, device=devices.get(f.pid) if f.pid else None) for f in found]
 
 
+def _recorder(out: str | None, poller: Poller, settings: Settings, retention: float | None = None):
+    from console.recording import Recorder, default_out
+
+    path = Path(out).expanduser() if out else default_out()
+    header = {"window_s": settings.window_s, "plan": settings.model_dump(mode="json", exclude={"engines"})}
+    return Recorder(path, poller.deriver.host, header, retention, secrets=_secrets(poller))
+
+
+def _secrets(poller: Poller) -> list[str]:
+    """Configured tokens, so they can be masked verbatim wherever they might appear."""
+    out = []
+    for st in poller.engines:
+        for value in (st.target.headers or {}).values():
+            out.append(value.removeprefix("Bearer ").strip())
+    return out
+
+
 def _run_tui(args: argparse.Namespace, demo: bool) -> int:
     poller, node, settings = _build(args, demo)
     from screens.app import InferdeckApp
 
+    if args.record is not None:
+        poller.recorder = _recorder(args.record, poller, settings)
     try:
-        InferdeckApp(poller, interval_s=settings.interval_s, title="inferdeck demo" if demo else "inferdeck").run()
+        app = InferdeckApp(poller, interval_s=settings.interval_s, title="inferdeck demo" if demo else "inferdeck",
+                           read_only=args.read_only, snapshot_dir=_snapshot_dir(settings), secrets=_secrets(poller))
+        app.run(mouse=not args.no_mouse)
     finally:
         if node is not None:
             node.stop()
     return 0
 
 
-def _snapshot(args: argparse.Namespace) -> int:
-    _positive(args.wait, "--wait", allow_zero=True)
+def _snapshot_dir(settings: Settings) -> Path:
+    from console.recording import state_dir
+
+    return Path(settings.snapshot_dir).expanduser() if settings.snapshot_dir else state_dir() / "snapshots"
+
+
+def _record(args: argparse.Namespace) -> int:
+    import signal
+
     poller, node, settings = _build(args, args.demo)
+    poller.recorder = rec = _recorder(args.out, poller, settings, args.retention)
+    stop = {"now": False}
+
+    def halt(*_: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, halt)
+    signal.signal(signal.SIGINT, halt)
+
+    async def loop() -> None:
+        end = time.monotonic() + args.duration if args.duration else None
+        try:
+            while not stop["now"] and (end is None or time.monotonic() < end):
+                started = time.monotonic()
+                await poller.poll()
+                await asyncio.sleep(max(0.0, settings.interval_s - (time.monotonic() - started)))
+        finally:
+            await poller.aclose()
+
+    print(f"recording to {rec.out} every {settings.interval_s:g} s (Ctrl-C stops)", file=sys.stderr, flush=True)
     try:
-        frame = asyncio.run(sample(poller, args.wait, settings.interval_s))
+        asyncio.run(loop())
     finally:
         if node is not None:
             node.stop()
+    print(f"recorded {rec.frames} frames to {rec.path}", file=sys.stderr)
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from console.recording import RecordingError, read
+    from console.replay import ReplaySource
+    from screens.app import InferdeckApp
+
+    try:
+        header, samples = read(Path(args.path).expanduser())
+    except RecordingError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{args.path}: cannot read it ({exc.strerror}).") from None
+    if not samples:
+        raise UsageError(f"{args.path}: the recording holds a header but no frames yet.")
+    source = ReplaySource(header, samples)
+    InferdeckApp(source, interval_s=0.25, title=f"inferdeck replay {header.get('host', '')}", read_only=True,
+                 replay=source).run()
+    return 0
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    _positive(args.wait, "--wait", allow_zero=True)
+    poller, node, settings = _build(args, args.demo)
+    keys = KeySeries()
+    try:
+        frame = asyncio.run(sample(poller, args.wait, settings.interval_s, keys))
+    finally:
+        if node is not None:
+            node.stop()
+    if args.out:
+        from console.bundle import write_bundle
+
+        path = write_bundle(Path(args.out).expanduser(), frame, args.note, keys.export(), secrets=_secrets(poller))
+        print(path)
+        return 0
     if args.format == "md":
         from console.snapshot import to_markdown
 
@@ -245,6 +352,10 @@ def main(argv: list[str] | None = None) -> int:
             return _simulate(args)
         if args.command == "plan":
             return _plan(args)
+        if args.command == "record":
+            return _record(args)
+        if args.command == "replay":
+            return _replay(args)
         if args.command == "check":
             return _check(args)
         return _run_tui(args, demo=args.command == "demo")

@@ -19,6 +19,7 @@ from console.llamaslots import slots_kv, slots_url
 from console.nvml import NvmlReader
 from console.plan import Plan
 from console.promtext import parse
+from console.recording import Recorder
 from console.sample import EngineSample, Sample
 from console.scraper import ScrapeResult, scrape
 
@@ -65,6 +66,7 @@ class Poller:
         self.clock = clock
         self.deriver = Deriver(plan, window_s, host or socket.gethostname())
         self.last_sample: Sample | None = None
+        self.recorder: Recorder | None = None  # appends every Sample when set
         self._clients: dict[bool, httpx.AsyncClient] = {}
 
     @property
@@ -90,12 +92,16 @@ class Poller:
         return client
 
     async def aclose(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
 
     async def poll(self) -> Frame:
         self.last_sample = await self.acquire()
+        if self.recorder is not None:
+            await asyncio.to_thread(self.recorder.write, self.last_sample)
         return self.deriver.frame(self.last_sample)
 
     async def acquire(self) -> Sample:

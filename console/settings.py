@@ -58,6 +58,7 @@ class Settings(Plan):
 
     window: str = "1m"
     interval_s: float = Field(1.0, gt=0)
+    snapshot_dir: str | None = None  # default $XDG_STATE_HOME/inferdeck/snapshots
     discover: bool = True
     engines: list[EngineConfig] = Field(default_factory=list)
 

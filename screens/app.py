@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Protocol
 
 from rich.text import Text
@@ -13,13 +15,18 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
+from console.bundle import write_bundle
 from console.enginestats import WINDOWS_S, window_label
 from console.frame import Frame
+from console.keyseries import KeySeries
+from console.recording import state_dir
+from console.replay import ReplaySource
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
 from screens.panes import AlertPane, ServicesPane
 from screens.services import CostPane, ServiceDetailScreen, SloPane
+from screens.snapshots import PromptScreen, SnapshotBrowser
 
 
 class FrameSource(Protocol):
@@ -37,13 +44,30 @@ class InferdeckApp(App[None]):
         Binding("p", "pause", "Pause"),
         Binding("w", "window", "Window"),
         Binding("v", "view", "Budget/SLO/Cost"),
+        Binding("s", "snapshot", "Snapshot"),
+        Binding("S", "snapshots", "Saved", show=False),
+        Binding("left_square_bracket", "step(-1)", "Step back", show=False, key_display="["),
+        Binding("right_square_bracket", "step(1)", "Step", show=False, key_display="]"),
+        Binding("comma", "jump(-60)", "-1 min", show=False, key_display=","),
+        Binding("full_stop", "jump(60)", "+1 min", show=False, key_display="."),
+        Binding("1", "speed(1)", "1x", show=False),
+        Binding("2", "speed(10)", "10x", show=False),
+        Binding("3", "speed(60)", "60x", show=False),
+        Binding("g", "seek", "Go to time", show=False),
     ]
     VIEWS = ("budget", "slo", "cost")
     TALL = 40  # from this height the budget, SLO and cost panes are all shown
 
-    def __init__(self, source: FrameSource, interval_s: float = 1.0, title: str = "inferdeck") -> None:
+    def __init__(self, source: FrameSource, interval_s: float = 1.0, title: str = "inferdeck",
+                 read_only: bool = False, snapshot_dir: Path | None = None, secrets: list[str] | None = None,
+                 replay: ReplaySource | None = None) -> None:
         super().__init__()
         self.source = source
+        self.read_only = read_only
+        self.snapshot_dir = snapshot_dir or state_dir() / "snapshots"
+        self.secrets = secrets or []
+        self.replay = replay
+        self.keys = KeySeries()
         self.interval_s = interval_s
         self.title = title
         self.paused = False
@@ -53,8 +77,15 @@ class InferdeckApp(App[None]):
         self.view = "budget"
         self.last_poll_error: str | None = None
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        replay_only = {"step", "jump", "speed", "seek"}
+        if action in replay_only:
+            return self.replay is not None
+        return True
+
     def compose(self) -> ComposeResult:
         yield Static(self.title, id="status")
+        yield Static("", id="timebar")
         yield AlertPane()
         yield GpuPane()
         yield EnginePane()
@@ -65,6 +96,7 @@ class InferdeckApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#timebar", Static).display = self.replay is not None
         self.poll_loop()
 
     async def on_unmount(self) -> None:
@@ -91,6 +123,7 @@ class InferdeckApp(App[None]):
             await asyncio.sleep(max(0.05, self.interval_s - (time.monotonic() - started)))
 
     def show(self, frame: Frame) -> None:
+        self.keys.add(frame)
         with self.batch_update():
             dashboard = self.screen_stack[0]
             dashboard.query_one(GpuPane).show(frame)
@@ -135,6 +168,7 @@ class InferdeckApp(App[None]):
         if height >= self.TALL and frame.services:
             services *= 3 if frame.cost is not None else 2
         room = height - 3 - alerts - engines - services  # status line, footer, one line of slack
+        room -= 1 if self.replay is not None else 0  # the time bar
         self.screen_stack[0].query_one(GpuPane).styles.max_height = max(4, room)
 
     def _announce(self, frame: Frame) -> None:
@@ -153,6 +187,8 @@ class InferdeckApp(App[None]):
     def _status(self) -> None:
         f = self.frame
         text = Text(self.title, style="bold")
+        if self.read_only:
+            text.append(" 🔒 read-only", style="bold")
         if f is not None:
             text.append(f" │ {f.host} │ {f.taken_at:%H:%M:%S}Z │ window {window_label(f.window_s)}")
         if self.paused:
@@ -161,6 +197,21 @@ class InferdeckApp(App[None]):
         if self.poll_errors:
             text.append(f" │ poll errors: {self.poll_errors} ({self.last_poll_error})")
         self.screen_stack[0].query_one("#status", Static).update(text)
+        if self.replay is not None:
+            self._timebar()
+
+    def _timebar(self) -> None:
+        r = self.replay
+        assert r is not None
+        start, cur, end = r.position()
+        width = 30
+        frac = (cur - start) / (end - start) if end > start else 1.0
+        filled = round(frac * width)
+        state = "▶" if r.playing else "⏸"
+        text = Text.assemble((f" {state} {r.speed:g}x ", "bold"), (f"{_hms(cur)}Z ", "bold"),
+                             "█" * filled + "░" * (width - filled), f" {_hms(start)}–{_hms(end)}Z  ",
+                             ("p play/pause  [ ] step  , . ±1 min  1 2 3 speed  g go to", "dim"))
+        self.screen_stack[0].query_one("#timebar", Static).update(text)
 
     def action_window(self) -> None:
         """Cycle the window for rates and percentiles: 1m -> 5m -> 15m."""
@@ -185,9 +236,74 @@ class InferdeckApp(App[None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_snapshot(self) -> None:
+        """Save an incident bundle: ask for an optional note, then write md + json + svg."""
+        if self.frame is None:
+            self.notify("Nothing to save yet: no frame has arrived.", severity="warning")
+            return
+        frame, svg, history = self.frame, self.export_screenshot(title=f"inferdeck {self.frame.host}"), self.keys.export()
+
+        def save(note: str | None) -> None:
+            if note is None:
+                return
+            try:
+                path = write_bundle(self.snapshot_dir, frame, note, history, svg, self.secrets)
+            except OSError as exc:
+                self.notify(f"Could not save the snapshot in {self.snapshot_dir}: {exc.strerror}.", severity="error")
+                return
+            self.notify(f"Snapshot saved: {path}", title="Snapshot", timeout=10)
+
+        self.push_screen(PromptScreen("Snapshot note (optional, e.g. the incident id); enter saves, esc cancels",
+                                      "INC-1234 high TTFT on llama-70b"), save)
+
+    def action_snapshots(self) -> None:
+        self.push_screen(SnapshotBrowser(self.snapshot_dir))
+
+    def action_step(self, n: int) -> None:
+        if self.replay is not None:
+            self.replay.step(n)
+            self._refresh_replay()
+
+    def action_jump(self, seconds: float) -> None:
+        if self.replay is not None:
+            self.replay.jump(seconds)
+            self._refresh_replay()
+
+    def action_speed(self, speed: float) -> None:
+        if self.replay is not None:
+            self.replay.set_speed(speed)
+            self._timebar()
+
+    def action_seek(self) -> None:
+        if self.replay is None:
+            return
+
+        def go(text: str | None) -> None:
+            if text and self.replay is not None:
+                problem = self.replay.seek_text(text)
+                if problem:
+                    self.notify(problem, severity="warning")
+                self._refresh_replay()
+
+        self.push_screen(PromptScreen("Go to time (HH:MM[:SS] UTC, or an ISO date and time)", "12:34:56"), go)
+
+    @work(exclusive=True, group="replay", exit_on_error=False)
+    async def _refresh_replay(self) -> None:
+        frame = await self.source.poll()
+        self.frame = frame
+        self.show(frame)
+
     def action_pause(self) -> None:
+        if self.replay is not None:
+            self.replay.toggle_play()
+            self._timebar()
+            return
         self.paused = not self.paused
         if not self.paused and self.frame is not None:
             self.show(self.frame)
         else:
             self._status()
+
+
+def _hms(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M:%S")

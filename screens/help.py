@@ -13,9 +13,16 @@ HELP = """\
 
 [b]Keys[/b]
   ?        this help
-  p        pause / resume drawing (polling goes on, history is kept)
+  p        pause / resume drawing (polling goes on, history is kept);
+           in a replay: play / pause
+  w        window for rates and percentiles: 1m, 5m, 15m
+  v        budget / SLO / cost pane (short terminals; tall ones show all)
+  s        save an incident snapshot (md + json + svg), S browse them
+  tab      move between tables; enter opens the selected row's details
   q        quit
   esc      close this screen
+  replay:  [ ] step a frame, , . jump 1 min, 1 2 3 play at 1x 10x 60x,
+           g go to a time
 
 [b]Reading the panes[/b]
   Bars are fixed-scale: a full bar is always 100% (memory of its

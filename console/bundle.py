@@ -1,0 +1,72 @@
+"""Incident bundles: ``<UTC time>-<host>[-<slug>]/`` holding snapshot.md (for the incident note),
+frame.json (the Frame plus the last 5 minutes of key series) and, from the TUI, screen.svg.
+Files are written atomically (temp file, then rename) with mode 0600 in a 0700 directory, and
+every file passes through the redactor."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import UTC
+from pathlib import Path
+
+from console.frame import Frame
+from console.redact import redact, secrets_in
+from console.snapshot import to_markdown
+
+
+def slug(note: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", note.lower()).strip("-")
+    return s[:40].strip("-")
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_bundle(root: Path, frame: Frame, note: str = "", history: dict | None = None, svg: str | None = None,
+                 secrets: list[str] | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stamp = frame.taken_at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = "-".join(x for x in (stamp, re.sub(r"[^A-Za-z0-9.-]+", "-", frame.host), slug(note)) if x)
+    path = root / name
+    n = 1
+    while path.exists():
+        path = root / f"{name}.{n}"
+        n += 1
+    path.mkdir(mode=0o700)
+    commands = [p.command for g in frame.gpus for p in g.processes if p.command]
+    commands += [p.command for g in frame.gpus for d in (g.mig.devices if g.mig else []) for p in d.processes
+                 if p.command]
+    secrets = list(secrets or []) + secrets_in(commands)
+    doc = json.loads(frame.to_json(indent=None))
+    doc["note"] = note or None
+    doc["history"] = history or {}
+    _write(path / "frame.json", redact(json.dumps(doc, indent=1), secrets))
+    _write(path / "snapshot.md", redact(to_markdown(frame, note), secrets))
+    if svg is not None:
+        _write(path / "screen.svg", redact(svg, secrets))
+    return path
+
+
+def list_bundles(root: Path) -> list[dict]:
+    """Saved bundles, newest first: path, time, note, active alert count."""
+    out = []
+    if not root.is_dir():
+        return out
+    for d in sorted((p for p in root.iterdir() if p.is_dir()), reverse=True):
+        try:
+            doc = json.loads((d / "frame.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        active = sum(1 for a in doc.get("alerts", []) if a.get("state", "active") == "active")
+        out.append({"path": d, "taken_at": doc.get("taken_at"), "note": doc.get("note") or "", "alerts": active,
+                    "host": doc.get("host")})
+    return out

@@ -1,0 +1,47 @@
+"""The last minutes of a few key series, kept from successive Frames for incident bundles."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from console.frame import Frame
+
+KEEP_S = 300.0
+
+
+def key_values(frame: Frame) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for g in frame.gpus:
+        out[f"gpu{g.index}.memory_used_bytes"] = g.memory_used_bytes
+        out[f"gpu{g.index}.power_w"] = g.power_w
+        out[f"gpu{g.index}.temperature_c"] = g.temperature_c
+        out[f"gpu{g.index}.utilization_gpu_pct"] = g.utilization_gpu_pct
+    for e in frame.engines:
+        out[f"{e.name}.up"] = 1.0 if e.up else 0.0
+        out[f"{e.name}.requests_running"] = e.requests_running
+        out[f"{e.name}.requests_waiting"] = e.requests_waiting
+        out[f"{e.name}.kv_cache_usage"] = e.kv_cache_usage
+        out[f"{e.name}.generation_tokens_per_s"] = e.generation_tokens_per_s
+        out[f"{e.name}.ttft_p95_s"] = e.ttft_s.p95 if e.ttft_s else None
+        out[f"{e.name}.tpot_p95_s"] = e.tpot_s.p95 if e.tpot_s else None
+    return out
+
+
+class KeySeries:
+    def __init__(self, keep_s: float = KEEP_S) -> None:
+        self.keep_s = keep_s
+        self.points: deque[tuple[float, dict[str, float | None]]] = deque()
+
+    def add(self, frame: Frame) -> None:
+        t = frame.taken_at.timestamp()
+        self.points.append((t, key_values(frame)))
+        while self.points and self.points[0][0] < t - self.keep_s:
+            self.points.popleft()
+
+    def export(self) -> dict:
+        """{"seconds": 300, "t": [...], "series": {name: [values...]}} (null where unread)."""
+        names: list[str] = []
+        for _, values in self.points:
+            names += [n for n in values if n not in names]
+        return {"seconds": self.keep_s, "t": [t for t, _ in self.points],
+                "series": {n: [values.get(n) for _, values in self.points] for n in names}}

@@ -1,0 +1,226 @@
+"""Snapshot bundles, recordings that survive SIGKILL, replay that re-derives live alerts, and
+redaction of secrets everywhere."""
+
+import asyncio
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from console.bundle import list_bundles, write_bundle
+from console.demo import start_demo
+from console.nvml import NvmlReader
+from console.poller import EngineTarget, Poller
+from console.recording import Recorder, read
+from console.replay import ReplaySource
+from console.settings import demo_settings
+from tests.conftest import ROOT
+from tests.frames import node_frame
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1_800_000_000.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_bundle_files_modes_and_markdown(tmp_path):
+    frame = node_frame(lost_gpu=True)
+    path = write_bundle(tmp_path / "snaps", frame, "INC-42 high TTFT", {"t": [1.0], "series": {}}, svg="<svg/>")
+    assert path.name.endswith("-node-a-inc-42-high-ttft") and path.name.startswith("20261129T120000Z")
+    assert sorted(p.name for p in path.iterdir()) == ["frame.json", "screen.svg", "snapshot.md"]
+    assert (path.stat().st_mode & 0o777) == 0o700 and (path.parent.stat().st_mode & 0o777) == 0o700
+    assert all((p.stat().st_mode & 0o777) == 0o600 for p in path.iterdir())
+    md = (path / "snapshot.md").read_text()
+    assert md.splitlines()[0] == "# inferdeck snapshot — node-a — INC-42 high TTFT"
+    for alert in frame.alerts:
+        assert alert.message in md
+    assert md.index("## Active alerts") < md.index("## GPUs") < md.index("## Engines") < md.index("## SLO compliance")
+    doc = json.loads((path / "frame.json").read_text())
+    assert doc["schema"] == "inferdeck.frame/1" and doc["note"] == "INC-42 high TTFT" and "history" in doc
+    (b,) = list_bundles(tmp_path / "snaps")
+    assert b["note"] == "INC-42 high TTFT" and b["alerts"] == 2
+
+
+def run_poller(seconds, clock, node, poller, profile_at=None):
+    frames = []
+
+    async def go():
+        try:
+            for i in range(seconds):
+                if profile_at and i in profile_at:
+                    node.engines["llama-8b-a"].model.set_profile(profile_at[i])
+                clock.t += 1.0
+                frames.append(await poller.poll())
+        finally:
+            await poller.aclose()
+
+    asyncio.run(go())
+    return frames
+
+
+def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
+    clock = Clock()
+    settings = demo_settings()
+    node = start_demo(settings, clock=clock)
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock)
+    poller.recorder = Recorder(tmp_path / "rec", "demo-node", {"window_s": 60.0,
+                                                                "plan": settings.model_dump(mode="json")})
+    try:
+        live = run_poller(200, clock, node, poller, {60: "overload", 170: "steady"})
+    finally:
+        node.stop()
+
+    def raises(frames):
+        seen, out = set(), {}
+        for f in frames:
+            for a in f.alerts:
+                if a.state == "active" and a.key not in seen:
+                    seen.add(a.key)
+                    out[a.key] = (a.since, f.taken_at, a.severity, a.message)
+        return out
+
+    header, samples = read(tmp_path / "rec")
+    assert header["schema"] == "inferdeck.recording/1" and len(samples) == 200
+    replay = ReplaySource(header, samples)
+    replayed = [replay._frame_at(i) for i in range(len(samples))]
+    live_raises, replay_raises = raises(live), raises(replayed)
+    assert "queue:llama-8b-a" in live_raises and "kv:llama-8b-a" in live_raises
+    assert replay_raises == live_raises
+    # seeking backwards re-derives the same frame
+    again = replay._frame_at(130)
+    assert again.model_dump() == replayed[130].model_dump()
+    assert [e.requests_waiting for e in replay._frame_at(199).engines] == [e.requests_waiting for e in live[199].engines]
+
+
+RECORD = [sys.executable, "-m", "console", "record", "--demo", "--interval", "0.05"]
+
+
+def test_sigkill_mid_write_leaves_readable_recordings(tmp_path):
+    out = tmp_path / "rec"
+    for i in range(6):
+        proc = subprocess.Popen(RECORD + ["--out", str(out)], cwd=ROOT, stderr=subprocess.DEVNULL)
+        time.sleep(1.2 + 0.37 * i)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    files = sorted(out.glob("*.idrec.gz"))
+    assert len(files) == 6
+    total = 0
+    for f in files:
+        header, samples = read(f)
+        assert header["schema"] == "inferdeck.recording/1"
+        assert samples, f
+        total += len(samples)
+        replay = ReplaySource(header, samples)
+        frame = replay._frame_at(len(samples) - 1)
+        assert len(frame.engines) == 3 and len(frame.gpus) == 4
+        with pytest.raises((EOFError, OSError)):
+            gzip.decompress(f.read_bytes())  # the stream really was cut mid-way ...
+    assert total > 30  # ... and everything complete before the cut is there
+    # a single-file recording killed and restarted keeps appending readable frames
+    single = tmp_path / "one.idrec.gz"
+    for _ in range(2):
+        proc = subprocess.Popen(RECORD + ["--out", str(single)], cwd=ROOT, stderr=subprocess.DEVNULL)
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    header, samples = read(single)
+    assert len(samples) > 5
+
+
+def test_recording_an_hour_stays_under_20_mb(tmp_path):
+    clock = Clock()
+    settings = demo_settings()
+    node = start_demo(settings, clock=clock)
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock)
+    poller.recorder = rec = Recorder(tmp_path / "rec", "demo-node", {})
+    try:
+        run_poller(300, clock, node, poller)
+    finally:
+        node.stop()
+    size = rec.path.stat().st_size
+    per_hour = size / 300 * 3600
+    assert per_hour < 20 * 1024 * 1024, per_hour
+
+
+def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
+    token = "tok-VERY-secret-4711"
+    api_key = "sk-proc-arg-0815"
+    monkeypatch.setenv("ENGINE_TOKEN", token)
+    from console.simengine import start_engine
+    eng = start_engine("vllm")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(textwrap.dedent(f"""\
+        engines:
+          - name: secure
+            url: http://admin:hunter2pass@127.0.0.1:{eng.server.port}/metrics
+            token_env: ENGINE_TOKEN
+        """))
+    # an engine process whose command line carries --api-key, as NVML and /proc would show it
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "vllm", "serve", "m",
+                             "--api-key", api_key, "--port", str(eng.server.port)])
+    try:
+        from console.simnvml import SimNvml
+        sim = SimNvml()
+        sim.add_gpu("l40s")
+        sim.add_process(0, None, proc.pid, 1 << 30)
+        time.sleep(0.5)
+        from console.cli import _recorder, _secrets
+        from console.settings import load_settings, token_headers
+        settings = load_settings(cfg)
+        e = settings.engines[0]
+        poller = Poller([EngineTarget(url=e.url, name=e.name, headers=token_headers(e))], NvmlReader(sim),
+                        plan=settings)
+        poller.recorder = _recorder(str(tmp_path / "rec"), poller, settings)
+
+        async def go():
+            try:
+                frames = [await poller.poll() for _ in range(3)]
+            finally:
+                await poller.aclose()
+            return frames
+
+        frames = asyncio.run(go())
+        assert frames[-1].gpus[0].processes[0].command and api_key in frames[-1].gpus[0].processes[0].command
+        write_bundle(tmp_path / "snaps", frames[-1], "redaction", {}, svg=f"<svg>{api_key} {token}</svg>",
+                     secrets=_secrets(poller))
+    finally:
+        proc.kill()
+        eng.stop()
+    blobs = [p.read_bytes() for p in (tmp_path / "snaps").rglob("*") if p.is_file()]
+    blobs += [gzip.GzipFile(fileobj=open(p, "rb")).read() for p in (tmp_path / "rec").glob("*.idrec.gz")]
+    assert len(blobs) >= 4
+    for blob in blobs:
+        for secret in (token, api_key, "hunter2pass"):
+            assert secret.encode() not in blob
+    assert any(b"--api-key ***" in b for b in blobs)
+
+
+async def test_pressing_s_saves_a_bundle_with_the_note(tmp_path):
+    from screens.app import InferdeckApp
+    from tests.frames import StaticSource
+
+    app = InferdeckApp(StaticSource(node_frame()), snapshot_dir=tmp_path / "snaps")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.3)
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        await pilot.press(*"INC 7", "enter")
+        await pilot.pause(0.3)
+    (bundle,) = (tmp_path / "snaps").iterdir()
+    assert bundle.name.endswith("-inc-7")
+    assert sorted(p.name for p in bundle.iterdir()) == ["frame.json", "screen.svg", "snapshot.md"]
+    md = (bundle / "snapshot.md").read_text()
+    assert "INC 7" in md.splitlines()[0]
+    screen_alerts = [a.message for a in node_frame().alerts if a.state == "active"]
+    assert screen_alerts and all(m in md for m in screen_alerts)
+    assert "<svg" in (bundle / "screen.svg").read_text()
+    assert os.stat(bundle / "frame.json").st_mode & 0o777 == 0o600
