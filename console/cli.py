@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from console import __version__
@@ -85,6 +87,28 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--retention", type=float, default=None, metavar="HOURS",
                      help="delete recording files older than this (directories only)")
     rec.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after this long")
+    mig = sub.add_parser("mig", help="show, plan and change MIG layouts (root)")
+    migsub = mig.add_subparsers(dest="mig_command", required=True)
+    mig_common = argparse.ArgumentParser(add_help=False)
+    mig_common.add_argument("--demo", action="store_true", help="act on the simulated demo node")
+    migsub.add_parser("show", parents=[mig_common], help="every GPU's MIG mode and layout")
+    lay = migsub.add_parser("layouts", parents=[mig_common], help="the valid layouts of a GPU")
+    lay.add_argument("gpu", type=int)
+    app_ = migsub.add_parser("apply", parents=[mig_common], help="change a GPU's layout (or disable/enable MIG)")
+    app_.add_argument("gpu", type=int)
+    app_.add_argument("layout", help="e.g. 2g.48gb@0,1g.24gb@6,1g.24gb@9 or 2g.48gb+1g.24gb*2, disable, enable")
+    app_.add_argument("--dry-run", action="store_true", help="show the plan and the nvidia-smi commands only")
+    app_.add_argument("--yes", action="store_true", help="do not ask to type the GPU index")
+    app_.add_argument("--force", action="store_true", help="go ahead despite plan warnings (never over processes)")
+    exp = migsub.add_parser("export", parents=[mig_common], help="the node's layout as a mig-parted config")
+    exp.add_argument("--format", choices=("mig-parted",), default="mig-parted")
+    exp.add_argument("--out", metavar="FILE", help="write there instead of stdout")
+    exp.add_argument("--config-label", default="current")
+    imp = migsub.add_parser("import", parents=[mig_common], help="apply a mig-parted config label")
+    imp.add_argument("file")
+    imp.add_argument("--config-label", required=True)
+    imp.add_argument("--dry-run", action="store_true")
+    imp.add_argument("--yes", action="store_true")
     rep = sub.add_parser("replay", help="open a recording in the console, read-only")
     rep.add_argument("path", metavar="FILE|DIR")
     plan = sub.add_parser("plan", help="check that the plan fits, before anything runs")
@@ -204,13 +228,36 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
     if args.record is not None:
         poller.recorder = _recorder(args.record, poller, settings)
     try:
+        mig = None
+        if poller.nvml is not None and not args.read_only:
+            from console.mig import MigManager
+
+            lib = poller.nvml.lib or (poller.nvml.read() and poller.nvml.lib)
+            snapdir = _snapshot_dir(settings)
+            mig = MigManager(lib, snapshot=lambda when: _mig_snapshot(poller, snapdir, when)) if lib else None
         app = InferdeckApp(poller, interval_s=settings.interval_s, title="inferdeck demo" if demo else "inferdeck",
-                           read_only=args.read_only, snapshot_dir=_snapshot_dir(settings), secrets=_secrets(poller))
+                           read_only=args.read_only, snapshot_dir=_snapshot_dir(settings), secrets=_secrets(poller),
+                           mig=mig)
         app.run(mouse=not args.no_mouse)
     finally:
         if node is not None:
             node.stop()
     return 0
+
+
+def _mig_snapshot(poller: Poller, root: Path, when: str) -> Path | None:
+    """The automatic bundle before and after a MIG change: the last frame, with the GPUs read
+    afresh after the change."""
+    from console.bundle import write_bundle
+
+    frame = poller.last_frame
+    if frame is None:
+        return None
+    if when == "after" and poller.nvml is not None:
+        source, gpus = poller.nvml.read()
+        frame = frame.model_copy(update={"gpus": gpus, "gpu_source": source,
+                                         "taken_at": datetime.now(tz=UTC)})
+    return write_bundle(root, frame, f"mig {when}", secrets=_secrets(poller))
 
 
 def _snapshot_dir(settings: Settings) -> Path:
@@ -356,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
             return _record(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "mig":
+            from console.migcli import run_mig
+
+            return run_mig(args)
         if args.command == "check":
             return _check(args)
         return _run_tui(args, demo=args.command == "demo")
@@ -364,3 +415,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into head & co.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

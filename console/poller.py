@@ -66,6 +66,7 @@ class Poller:
         self.clock = clock
         self.deriver = Deriver(plan, window_s, host or socket.gethostname())
         self.last_sample: Sample | None = None
+        self.last_frame: Frame | None = None
         self.recorder: Recorder | None = None  # appends every Sample when set
         self._clients: dict[bool, httpx.AsyncClient] = {}
 
@@ -102,7 +103,8 @@ class Poller:
         self.last_sample = await self.acquire()
         if self.recorder is not None:
             await asyncio.to_thread(self.recorder.write, self.last_sample)
-        return self.deriver.frame(self.last_sample)
+        self.last_frame = self.deriver.frame(self.last_sample)
+        return self.last_frame
 
     async def acquire(self) -> Sample:
         now = self.clock()

@@ -19,11 +19,13 @@ from console.bundle import write_bundle
 from console.enginestats import WINDOWS_S, window_label
 from console.frame import Frame
 from console.keyseries import KeySeries
+from console.mig import MigManager
 from console.recording import state_dir
 from console.replay import ReplaySource
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
+from screens.mig import MigScreen
 from screens.panes import AlertPane, ServicesPane
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
@@ -45,6 +47,7 @@ class InferdeckApp(App[None]):
         Binding("w", "window", "Window"),
         Binding("v", "view", "Budget/SLO/Cost"),
         Binding("s", "snapshot", "Snapshot"),
+        Binding("m", "mig", "MIG"),
         Binding("S", "snapshots", "Saved", show=False),
         Binding("left_square_bracket", "step(-1)", "Step back", show=False, key_display="["),
         Binding("right_square_bracket", "step(1)", "Step", show=False, key_display="]"),
@@ -60,8 +63,9 @@ class InferdeckApp(App[None]):
 
     def __init__(self, source: FrameSource, interval_s: float = 1.0, title: str = "inferdeck",
                  read_only: bool = False, snapshot_dir: Path | None = None, secrets: list[str] | None = None,
-                 replay: ReplaySource | None = None) -> None:
+                 replay: ReplaySource | None = None, mig: MigManager | None = None) -> None:
         super().__init__()
+        self.mig = mig
         self.source = source
         self.read_only = read_only
         self.snapshot_dir = snapshot_dir or state_dir() / "snapshots"
@@ -81,6 +85,8 @@ class InferdeckApp(App[None]):
         replay_only = {"step", "jump", "speed", "seek"}
         if action in replay_only:
             return self.replay is not None
+        if action == "mig":
+            return self.mig is not None and not self.read_only  # actions are hidden when read-only
         return True
 
     def compose(self) -> ComposeResult:
@@ -255,6 +261,21 @@ class InferdeckApp(App[None]):
 
         self.push_screen(PromptScreen("Snapshot note (optional, e.g. the incident id); enter saves, esc cancels",
                                       "INC-1234 high TTFT on llama-70b"), save)
+
+    def action_mig(self) -> None:
+        if self.mig is None or self.read_only:
+            return
+        commands: dict[int, str] = {}
+        for g in self.frame.gpus if self.frame else []:
+            for p in g.processes + [p for d in (g.mig.devices if g.mig else []) for p in d.processes]:
+                commands[p.pid] = (p.command or "command not visible") + (f"; engine {p.engine}" if p.engine else "")
+        self.push_screen(MigScreen(self.mig, getattr(self.source, "plan", None), commands))
+
+    def forget_mig(self, index: int) -> None:
+        """After a re-layout the GPU pane re-reads that GPU's MIG state at the next poll."""
+        nvml = getattr(self.source, "nvml", None)
+        if nvml is not None:
+            nvml.forget_mig(index)
 
     def action_snapshots(self) -> None:
         self.push_screen(SnapshotBrowser(self.snapshot_dir))

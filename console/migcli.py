@@ -1,0 +1,132 @@
+"""``inferdeck mig show|layouts|apply|export|import`` (all with --demo on the simulated node)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from console.mig import (
+    MigError,
+    MigManager,
+    describe,
+    export_mig_parted,
+    import_mig_parted,
+    nvidia_smi,
+    parse_layout,
+    placements,
+    valid_layouts,
+)
+
+
+class MigUsageError(Exception):
+    pass
+
+
+def _lib(demo: bool):
+    if demo:
+        from console.demo import start_demo
+
+        node = start_demo()
+        node.nvml.nvmlInit()
+        return node.nvml, node
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise MigError(f"NVML could not start ({exc}): no GPU to manage here (try --demo).") from None
+    return pynvml, None
+
+
+def run_mig(args: argparse.Namespace) -> int:
+    try:
+        lib, node = _lib(args.demo)
+    except MigError as exc:
+        print(f"inferdeck: {exc}", file=sys.stderr)
+        return 2
+    try:
+        mm = MigManager(lib)
+        count = lib.nvmlDeviceGetCount()
+        if hasattr(args, "gpu") and not 0 <= args.gpu < count:
+            raise MigError(f"GPU {args.gpu} does not exist (this node has {count}, numbered from 0).")
+        cmd = args.mig_command
+        if cmd == "show":
+            for i in range(count):
+                try:
+                    g = mm.read(i)
+                except MigError as exc:
+                    print(f"GPU {i}: {exc}")
+                    continue
+                mode = f"MIG {'on' if g.mode_current else 'off'}" + (
+                    f" (pending {'on' if g.mode_pending else 'off'})" if g.mode_pending != g.mode_current else "")
+                print(f"GPU {i} {g.model.name if g.model else ''}: {mode}; {describe(g.layout)}"
+                      + (f" [{placements(g.layout)}]" if g.layout else ""))
+            return 0
+        if cmd == "layouts":
+            g = mm.read(args.gpu)
+            if g.model is None or g.model.mig is None:
+                raise MigError(f"GPU {args.gpu} is not a MIG-capable model in the catalogue.")
+            for layout in valid_layouts(g.model):
+                mark = "*" if sorted(layout) == sorted(g.layout) else " "
+                print(f"{mark} {describe(layout):<40} {placements(layout)}")
+            return 0
+        if cmd == "apply":
+            g = mm.read(args.gpu)
+            if g.model is None:
+                raise MigError(f"GPU {args.gpu} is not in the GPU catalogue; its layouts cannot be checked.")
+            target = parse_layout(args.layout, g.model)
+            return _apply(mm, g, target, args.dry_run, args.yes)
+        if cmd == "export":
+            text = export_mig_parted([mm.read(i) for i in range(count)], args.config_label)
+            if args.out:
+                Path(args.out).write_text(text, encoding="utf-8")
+                print(f"wrote {args.out}", file=sys.stderr)
+            else:
+                sys.stdout.write(text)
+            return 0
+        if cmd == "import":
+            try:
+                text = Path(args.file).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise MigError(f"{args.file}: cannot read it ({exc.strerror}).") from None
+            gpus = [mm.read(i) for i in range(count)]
+            targets = import_mig_parted(text, args.config_label, gpus)
+            rc = 0
+            for index, target in targets.items():
+                rc = max(rc, _apply(mm, gpus[index], target, args.dry_run, args.yes))
+            return rc
+    except MigError as exc:
+        print(f"inferdeck: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if node is not None:
+            node.stop()
+    return 0
+
+
+def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool) -> int:
+    keep, destroy, create = mm.diff(g.layout, target if isinstance(target, list) else [])
+    print(f"GPU {g.index}: {describe(g.layout)} -> {target if isinstance(target, str) else describe(target)}")
+    if isinstance(target, list):
+        print(f"  keep    {placements(keep) or '-'}\n  destroy {placements(destroy) or '-'}\n  create  {placements(create) or '-'}")
+    for c in nvidia_smi(g.index, g.layout, target, g.profile_ids):
+        print(f"  $ {c}")
+    problems = mm.precheck(g, target)
+    for p in problems:
+        print(f"  BLOCKED: {p}")
+    if dry_run:
+        return 2 if problems else 0
+    if problems:
+        return 2
+    if not yes:
+        if not sys.stdin.isatty():
+            raise MigError("not applying without confirmation: pass --yes, or run in a terminal.")
+        typed = input(f"Type the GPU index ({g.index}) to apply, anything else cancels: ").strip()
+        if typed != str(g.index):
+            print("cancelled")
+            return 1
+    report = mm.apply(g.index, target, progress=lambda m: print(f"  .. {m}"))
+    print(json.dumps({k: v for k, v in report.items() if k != "steps"}, indent=1))
+    return 0 if report["result"] == "applied" or str(report["result"]).startswith("pending") else 1

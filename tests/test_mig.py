@@ -1,0 +1,258 @@
+"""MIG re-layout against the simulator: every layout from every other, faults at every step,
+process blocks, mode changes, the menu, and mig-parted round trips."""
+
+import json
+import os
+
+import pynvml
+import pytest
+
+from console.gpucatalog import catalog
+from console.mig import (
+    MigError,
+    MigManager,
+    export_mig_parted,
+    import_mig_parted,
+    parse_layout,
+    valid_layouts,
+)
+from console.simnvml import SimNvml
+
+MIG_MODELS = [k for k, m in sorted(catalog().items()) if m.mig]
+
+
+def manager(tmp_path, model, mig=()):
+    """A one-GPU simulated node; mig=None leaves MIG off, () turns it on with no instances."""
+    sim = SimNvml()
+    sim.add_gpu(model, mig=list(mig) if mig is not None else None)
+    sim.nvmlInit()
+    return sim, MigManager(sim, audit_path=tmp_path / "audit.jsonl", user="tester")
+
+
+def euler_tour(n):
+    """Every ordered pair (a, b), a != b, once: a closed walk over the complete digraph."""
+    out = {v: [w for w in range(n) if w != v] for v in range(n)}
+    stack, tour = [0], []
+    while stack:
+        v = stack[-1]
+        if out[v]:
+            stack.append(out[v].pop())
+        else:
+            tour.append(stack.pop())
+    return tour[::-1]
+
+
+@pytest.mark.parametrize("model", MIG_MODELS)
+def test_every_layout_applies_from_every_other(tmp_path, model):
+    layouts = valid_layouts(catalog()[model])
+    assert layouts
+    sim, mm = manager(tmp_path, model)
+    mm.audit = lambda report: None  # thousands of applies: skip the audit file here
+    tour = euler_tour(len(layouts))
+    assert len(tour) == len(layouts) * (len(layouts) - 1) + 1
+    for i in tour:
+        report = mm.apply(0, layouts[i])
+        assert report["result"] == "applied", (model, layouts[i], report)
+        assert sorted(mm.read(0).layout) == sorted(layouts[i])
+
+
+def test_catalogue_matches_the_reference():
+    rtx = {frozenset(x) for x in valid_layouts(catalog()["rtx-pro-6000-se"])}
+    for expect in (["4g.96gb@0"], ["2g.48gb@0", "2g.48gb@6"], ["2g.48gb@0", "1g.24gb@6", "1g.24gb@9"],
+                   ["1g.24gb@0", "1g.24gb@3", "1g.24gb@6", "1g.24gb@9"]):
+        assert frozenset((p.split("@")[0], int(p.split("@")[1])) for p in expect) in rtx
+    h100 = valid_layouts(catalog()["h100-80gb"])
+    plain = {tuple(sorted(n for n, _ in L)) for L in h100 if all("+" not in n and "-" not in n for n, _ in L)}
+    assert ("3g.40gb", "4g.40gb") in plain and ("1g.10gb",) * 7 in plain and ("7g.80gb",) in plain
+    # an invalid layout is never offered: the simulator (NVML's rules) accepts every one of them
+    for model in MIG_MODELS:
+        for L in valid_layouts(catalog()[model]):
+            sim = SimNvml()
+            sim.add_gpu(model, mig=L)
+
+
+@pytest.mark.parametrize("model", ["rtx-pro-6000-se", "h100-80gb"])
+def test_a_fault_at_every_step_ends_old_or_new_with_rollback_and_audit(tmp_path, model):
+    layouts = valid_layouts(catalog()[model])
+    before, after = layouts[1], layouts[-1]
+    sim, mm = manager(tmp_path, model, mig=before)
+    sim.calls.clear()
+    mm.apply(0, after)
+    total_calls = sum(sim.calls.values())
+    mm.apply(0, before)
+    outcomes = set()
+    for k in range(1, total_calls + 1):
+        sim.faults.clear()
+        sim.inject(pynvml.NVML_ERROR_UNKNOWN if k % 2 else pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES, gpu=0, on_call=k)
+        try:
+            report = mm.apply(0, after)
+        except Exception as exc:  # the read before any change failed: nothing changed
+            sim.faults.clear()
+            assert sorted(mm.read(0).layout) == sorted(before), (k, exc)
+            outcomes.add("refused")
+            continue
+        sim.faults.clear()
+        now = sorted(mm.read(0).layout)
+        assert now in (sorted(before), sorted(after)), (k, report)
+        if report["result"] == "applied":
+            assert now == sorted(after)
+            mm.apply(0, before)
+        else:
+            assert report["result"] == "rolled back" and "error" in report and now == sorted(before), report
+        outcomes.add(report["result"])
+    assert "rolled back" in outcomes
+    entries = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    rolled = [e for e in entries if e["result"] == "rolled back"]
+    assert rolled and all(e["uuid"] and e["user"] == "tester" and e["before"] and e["after"] for e in rolled)
+    assert any(s["step"].startswith("rollback:") for e in rolled for s in e["steps"]) or all(
+        not s["step"].startswith("create") for e in rolled for s in e["steps"])
+    assert (tmp_path / "audit.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+def test_processes_block_only_affected_instances(tmp_path):
+    sim, mm = manager(tmp_path, "rtx-pro-6000-se", mig=[("2g.48gb", 0), ("1g.24gb", 6), ("1g.24gb", 9)])
+    sim.add_process(0, 2, 4242, 1 << 30)  # on 1g.24gb@9
+    target_keep_9 = parse_layout("2g.48gb@0,1g.24gb@6,1g.24gb@9", catalog()["rtx-pro-6000-se"])
+    # replacing the 2g.48gb with two 1g.24gb keeps @9: allowed
+    report = mm.apply(0, parse_layout("1g.24gb@0,1g.24gb@3,1g.24gb@6,1g.24gb@9", catalog()["rtx-pro-6000-se"]))
+    assert report["result"] == "applied"
+    with pytest.raises(MigError, match=r"process 4242 \(vllm serve m; engine big\) runs on 1g.24gb@9"):
+        mm.apply(0, parse_layout("2g.48gb@0,2g.48gb@6", catalog()["rtx-pro-6000-se"]),
+                 commands={4242: "vllm serve m; engine big"})
+    assert sorted(mm.read(0).layout) != sorted(target_keep_9)
+    with pytest.raises(MigError, match="4242"):
+        mm.apply(0, "disable")
+
+
+def test_read_only_and_pending_mode_block(tmp_path):
+    sim, mm = manager(tmp_path, "a100-80gb", mig=None)
+    with pytest.raises(MigError, match="read-only"):
+        mm.apply(0, "enable", read_only=True)
+    report = mm.apply(0, "enable")
+    assert report["result"] == "pending: needs a GPU reset" and "reset the GPU" in report["next"]
+    with pytest.raises(MigError, match="mode change pending"):
+        mm.apply(0, "disable")
+    sim.reset_gpu(0)
+    assert mm.apply(0, parse_layout("3g.40gb+4g.40gb", catalog()["a100-80gb"]))["result"] == "applied"
+
+
+def test_hopper_mode_change_applies_at_once_and_in_use_is_reported(tmp_path):
+    sim, mm = manager(tmp_path, "h100-80gb", mig=None)
+    assert mm.apply(0, "enable")["result"] == "applied"
+    assert mm.apply(0, "disable")["result"] == "applied"
+    sim.add_process(0, None, 777, 1 << 30)
+    with pytest.raises(MigError, match="process 777"):
+        mm.apply(0, "enable")
+
+
+def test_not_root_is_blocked_with_a_sentence(tmp_path, monkeypatch):
+    sim, mm = manager(tmp_path, "rtx-pro-6000-se", mig=[("4g.96gb", 0)])
+    sim.root = False
+    with pytest.raises(MigError, match="needs root"):
+        mm.read(0)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    sim.root = True
+    monkeypatch.setattr(MigManager, "_has_capability", staticmethod(lambda: False))
+    with pytest.raises(MigError, match="changing MIG needs root"):
+        mm.apply(0, parse_layout("2g.48gb*2", catalog()["rtx-pro-6000-se"]))
+
+
+REFERENCE_EXAMPLE = """\
+version: v1
+mig-configs:
+  all-balanced:
+    - device-filter: ["0x233010DE", "0x233110DE"]
+      devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.10gb": 2
+        "2g.20gb": 1
+        "3g.40gb": 1
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  all-enabled:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {}
+"""
+
+
+def test_mig_parted_round_trip_and_reference_examples(tmp_path):
+    sim = SimNvml()
+    sim.add_gpu("h100-80gb", mig=[("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", 2), ("1g.10gb", 3)])
+    sim.add_gpu("rtx-pro-6000-se", mig=[("2g.48gb", 0), ("1g.24gb", 6), ("1g.24gb", 9)])
+    sim.add_gpu("l40s")
+    sim.nvmlInit()
+    mm = MigManager(sim, audit_path=tmp_path / "a.jsonl")
+    gpus = [mm.read(i) for i in range(2)]
+    text = export_mig_parted(gpus, "snap")
+    assert "version: v1" in text and "'0x233010DE'" in text
+    # wipe both GPUs, then import the exported label: the same layouts come back
+    for i in range(2):
+        mm.apply(i, "disable")
+        mm.apply(i, "enable")
+    targets = import_mig_parted(text, "snap", [mm.read(i) for i in range(2)])
+    for i, target in targets.items():
+        assert mm.apply(i, target)["result"] == "applied"
+    for i in range(2):
+        from collections import Counter
+        assert Counter(n for n, _ in mm.read(i).layout) == Counter(n for n, _ in gpus[i].layout)
+    # the reference's own examples parse and select the right GPUs
+    h100 = [mm.read(0)]
+    balanced = import_mig_parted(REFERENCE_EXAMPLE, "all-balanced", h100)
+    assert sorted(n for n, _ in balanced[0]) == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
+    assert import_mig_parted(REFERENCE_EXAMPLE, "all-disabled", h100) == {0: "disable"}
+    assert import_mig_parted(REFERENCE_EXAMPLE, "all-enabled", h100) == {0: "enable"}
+    assert import_mig_parted(REFERENCE_EXAMPLE, "all-balanced", [mm.read(1)]) == {}  # device-filter excludes it
+    with pytest.raises(MigError, match="no config labelled"):
+        import_mig_parted(REFERENCE_EXAMPLE, "nope", h100)
+
+
+async def test_menu_walk_preview_cancel_then_apply(tmp_path):
+    from console.demo import start_demo
+    from console.nvml import NvmlReader
+    from console.poller import Poller
+    from console.settings import demo_settings
+    from screens.app import InferdeckApp
+    from screens.mig import ConfirmApply, MigScreen
+    from screens.widgets import KeyedTable
+
+    settings = demo_settings()
+    node = start_demo(settings)
+    reader = NvmlReader(node.nvml, simulated=True)
+    poller = Poller(node.targets(), reader, plan=settings)
+    app = InferdeckApp(poller, interval_s=0.2, mig=MigManager(node.nvml, audit_path=tmp_path / "a.jsonl"))
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await pilot.pause(0.6)
+            await pilot.press("m")
+            await pilot.pause(0.5)
+            assert isinstance(app.screen, MigScreen)
+            await pilot.press("down", "down", "enter")  # GPU 2: 4 x 1g.24gb
+            await pilot.pause(0.4)
+            await pilot.press("down", "down", "enter")  # 2g.48gb + 1g.24gb x2 (2g at 6)
+            await pilot.pause(0.3)
+            preview = str(app.screen.query_one("#mig-preview").render())
+            assert "destroy  1g.24gb@6,1g.24gb@9" in preview and "create   2g.48gb@6" in preview
+            assert "nvidia-smi mig -i 2 -cgi 5:6 -C" in preview
+            await pilot.press("a")
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, ConfirmApply)
+            await pilot.press("enter")  # empty: Cancel is the default
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, MigScreen)
+            assert len(node.nvml.gpus[2].gis) == 4  # nothing changed
+            await pilot.press("a")
+            await pilot.pause(0.2)
+            await pilot.press("2", "enter")
+            await pilot.pause(0.8)
+            assert "applied" in str(app.screen.query_one("#mig-log").render())
+            await pilot.press("escape")
+            await pilot.pause(0.8)
+            table = app.query_one("#gpu-table", KeyedTable)
+            keys = [str(r.value) for r in table.rows]
+            assert "mig:2:2" in keys and "mig:2:3" not in keys  # the GPU pane shows the new layout
+            assert str(table.get_cell("mig:2:2", "device")).startswith("└ 2g.48gb@6")
+    finally:
+        node.stop()
