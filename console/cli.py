@@ -235,6 +235,7 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
             lib = poller.nvml.lib or (poller.nvml.read() and poller.nvml.lib)
             snapdir = _snapshot_dir(settings)
             mig = MigManager(lib, snapshot=lambda when: _mig_snapshot(poller, snapdir, when)) if lib else None
+        poller.budget_s = max(0.2, settings.interval_s * 0.8)  # a hung engine never holds the screen
         app = InferdeckApp(poller, interval_s=settings.interval_s, title="inferdeck demo" if demo else "inferdeck",
                            read_only=args.read_only, snapshot_dir=_snapshot_dir(settings), secrets=_secrets(poller),
                            mig=mig)

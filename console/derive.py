@@ -58,8 +58,11 @@ class Deriver:
 
     def _engine(self, s: EngineSample) -> Engine:
         tr = self.tracks.setdefault(s.label, _Track(model=s.model))
-        if not s.fresh and tr.last is not None:
-            return tr.last
+        if not s.fresh:
+            if tr.last is not None:
+                return tr.last
+            return Engine(name=s.label, url=s.url, device=s.device, kind=s.kind, model=s.model, up=False,
+                          error=s.error or "not polled yet")
         common = {"name": s.label, "url": s.url, "scrape_s": s.scrape_s, "device": s.device}
         if s.up and s.extract is not None and s.kind is not None:
             if tr.kind != s.kind:

@@ -69,6 +69,10 @@ class Poller:
         self.last_frame: Frame | None = None
         self.recorder: Recorder | None = None  # appends every Sample when set
         self._clients: dict[bool, httpx.AsyncClient] = {}
+        self.budget_s: float | None = None  # longest a poll waits for slow sources (None: for all)
+        self._tasks: dict[int, asyncio.Future] = {}
+        self._nvml_task: asyncio.Future | None = None
+        self._gpu_reading: tuple[GpuSource, list] = (GpuSource(kind="none", error=None), [])
 
     @property
     def plan(self) -> Plan:
@@ -93,6 +97,9 @@ class Poller:
         return client
 
     async def aclose(self) -> None:
+        for task in list(self._tasks.values()) + ([self._nvml_task] if self._nvml_task else []):
+            task.cancel()
+        self._tasks.clear()
         if self.recorder is not None:
             self.recorder.close()
         for client in self._clients.values():
@@ -107,14 +114,40 @@ class Poller:
         return self.last_frame
 
     async def acquire(self) -> Sample:
+        """Scrape every engine and read NVML concurrently. With a ``budget_s`` (the console sets
+        one), a poll waits no longer than that: an engine or NVML still answering keeps going in
+        the background, its last figures stand meanwhile, and its answer lands in a later poll."""
         now = self.clock()
-        jobs = [self._poll_engine(state, now) for state in self.engines]
-        if self.nvml is not None:
-            (source, gpus), *engines = await asyncio.gather(asyncio.to_thread(self.nvml.read), *jobs)
-        else:
-            source, gpus = GpuSource(kind="none", error=None), []
-            engines = list(await asyncio.gather(*jobs))
-        return Sample(t=self.clock(), source=source, gpus=gpus, engines=list(engines))
+        for i, state in enumerate(self.engines):
+            if i not in self._tasks:
+                self._tasks[i] = asyncio.ensure_future(self._poll_engine(state, now))
+        if self.nvml is not None and self._nvml_task is None:
+            self._nvml_task = asyncio.ensure_future(asyncio.to_thread(self.nvml.read))
+        pending = list(self._tasks.values()) + ([self._nvml_task] if self._nvml_task else [])
+        if pending:
+            await asyncio.wait(pending, timeout=self.budget_s)
+        engines = []
+        for i, state in enumerate(self.engines):
+            task = self._tasks[i]
+            if task.done():
+                del self._tasks[i]
+                try:
+                    engines.append(task.result())
+                except Exception as exc:  # noqa: BLE001 - a poll bug shows as this engine's error
+                    engines.append(EngineSample(label=state.target.label, url=state.target.url, t=now, up=False,
+                                                error=f"inferdeck error while polling: {type(exc).__name__}: {exc}"))
+            else:
+                engines.append(EngineSample(label=state.target.label, url=state.target.url, t=now, fresh=False,
+                                            device=state.target.device, model=state.target.model,
+                                            error="still waiting for its answer"))
+        if self._nvml_task is not None and self._nvml_task.done():
+            try:
+                self._gpu_reading = self._nvml_task.result()
+            except Exception as exc:  # noqa: BLE001
+                self._gpu_reading = (GpuSource(kind="none", error=f"NVML read failed: {type(exc).__name__}: {exc}"), [])
+            self._nvml_task = None
+        source, gpus = self._gpu_reading
+        return Sample(t=self.clock(), source=source, gpus=gpus, engines=engines)
 
     async def _poll_engine(self, state: _EngineState, now: float) -> EngineSample:
         target = state.target

@@ -4,6 +4,10 @@ draws Frames."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,6 +108,16 @@ class InferdeckApp(App[None]):
     def on_mount(self) -> None:
         self.query_one("#timebar", Static).display = self.replay is not None
         self.poll_loop()
+        # a dropped SSH session: exit on SIGHUP, and when the terminal stops being one (no spin)
+        self._had_tty = _stdin_is_tty()
+        if self._had_tty:
+            self.set_interval(2.0, self._check_terminal)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit)
+
+    def _check_terminal(self) -> None:
+        if not _stdin_is_tty():
+            self.exit(return_code=0)
 
     async def on_unmount(self) -> None:
         await self.source.aclose()
@@ -328,3 +342,10 @@ class InferdeckApp(App[None]):
 
 def _hms(t: float) -> str:
     return datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M:%S")
+
+
+def _stdin_is_tty() -> bool:
+    try:
+        return os.isatty(sys.__stdin__.fileno()) if sys.__stdin__ is not None else False
+    except (OSError, ValueError):
+        return False
