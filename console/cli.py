@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
                         "~/.config/inferdeck/config.yaml, /etc/inferdeck/config.yaml)")
     common.add_argument("--no-gpu", action="store_true", help="do not read NVML")
     common.add_argument("--no-discover", action="store_true", help="do not look for local engines")
+    common.add_argument("--simulate-gpus", choices=("demo", "big"), default=None,
+                        help="read a simulated NVML node instead of the driver (benchmarks): the demo's 4 GPUs, "
+                             "or 8 H100s with 7 MIG devices each")
     common.add_argument("--interval", type=float, default=None, help="seconds between polls (default 1)")
     common.add_argument("--window", default=None, metavar="DURATION",
                         help="window for rates and percentiles: 1m (default), 5m, 15m, ...")
@@ -180,6 +183,19 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settin
         node = start_demo(settings)
         targets += node.targets()
         nvml = None if args.no_gpu else NvmlReader(node.nvml, simulated=True)
+    elif getattr(args, "simulate_gpus", None):
+        from console.simnvml import DeviceLoad, SimNvml
+
+        sim = SimNvml(load=lambda g, m: DeviceLoad(0.5, 8 * 2**30))
+        if args.simulate_gpus == "demo":
+            sim.add_gpu("rtx-pro-6000-se")
+            sim.add_gpu("rtx-pro-6000-se", mig=[("2g.48gb", 0), ("2g.48gb", 6)])
+            sim.add_gpu("rtx-pro-6000-se", mig=[("1g.24gb", s) for s in (0, 3, 6, 9)])
+            sim.add_gpu("rtx-pro-6000-se")
+        else:
+            for _ in range(8):
+                sim.add_gpu("h100-80gb", mig=[("1g.10gb", s) for s in range(7)])
+        nvml = NvmlReader(sim, simulated=True)
     elif not args.no_gpu:
         nvml = NvmlReader()
     if not demo and not targets and settings.discover and not args.no_discover:

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pynvml  # ctypes handle types for the GI/CI walk (the library itself loads in nvmlInit)
-
 from console.frame import (
     ComputeInstance,
     Gpu,
@@ -62,6 +60,8 @@ class _Profile:
 
 
 def _load_pynvml() -> Any:
+    import pynvml  # loaded on first use: a console watching engines only never needs it
+
     return pynvml
 
 
@@ -430,7 +430,7 @@ class NvmlReader:
         out: list[GpuInstance] = []
         for prof in profiles:
             pid, slices, name, count = prof.id, prof.slices, prof.name, max(1, prof.count)
-            arr = (pynvml.c_nvmlGpuInstance_t * count)()
+            arr = (self._lib.c_nvmlGpuInstance_t * count)()
             n = ctypes.c_uint(count)
             got = self._call("nvmlDeviceGetGpuInstances", handle, pid, arr, ctypes.byref(n), field="instances", na=na)
             if got is None and "instances" in na:
@@ -457,7 +457,7 @@ class NvmlReader:
             if info is None:
                 continue
             count = max(1, int(info.instanceCount))
-            arr = (pynvml.c_nvmlComputeInstance_t * count)()
+            arr = (self._lib.c_nvmlComputeInstance_t * count)()
             n = ctypes.c_uint(count)
             if self._call("nvmlGpuInstanceGetComputeInstances", gi, int(info.id), arr, ctypes.byref(n),
                           field="ci", na=dummy) is None:

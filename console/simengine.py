@@ -72,7 +72,11 @@ class MetricsServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                pass  # a client that hung up, or a chaos page that raised: nothing to print
+
+        self.httpd = Server(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/metrics"

@@ -11,7 +11,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rich.text import Text
 from textual import work
@@ -19,20 +19,20 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
-from console.bundle import write_bundle
 from console.enginestats import WINDOWS_S, window_label
 from console.frame import Frame
 from console.keyseries import KeySeries
-from console.mig import MigManager
 from console.recording import state_dir
-from console.replay import ReplaySource
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
-from screens.mig import MigScreen
 from screens.panes import AlertPane, ServicesPane
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
+
+if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
+    from console.mig import MigManager
+    from console.replay import ReplaySource
 
 
 class FrameSource(Protocol):
@@ -266,6 +266,9 @@ class InferdeckApp(App[None]):
         def save(note: str | None) -> None:
             if note is None:
                 return
+
+            from console.bundle import write_bundle
+
             try:
                 path = write_bundle(self.snapshot_dir, frame, note, history, svg, self.secrets)
             except OSError as exc:
@@ -283,6 +286,9 @@ class InferdeckApp(App[None]):
         for g in self.frame.gpus if self.frame else []:
             for p in g.processes + [p for d in (g.mig.devices if g.mig else []) for p in d.processes]:
                 commands[p.pid] = (p.command or "command not visible") + (f"; engine {p.engine}" if p.engine else "")
+
+        from screens.mig import MigScreen  # loaded when the menu opens
+
         self.push_screen(MigScreen(self.mig, getattr(self.source, "plan", None), commands))
 
     def forget_mig(self, index: int) -> None:

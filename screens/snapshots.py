@@ -8,9 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Input, MarkdownViewer, Static
-
-from console.bundle import list_bundles
+from textual.widgets import DataTable, Footer, Input, Static
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -48,6 +46,8 @@ class MarkdownScreen(Screen[None]):
             text = self.path.read_text(encoding="utf-8")
         except OSError as exc:
             text = f"Cannot read {self.path}: {exc.strerror}."
+        from textual.widgets import MarkdownViewer  # loaded when a snapshot is opened
+
         yield MarkdownViewer(text, show_table_of_contents=False)
         yield Footer()
 
@@ -70,6 +70,8 @@ class SnapshotBrowser(Screen[None]):
         t = self.query_one(DataTable)
         for label in ("taken at (UTC)", "host", "alerts", "note"):
             t.add_column(label)
+        from console.bundle import list_bundles
+
         bundles = list_bundles(self.root)
         for b in bundles:
             t.add_row((b["taken_at"] or "?")[:19], b["host"] or "?", str(b["alerts"]), b["note"], key=str(b["path"]))

@@ -1,0 +1,112 @@
+"""Steady-state CPU (% of one core, from /proc utime+stime), RSS and time to first frame of the
+console under tmux at 1 s refresh, next to a minimal Textual app measured the same way.
+
+    python bench/tui_cost.py [--seconds 20]
+
+Scenarios: (a) one simulated vLLM engine, no GPU; (b) the demo node's 4 GPUs (simulated NVML,
+in-process like a driver) with 3 engines; (c) 32 engines and 8 GPUs x 7 MIG devices. The
+simulated engines run in a separate process (bench/simfarm.py), so their CPU is not counted.
+Targets: (a) <= 1.5% of a core, <= 60 MB RSS, first frame <= 0.6 s; (c) <= 10% of a core with
+every pane refreshing at 1 Hz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def farm(n: int) -> tuple[subprocess.Popen, list[str]]:
+    proc = subprocess.Popen([PY, str(ROOT / "bench" / "simfarm.py"), str(n)], stdout=subprocess.PIPE, text=True)
+    urls = [proc.stdout.readline().strip() for _ in range(n)]
+    return proc, urls
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True).stdout
+
+
+def pane_pid(session: str) -> int:
+    return int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+
+
+def cpu_s(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def measure(name: str, cmd: list[str], marker: str, seconds: float) -> dict:
+    session = f"bench-{os.getpid()}-{re.sub(r'[^a-z0-9]+', '-', name.lower())}"
+    tmux("kill-session", "-t", session)
+    start = time.monotonic()
+    tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", "exec " + " ".join(cmd))
+    first = None
+    while time.monotonic() - start < 30:
+        if re.search(marker, tmux("capture-pane", "-p", "-t", session)):
+            first = time.monotonic() - start
+            break
+        time.sleep(0.02)
+    pid = pane_pid(session)
+    time.sleep(5)  # warm up
+    c0, t0 = cpu_s(pid), time.monotonic()
+    stamps = set()
+    while time.monotonic() - t0 < seconds:
+        line = tmux("capture-pane", "-p", "-t", session).splitlines()[:1]
+        stamps.update(re.findall(r"\d\d:\d\d:\d\dZ", line[0] if line else ""))
+        time.sleep(0.25)
+    c1, t1 = cpu_s(pid), time.monotonic()
+    out = {"scenario": name, "first_frame_s": first, "cpu_pct": 100 * (c1 - c0) / (t1 - t0), "rss_mb": rss_mb(pid),
+           "refreshes_per_s": len(stamps) / (t1 - t0)}
+    tmux("send-keys", "-t", session, "q")
+    time.sleep(0.5)
+    tmux("kill-session", "-t", session)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=20)
+    args = ap.parse_args()
+    base = [PY, "-m", "console"]
+    rows = [measure("baseline", [PY, str(ROOT / "bench" / "baseline_app.py")], "baseline ready", args.seconds)]
+    f1, u1 = farm(1)
+    f3, u3 = farm(3)
+    f32, u32 = farm(32)
+    try:
+        eng = lambda urls: sum((["--engine", u] for u in urls), [])  # noqa: E731
+        rows.append(measure("a: 1 engine, no GPU", base + eng(u1) + ["--no-gpu", "--no-discover"], r"Engines.*\n.*\n.*\d",
+                            args.seconds))
+        rows.append(measure("b: demo node", base + eng(u3) + ["--simulate-gpus", "demo", "--no-discover"],
+                            r"RTX PRO", args.seconds))
+        rows.append(measure("c: 32 engines, 8x7 MIG", base + eng(u32) + ["--simulate-gpus", "big", "--no-discover"],
+                            r"H100", args.seconds))
+    finally:
+        for f in (f1, f3, f32):
+            f.kill()
+    b = rows[0]
+    print(f"{'scenario':<26}{'first frame':>12}{'CPU % core':>12}{'x baseline':>11}{'RSS MB':>9}{'x baseline':>11}"
+          f"{'refresh/s':>11}")
+    for r in rows:
+        ff = f"{r['first_frame_s']:.2f} s" if r["first_frame_s"] is not None else "n/a"
+        print(f"{r['scenario']:<26}{ff:>12}{r['cpu_pct']:>11.2f}%{r['cpu_pct'] / max(b['cpu_pct'], 0.01):>10.1f}x"
+              f"{r['rss_mb']:>9.1f}{r['rss_mb'] / b['rss_mb']:>10.1f}x{r['refreshes_per_s']:>11.2f}")
+
+
+if __name__ == "__main__":
+    main()
