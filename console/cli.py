@@ -72,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="record every poll while the console runs (default dir: $XDG_STATE_HOME/inferdeck/recordings)")
     tui.add_argument("--read-only", action="store_true", help="hide every action that changes the node")
     tui.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal (native selection)")
+    tui.add_argument("--prometheus", metavar="URL", help="the fleet view: read every node from this Prometheus")
     # top level runs the TUI too
     for action in common._actions + tui._actions:
         if action.dest != "help":
@@ -237,7 +238,31 @@ def _secrets(poller: Poller) -> list[str]:
     return out
 
 
+def _run_fleet(args: argparse.Namespace) -> int:
+    from console.fleet import FleetSource, PromClient
+    from screens.fleet import FleetApp
+
+    settings = _settings(args)
+    prom = settings.prometheus
+    url = args.prometheus or (prom.url if prom else None)
+    try:
+        check_url(url or "")
+    except UrlError as exc:
+        raise UsageError(f"--prometheus: {exc}") from None
+    headers = None
+    verify = True
+    if prom is not None:
+        headers = token_headers(prom)
+        verify = prom.verify_tls
+    client = PromClient(url.rstrip("/").removesuffix("/metrics"), headers=headers, verify=verify)
+    FleetApp(FleetSource(client, window_s=settings.window_s), interval_s=max(settings.interval_s, 5.0)).run(
+        mouse=not args.no_mouse)
+    return 0
+
+
 def _run_tui(args: argparse.Namespace, demo: bool) -> int:
+    if getattr(args, "prometheus", None) or (not demo and _settings(args).prometheus is not None):
+        return _run_fleet(args)
     poller, node, settings = _build(args, demo)
     from screens.app import InferdeckApp
 

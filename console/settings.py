@@ -53,6 +53,25 @@ class EngineConfig(_Strict):
         return self
 
 
+class PrometheusConfig(_Strict):
+    """The fleet view's Prometheus: URL, bearer token or basic auth from env/file, TLS verify."""
+
+    url: str
+    token_env: str | None = None
+    token_file: str | None = None
+    username: str | None = None
+    password_env: str | None = None
+    verify_tls: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        try:
+            return check_url(v)
+        except UrlError as exc:
+            raise ValueError(str(exc).rstrip(".")) from None
+
+
 class Settings(Plan):
     """The whole config file: how to watch (window, engines, discovery) and the plan."""
 
@@ -61,6 +80,7 @@ class Settings(Plan):
     snapshot_dir: str | None = None  # default $XDG_STATE_HOME/inferdeck/snapshots
     discover: bool = True
     engines: list[EngineConfig] = Field(default_factory=list)
+    prometheus: PrometheusConfig | None = None
 
     @field_validator("window")
     @classmethod
@@ -130,7 +150,7 @@ def demo_settings() -> Settings:
     return settings
 
 
-def token_headers(eng: EngineConfig, where: object = None) -> dict[str, str] | None:
+def token_headers(eng: EngineConfig | PrometheusConfig, where: object = None) -> dict[str, str] | None:
     """Authorization header from the token's env var or file (errors name the config line)."""
 
     def at(field: str) -> str:
@@ -150,7 +170,19 @@ def token_headers(eng: EngineConfig, where: object = None) -> dict[str, str] | N
                               f"({exc.strerror}); check the path and its permissions.") from None
         if not token:
             raise ConfigError(f"{at('token_file')}engines: token file {eng.token_file} is empty.")
-    return {"Authorization": f"Bearer {token}"} if token else None
+    if token:
+        return {"Authorization": f"Bearer {token}"}
+    username = getattr(eng, "username", None)
+    if username:
+        import base64
+
+        password = os.environ.get(getattr(eng, "password_env", None) or "", "")
+        if not password:
+            raise ConfigError(f"{at('password_env')}prometheus: set password_env to an environment variable "
+                              "holding the password for basic auth.")
+        pair = base64.b64encode(f"{username}:{password}".encode()).decode()
+        return {"Authorization": f"Basic {pair}"}
+    return None
 
 
 __all__ = ["ConfigError", "EngineConfig", "KINDS", "Settings", "config_path", "load_settings", "token_headers"]

@@ -1,0 +1,283 @@
+"""The fleet through Prometheus: the same engine profiles and frames, read from the Prometheus
+HTTP API (the server does the window math: rate, increase, histogram_quantile), plus NVIDIA's
+DCGM exporter series for GPUs and MIG instances. Each query fails on its own: the last good
+figures stay, marked with their age."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+import httpx
+
+from console import __version__
+from console.engines import EngineProfile, parse_selector, profiles
+from console.frame import Alert, Engine, Frame, Gpu, GpuSource, MigDevice, MigState, Percentiles
+
+MIB = 1024 * 1024
+BY = "instance, job, node"
+
+
+class PromError(Exception):
+    """A query failed; the message is one sentence with the URL."""
+
+
+class PromClient:
+    def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True,
+                 timeout_s: float = 5.0) -> None:
+        self.url = url.rstrip("/")
+        self.headers = headers or {}
+        self.timeout_s = timeout_s
+        self._client = httpx.AsyncClient(verify=verify, headers=self.headers)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _get(self, path: str, params: dict) -> dict:
+        url = f"{self.url}{path}"
+        try:
+            resp = await self._client.get(url, params=params, timeout=self.timeout_s)
+        except httpx.TimeoutException:
+            raise PromError(f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s") from None
+        except httpx.HTTPError as exc:
+            raise PromError(f"cannot reach Prometheus at {self.url} ({type(exc).__name__})") from None
+        try:
+            doc = resp.json()
+        except ValueError:
+            raise PromError(f"{url} did not answer with JSON (HTTP {resp.status_code}): is this Prometheus?") from None
+        if doc.get("status") != "success":
+            raise PromError(f"Prometheus refused the query: {doc.get('error', resp.status_code)}")
+        return doc["data"]
+
+    async def query(self, q: str) -> list[tuple[dict[str, str], float]]:
+        data = await self._get("/api/v1/query", {"query": q})
+        out = []
+        for r in data.get("result", []):
+            try:
+                out.append((r["metric"], float(r["value"][1])))
+            except (KeyError, ValueError, TypeError):
+                continue
+        return out
+
+    async def query_range(self, q: str, start: float, end: float, step: float) -> list[tuple[dict, list]]:
+        data = await self._get("/api/v1/query_range", {"query": q, "start": start, "end": end, "step": step})
+        return [(r["metric"], [(float(t), float(v)) for t, v in r.get("values", [])]) for r in data.get("result", [])]
+
+
+def _names(name: str) -> list[str]:
+    """A series name as scraped (``vllm:x`` is stored as is) and the underscore form some exporters
+    produce under OpenMetrics."""
+    return [name] if ":" not in name else [name, name.replace(":", "_")]
+
+
+def _sel(candidate: str, suffix: str = "") -> list[str]:
+    base, labels = parse_selector(candidate)
+    body = ",".join(f'{k}="{v}"' for k, v in labels)
+    return [f"{n}{suffix}{{{body}}}" if body else f"{n}{suffix}" for n in _names(base)]
+
+
+def signal_query(signal: str, how: str, window: str) -> str | None:
+    """One PromQL expression covering every engine kind's series for a signal (``or`` between
+    kinds; each instance is matched by the series its engine exports)."""
+    parts = []
+    for prof in profiles().values():
+        spec = prof.signals.get(signal)
+        if spec is None or spec.type == "info":
+            continue
+        for cand in spec.series:
+            suffix = "_bucket" if how.startswith("q") else "_count" if how == "count" else ""
+            for sel in _sel(cand, suffix):
+                if how == "gauge":
+                    agg = "max" if spec.aggregate == "max" else "sum"
+                    parts.append(f"{agg} by ({BY}) ({sel})")
+                elif how == "rate":
+                    parts.append(f"sum by ({BY}) (rate({sel}[{window}]))")
+                elif how == "count":
+                    parts.append(f"sum by ({BY}) (increase({sel}[{window}]))")
+                else:  # q0.95
+                    q = how[1:]
+                    scale = f" * {spec.scale:g}" if spec.scale != 1 else ""
+                    parts.append(f"histogram_quantile({q}, sum by ({BY}, le) (rate({sel}[{window}]))){scale}")
+    return " or ".join(parts) if parts else None
+
+
+def detect_query(prof: EngineProfile) -> str:
+    names = "|".join(n for d in prof.detect for n in _names(d))
+    return f'count by ({BY}) ({{__name__=~"{names}"}})'
+
+
+@dataclass
+class FleetState:
+    nodes: dict[str, Frame] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # query -> why it failed this poll
+    last_ok: float | None = None
+    taken_at: float = 0.0
+
+
+def _node(labels: dict[str, str]) -> str:
+    if labels.get("node"):
+        return labels["node"]
+    if labels.get("Hostname"):
+        return labels["Hostname"]
+    inst = labels.get("instance", "?")
+    return urlsplit(f"//{inst}").hostname or inst
+
+
+def _key(labels: dict[str, str]) -> tuple[str, str]:
+    return _node(labels), labels.get("instance", "?")
+
+
+class FleetSource:
+    """Polls Prometheus and builds one Frame per node."""
+
+    def __init__(self, client: PromClient, window_s: float = 60.0) -> None:
+        self.client = client
+        self.window_s = window_s
+        self.state = FleetState()
+        self.nvml = None  # MIG re-layout is node-local: nothing to re-read here
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def _q(self, name: str, q: str | None) -> list[tuple[dict[str, str], float]] | None:
+        if q is None:
+            return []
+        try:
+            return await self.client.query(q)
+        except PromError as exc:
+            self.state.errors[name] = str(exc)
+            return None
+
+    async def poll(self) -> FleetState:
+        w = f"{int(self.window_s)}s"
+        self.state.errors = {}
+        queries = {"up": "up"}
+        for kind, prof in profiles().items():
+            queries[f"kind:{kind}"] = detect_query(prof)
+        for sig in ("requests_running", "requests_waiting", "kv_cache_usage"):
+            queries[sig] = signal_query(sig, "gauge", w)
+        queries["generation_tokens_per_s"] = signal_query("generation_tokens", "rate", w)
+        for q in ("0.5", "0.95", "0.99"):
+            queries[f"ttft:{q}"] = signal_query("ttft", f"q{q}", w)
+        queries["ttft:count"] = signal_query("ttft", "count", w)
+        queries["model"] = f'group by ({BY}, model_name, model) ({{__name__=~"vllm:num_requests_running|vllm_num_requests_running|sglang:num_running_reqs|sglang_num_running_reqs|nv_inference_count"}})'
+        for f in ("FB_USED", "FB_FREE", "POWER_USAGE", "GPU_TEMP", "GPU_UTIL", "SM_CLOCK", "XID_ERRORS"):
+            queries[f"dcgm:{f}"] = f"DCGM_FI_DEV_{f}"
+        queries["dcgm:ACTIVE"] = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+        names = list(queries)
+        results = await asyncio.gather(*(self._q(n, queries[n]) for n in names))
+        got = dict(zip(names, results, strict=True))
+        now = time.time()
+        if got["up"] is None and all(v is None for v in results):
+            return self.state  # Prometheus down: last frames stay, with their age
+        self.state.nodes = self._frames(got, now)
+        self.state.last_ok = now
+        self.state.taken_at = now
+        return self.state
+
+    def _frames(self, got: dict, now: float) -> dict[str, Frame]:
+        taken = datetime.fromtimestamp(now, tz=UTC)
+        engines: dict[tuple[str, str], dict] = {}
+        kinds: dict[tuple[str, str], str] = {}
+        for name, rows in got.items():
+            if name.startswith("kind:") and rows:
+                for labels, _ in rows:
+                    kinds[_key(labels)] = name.split(":", 1)[1]
+        for labels, value in got["up"] or []:
+            k = _key(labels)
+            if k in kinds:
+                engines.setdefault(k, {})["up"] = value == 1.0
+        for k in kinds:
+            engines.setdefault(k, {}).setdefault("up", True)
+
+        def put(field_name: str, rows) -> None:
+            for labels, value in rows or []:
+                k = _key(labels)
+                if k in engines and not math.isnan(value):
+                    engines[k][field_name] = value
+
+        for sig in ("requests_running", "requests_waiting", "kv_cache_usage", "generation_tokens_per_s"):
+            put(sig, got.get(sig))
+        for q in ("0.5", "0.95", "0.99", "count"):
+            put(f"ttft:{q}", got.get(f"ttft:{q}"))
+        for labels, _ in got.get("model") or []:
+            k = _key(labels)
+            if k in engines:
+                engines[k]["model"] = labels.get("model_name") or labels.get("model")
+        nodes: dict[str, Frame] = {}
+        by_node: dict[str, list[Engine]] = {}
+        for (node, inst), v in sorted(engines.items()):
+            kind = kinds.get((node, inst))
+            ttft = None
+            if any(f"ttft:{q}" in v for q in ("0.5", "0.95", "0.99")):
+                ttft = Percentiles(p50=v.get("ttft:0.5"), p95=v.get("ttft:0.95"), p99=v.get("ttft:0.99"),
+                                   window=f"{int(self.window_s)}s", observations=v.get("ttft:count", 0.0))
+            unavailable = {f: "not in Prometheus for this engine" for f in
+                           ("requests_running", "requests_waiting", "kv_cache_usage", "generation_tokens_per_s")
+                           if f not in v}
+            eng = Engine(name=inst, url=f"prometheus instance {inst}", kind=kind, model=v.get("model"),
+                         up=bool(v.get("up")), error=None if v.get("up") else "Prometheus reports up == 0",
+                         requests_running=v.get("requests_running"), requests_waiting=v.get("requests_waiting"),
+                         kv_cache_usage=v.get("kv_cache_usage"), generation_tokens_per_s=v.get("generation_tokens_per_s"),
+                         ttft_s=ttft, unavailable=unavailable if v.get("up") else {})
+            by_node.setdefault(node, []).append(eng)
+        gpus = self._gpus(got)
+        for node in sorted(set(by_node) | set(gpus)):
+            alerts = []
+            for e in by_node.get(node, []):
+                if not e.up:
+                    alerts.append(Alert(key=f"engine-down:{e.name}", severity="critical", subject=e.name,
+                                        message="engine down (Prometheus up == 0)", since=taken))
+            for g in gpus.get(node, []):
+                if g.unavailable.get("xid"):
+                    alerts.append(Alert(key=f"xid:{g.index}", severity="critical", subject=f"GPU {g.index}",
+                                        message=g.unavailable["xid"], since=taken))
+            nodes[node] = Frame(taken_at=taken, host=node, inferdeck_version=__version__, window_s=self.window_s,
+                                gpu_source=GpuSource(kind="none", error=None if gpus.get(node) else
+                                                     "no DCGM exporter series for this node in Prometheus"),
+                                gpus=gpus.get(node, []), engines=by_node.get(node, []), alerts=alerts)
+        return nodes
+
+    @staticmethod
+    def _gpus(got: dict) -> dict[str, list[Gpu]]:
+        per: dict[tuple[str, str], dict] = {}
+        migs: dict[tuple[str, str], dict[str, dict]] = {}
+        for f in ("FB_USED", "FB_FREE", "POWER_USAGE", "GPU_TEMP", "GPU_UTIL", "SM_CLOCK", "XID_ERRORS", "ACTIVE"):
+            for labels, value in got.get(f"dcgm:{f}") or []:
+                key = (_node(labels), labels.get("gpu", "?"))
+                g = per.setdefault(key, {"uuid": labels.get("UUID"), "name": labels.get("modelName")})
+                if labels.get("GPU_I_ID"):
+                    m = migs.setdefault(key, {}).setdefault(labels["GPU_I_ID"], {"profile": labels.get("GPU_I_PROFILE")})
+                    m[f] = value
+                else:
+                    g[f] = value
+        out: dict[str, list[Gpu]] = {}
+        for (node, gpu), v in sorted(per.items(), key=lambda kv: (kv[0][0], int(kv[0][1]) if kv[0][1].isdigit() else 0)):
+            devices = []
+            for i, (gi_id, m) in enumerate(sorted(migs.get((node, gpu), {}).items(), key=lambda kv: int(kv[0]))):
+                used, free = m.get("FB_USED"), m.get("FB_FREE")
+                devices.append(MigDevice(index=i, profile=m.get("profile"), gpu_instance_id=int(gi_id),
+                                         memory_used_bytes=int(used * MIB) if used is not None else None,
+                                         memory_total_bytes=int((used + free) * MIB) if used is not None and
+                                         free is not None else None,
+                                         unavailable={"placement_start": "DCGM does not export placements"}))
+            used = v.get("FB_USED", sum(m.get("FB_USED", 0) for m in migs.get((node, gpu), {}).values()) or None)
+            free = v.get("FB_FREE", sum(m.get("FB_FREE", 0) for m in migs.get((node, gpu), {}).values()) or None)
+            na = {}
+            if "GPU_UTIL" not in v:
+                na["utilization_gpu_pct"] = "n/a under MIG" if devices else "not in Prometheus"
+            if v.get("XID_ERRORS"):
+                na["xid"] = f"XID error {v['XID_ERRORS']:.0f} reported by DCGM"
+            out.setdefault(node, []).append(Gpu(
+                index=int(gpu) if gpu.isdigit() else 0, uuid=v.get("uuid"), name=v.get("name"),
+                memory_used_bytes=int(used * MIB) if used is not None else None,
+                memory_total_bytes=int((used + free) * MIB) if used is not None and free is not None else None,
+                utilization_gpu_pct=v.get("GPU_UTIL"), power_w=v.get("POWER_USAGE"), temperature_c=v.get("GPU_TEMP"),
+                clock_sm_mhz=int(v["SM_CLOCK"]) if "SM_CLOCK" in v else None,
+                mig=MigState(current=bool(devices), pending=bool(devices), devices=devices) if devices else None,
+                unavailable=na))
+        return out

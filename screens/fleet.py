@@ -1,0 +1,162 @@
+"""The fleet screen: one row per node from Prometheus; enter drills into the node's dashboard
+(GPU, engine and alert panes built from Prometheus data). MIG re-layout stays node-local."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from console.fleet import FleetSource, FleetState
+from console.frame import Frame
+from console.units import seconds
+from screens.engines import EnginePane
+from screens.gpus import GpuPane
+from screens.panes import AlertPane
+from screens.widgets import KeyedTable, theme_colors
+
+COLUMNS = (("Node", "node", 16), ("GPUs", "gpus", 5), ("MIG", "mig", 4), ("Engines", "engines", 8),
+           ("Worst", "worst", 9), ("TTFT p95", "ttft", 9), ("Tok/s", "tps", 7), ("Alerts", "alerts", 7))
+SORTS = ("node", "alerts", "ttft", "tps")
+
+
+def _row(node: str, f: Frame) -> dict:
+    up = sum(1 for e in f.engines if e.up)
+    p95 = [e.ttft_s.p95 for e in f.engines if e.ttft_s and e.ttft_s.p95 is not None]
+    active = [a for a in f.alerts if a.state == "active"]
+    worst = "critical" if any(a.severity == "critical" for a in active) else \
+        "warning" if any(a.severity == "warning" for a in active) else "ok"
+    return {"node": node, "gpus": len(f.gpus), "mig": sum(len(g.mig.devices) for g in f.gpus if g.mig),
+            "engines": f"{up}/{len(f.engines)}", "worst": worst, "ttft": max(p95) if p95 else None,
+            "tps": sum(e.generation_tokens_per_s or 0 for e in f.engines), "alerts": len(active)}
+
+
+class NodeScreen(Screen[None]):
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self.node = node
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="node-title")
+        yield AlertPane()
+        yield GpuPane()
+        yield EnginePane()
+        yield Static(id="node-note")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#node-note", Static).update(Text(
+            f"MIG re-layout needs NVML on the node itself: on {self.node} run `inferdeck mig show`, then "
+            "`inferdeck mig apply GPU LAYOUT` (or the console's m menu).", style="dim"))
+        self.show_state(self.app.state)  # type: ignore[attr-defined]
+
+    def show_state(self, state: FleetState) -> None:
+        frame = state.nodes.get(self.node)
+        if frame is None:
+            return
+        age = time.time() - (state.last_ok or time.time())
+        self.query_one("#node-title", Static).update(Text.assemble(
+            (f"{self.node}", "bold"), f" from Prometheus, window {frame.window_s:g} s",
+            (f"  (figures {age:.0f} s old: Prometheus is not answering)" if state.errors else "", "bold")))
+        self.query_one(AlertPane).show(frame)
+        self.query_one(GpuPane).show(frame)
+        self.query_one(EnginePane).show(frame)
+
+
+class FleetApp(App[None]):
+    CSS_PATH = "inferdeck.tcss"
+    AUTO_FOCUS = "#fleet-table"
+    BINDINGS = [Binding("q", "quit", "Quit"), Binding("o", "sort", "Sort"),
+                Binding("slash", "filter", "Filter", key_display="/"), Binding("escape", "clear", "Clear", show=False)]
+
+    def __init__(self, source: FleetSource, interval_s: float = 5.0) -> None:
+        super().__init__()
+        self.source = source
+        self.interval_s = interval_s
+        self.state = FleetState()
+        self.sort = "node"
+        self.filter = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static("inferdeck fleet", id="status")
+        yield Input(placeholder="filter nodes", id="fleet-filter")
+        t = KeyedTable(id="fleet-table", cursor_type="row")
+        for label, key, width in COLUMNS:
+            t.add_column(label, key=key, width=width)
+        yield t
+        yield Static(id="fleet-errors")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#fleet-filter", Input).display = False
+        self.poll_loop()
+
+    async def on_unmount(self) -> None:
+        await self.source.aclose()
+
+    @work(exclusive=True, group="poll", exit_on_error=False)
+    async def poll_loop(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                self.state = await self.source.poll()
+            except Exception as exc:  # noqa: BLE001 - shown, the loop goes on
+                self.state.errors["poll"] = f"{type(exc).__name__}: {exc}"
+            self.redraw()
+            await asyncio.sleep(max(0.2, self.interval_s - (time.monotonic() - started)))
+
+    def redraw(self) -> None:
+        c = theme_colors(self.theme_variables)
+        st = self.state
+        age = time.time() - st.last_ok if st.last_ok else None
+        stale = bool(st.errors) and age is not None
+        self.query_one("#status", Static).update(Text.assemble(
+            ("inferdeck fleet", "bold"), f" │ {self.source.client.url} │ {len(st.nodes)} nodes │ sort {self.sort}",
+            (f" │ last good answer {age:.0f} s ago" if stale else "", f"bold {c['warning']}")))
+        rows = [_row(n, f) for n, f in st.nodes.items() if self.filter in n.lower()]
+        key = {"node": lambda r: r["node"], "alerts": lambda r: -r["alerts"], "ttft": lambda r: -(r["ttft"] or 0),
+               "tps": lambda r: -r["tps"]}[self.sort]
+        rows.sort(key=key)
+        style = c["dim"] if stale else ""
+        worst_style = {"critical": c["error"], "warning": c["warning"], "ok": c["success"]}
+        self.query_one(KeyedTable).sync([(f"node:{r['node']}", [
+            Text(r["node"], style=style), Text(str(r["gpus"]), style=style), Text(str(r["mig"]), style=style),
+            Text(r["engines"], style=style), Text(r["worst"], style=style or worst_style[r["worst"]]),
+            Text(seconds(r["ttft"]), style=style), Text(f"{r['tps']:,.0f}", style=style),
+            Text(str(r["alerts"]), style=style)]) for r in rows])
+        errors = "\n".join(f"{name}: {why}" for name, why in sorted(st.errors.items())[:6])
+        box = self.query_one("#fleet-errors", Static)
+        box.update(Text(errors, style=c["warning"]))
+        box.display = bool(errors)
+        if isinstance(self.screen, NodeScreen):
+            self.screen.show_state(st)
+
+    def on_data_table_row_selected(self, event) -> None:
+        if event.data_table.id == "fleet-table":
+            self.push_screen(NodeScreen(str(event.row_key.value).split(":", 1)[1]))
+
+    def action_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self.redraw()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.value, box.display, self.filter = "", False, ""
+        self.redraw()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter = event.value.strip().lower()
+        self.redraw()

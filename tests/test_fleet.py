@@ -1,0 +1,209 @@
+"""The fleet view against a real Prometheus (Debian's package) scraping three simulated nodes,
+each a simulated DCGM exporter and simulated engines; figures compared with scraping directly."""
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from console.fleet import FleetSource, PromClient, signal_query
+from console.poller import EngineTarget, Poller
+from console.simdcgm import start_dcgm
+from console.simengine import TrafficSpec, start_engine
+from console.simnvml import DeviceLoad, SimNvml
+
+pytestmark = pytest.mark.integration
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_colon_and_underscore_names_are_both_queried():
+    q = signal_query("requests_running", "gauge", "60s")
+    assert "vllm:num_requests_running" in q and "vllm_num_requests_running" in q and " or " in q
+    assert 'nv_trt_llm_request_metrics{request_type="active"}' in q
+    q95 = signal_query("ttft", "q0.95", "60s")
+    assert "histogram_quantile(0.95, sum by (instance, job, node, le) (rate(vllm:time_to_first_token_seconds_bucket[60s])))" in q95
+    assert "nv_inference_first_response_histogram_ms_bucket[60s]))) * 0.001" in q95
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    nodes = []
+    layouts = {"node-a": [("h100-80gb", None), ("h100-80gb", [("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", 2)])],
+               "node-b": [("rtx-pro-6000-se", [("2g.48gb", 0), ("1g.24gb", 6), ("1g.24gb", 9)])],
+               "node-c": [("l40s", None), ("l40s", None)]}
+    kinds = {"node-a": ["vllm", "vllm", "sglang"], "node-b": ["vllm", "sglang"], "node-c": ["vllm", "vllm"]}
+    servers = []
+    scrape = []
+    for n, (node, gpus) in enumerate(layouts.items()):
+        sim = SimNvml(load=lambda g, m: DeviceLoad(0.6, 20 * 2**30))
+        for model, mig in gpus:
+            sim.add_gpu(model, mig=mig)
+        dcgm = start_dcgm(sim, node)
+        servers.append(dcgm)
+        engines = [start_engine(k, TrafficSpec(rate_rps=2.0, output_tokens=600, seed=10 * n + i, warmup_s=60))
+                   for i, k in enumerate(kinds[node])]
+        servers += [e.server for e in engines]
+        nodes.append((node, dcgm, engines))
+        scrape.append(f"      - targets: ['127.0.0.1:{dcgm.port}']\n        labels: {{node: {node}}}")
+    eng_targets = "\n".join(f"      - targets: ['127.0.0.1:{e.server.port}']\n        labels: {{node: {node}}}"
+                            for node, _, engines in nodes for e in engines)
+    dcgm_targets = "\n".join(scrape)
+    cfg = tmp_path_factory.mktemp("prom") / "prometheus.yml"
+    cfg.write_text(textwrap.dedent("""\
+        global:
+          scrape_interval: 1s
+          evaluation_interval: 1s
+        scrape_configs:
+          - job_name: dcgm
+            static_configs:
+        {dcgm}
+          - job_name: engines
+            static_configs:
+        {engines}
+        """).format(dcgm=textwrap.indent(dcgm_targets, "  "), engines=textwrap.indent(eng_targets, "  ")))
+    port = free_port()
+    prom = subprocess.Popen([PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={cfg.parent / 'data'}",
+                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    else:
+        prom.kill()
+        pytest.fail(f"{PROMETHEUS} did not become ready")
+    yield url, nodes, prom
+    prom.kill()
+    for s in servers:
+        s.stop()
+
+
+def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
+    url, nodes, _ = fleet
+    targets = [EngineTarget(url=e.url, name=f"127.0.0.1:{e.server.port}") for _, _, engines in nodes for e in engines]
+
+    async def go():
+        direct = Poller(targets, None, window_s=15)
+        source = FleetSource(PromClient(url), window_s=15)
+        try:
+            for _ in range(18):  # ~18 s: Prometheus fills its 15 s windows; the poller its own
+                frame = await direct.poll()
+                await asyncio.sleep(1.0)
+            frame = await direct.poll()
+            state = await source.poll()
+        finally:
+            await direct.aclose()
+            await source.aclose()
+        return frame, state
+
+    frame, state = asyncio.run(go())
+    assert sorted(state.nodes) == ["node-a", "node-b", "node-c"], state.errors
+    assert state.errors == {}
+    a = state.nodes["node-a"]
+    assert len(a.gpus) == 2 and a.gpus[1].mig and [d.profile for d in a.gpus[1].mig.devices] == [
+        "3g.40gb", "2g.20gb", "1g.10gb"] or sorted(d.profile for d in a.gpus[1].mig.devices) == [
+        "1g.10gb", "2g.20gb", "3g.40gb"]
+    assert a.gpus[0].utilization_gpu_pct == 60.0 and a.gpus[1].utilization_gpu_pct is None
+    assert len(state.nodes["node-b"].gpus[0].mig.devices) == 3 and len(state.nodes["node-c"].gpus) == 2
+    direct = {e.name: e for e in frame.engines}
+    seen = 0
+    for node, _, engines in nodes:
+        fleet_engines = {e.name: e for e in state.nodes[node].engines}
+        assert len(fleet_engines) == len(engines)
+        for name, fe in fleet_engines.items():
+            de = direct[name]
+            assert fe.up and fe.kind == de.kind
+            # gauges: Prometheus' last scrape and the direct poll are up to a second apart
+            assert abs(fe.requests_running - de.requests_running) <= max(5, 0.2 * de.requests_running), name
+            assert fe.requests_waiting == de.requests_waiting == 0
+            assert abs(fe.kv_cache_usage - de.kv_cache_usage) <= 0.05, name
+            p_f, p_d = fe.ttft_s.p95, de.ttft_s.p95
+            assert p_f is not None and p_d is not None
+            bounds = sorted({0.0, *[b for b in (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                                                 2.5, 5.0, 0.2, 0.4, 0.6, 0.8, 2.0, 4.0)]})
+            within_pct = abs(p_f - p_d) <= 0.05 * p_d
+            same_or_next_bucket = sum(1 for b in bounds if min(p_f, p_d) < b < max(p_f, p_d)) <= 1
+            assert within_pct or same_or_next_bucket, (name, p_f, p_d)
+            seen += 1
+    assert seen == 7
+
+
+def test_prometheus_down_keeps_the_last_figures_with_their_age(fleet):
+    url, nodes, prom = fleet
+
+    async def go():
+        source = FleetSource(PromClient(url, timeout_s=1.0), window_s=15)
+        first = await source.poll()
+        nodes_before = dict(first.nodes)
+        ok_at = first.last_ok
+        prom.send_signal(19)  # SIGSTOP: Prometheus hangs (slow / down)
+        try:
+            second = await source.poll()
+        finally:
+            prom.send_signal(18)  # SIGCONT
+            await source.aclose()
+        return nodes_before, ok_at, second
+
+    before, ok_at, second = asyncio.run(go())
+    assert second.errors and all("no answer within 1 s" in e for e in second.errors.values())
+    assert second.nodes == before and second.last_ok == ok_at  # last values stay, their age grows
+
+
+async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
+    from screens.fleet import FleetApp, NodeScreen
+    from screens.widgets import KeyedTable
+
+    url, nodes, prom = fleet
+    app = FleetApp(FleetSource(PromClient(url, timeout_s=1.0), window_s=15), interval_s=0.5)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(1.5)
+        table = app.query_one("#fleet-table", KeyedTable)
+        assert [str(r.value) for r in table.rows] == ["node:node-a", "node:node-b", "node:node-c"]
+        assert str(table.get_cell("node:node-a", "engines")) == "3/3"
+        assert str(table.get_cell("node:node-b", "mig")) == "3"
+        await pilot.press("o")  # sort by alerts, then ttft
+        assert app.sort == "alerts"
+        await pilot.press("slash", *"node-c")
+        await pilot.pause(0.2)
+        assert [str(r.value) for r in table.rows] == ["node:node-c"]
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        table.focus()
+        table.move_cursor(row=[str(r.value) for r in table.rows].index("node:node-b"))
+        await pilot.press("enter")
+        await pilot.pause(0.6)
+        assert isinstance(app.screen, NodeScreen)
+        engines = app.screen.query_one("#engine-table", KeyedTable)
+        assert engines.row_count == 2
+        assert "inferdeck mig show" in str(app.screen.query_one("#node-note").render())
+        prom.send_signal(19)
+        try:
+            await pilot.pause(2.5)
+            await pilot.press("escape")
+            await pilot.pause(0.2)
+            status = str(app.query_one("#status").render())
+            assert "last good answer" in status
+            assert "no answer within 1 s" in str(app.query_one("#fleet-errors").render())
+            assert table.row_count == 3  # the last values stay
+        finally:
+            prom.send_signal(18)
