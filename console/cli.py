@@ -255,8 +255,16 @@ def _run_fleet(args: argparse.Namespace) -> int:
         headers = token_headers(prom)
         verify = prom.verify_tls
     client = PromClient(url.rstrip("/").removesuffix("/metrics"), headers=headers, verify=verify)
-    FleetApp(FleetSource(client, window_s=settings.window_s), interval_s=max(settings.interval_s, 5.0)).run(
-        mouse=not args.no_mouse)
+    plans = {}
+    for node, path in settings.node_plans.items():
+        try:
+            plans[node] = load_settings(Path(path).expanduser())
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+    if settings.services and settings.node.name:
+        plans.setdefault(settings.node.name, settings)
+    FleetApp(FleetSource(client, window_s=settings.window_s, plans=plans),
+             interval_s=max(settings.interval_s, 5.0)).run(mouse=not args.no_mouse)
     return 0
 
 

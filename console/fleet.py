@@ -17,6 +17,8 @@ import httpx
 from console import __version__
 from console.engines import EngineProfile, parse_selector, profiles
 from console.frame import Alert, Engine, Frame, Gpu, GpuSource, MigDevice, MigState, Percentiles
+from console.headroom import HeadroomState, evaluate
+from console.plan import Plan
 
 MIB = 1024 * 1024
 BY = "instance, job, node"
@@ -53,8 +55,9 @@ class PromClient:
             raise PromError(f"Prometheus refused the query: {doc.get('error', resp.status_code)}")
         return doc["data"]
 
-    async def query(self, q: str) -> list[tuple[dict[str, str], float]]:
-        data = await self._get("/api/v1/query", {"query": q})
+    async def query(self, q: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
+        params = {"query": q} if at is None else {"query": q, "time": at}
+        data = await self._get("/api/v1/query", params)
         out = []
         for r in data.get("result", []):
             try:
@@ -115,7 +118,8 @@ class FleetState:
     nodes: dict[str, Frame] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # query -> why it failed this poll
     last_ok: float | None = None
-    taken_at: float = 0.0
+    taken_at: float = 0.0  # the time the figures describe (in the past while scrubbing)
+    trends: dict[str, list[float]] = field(default_factory=dict)  # node -> output tok/s, last hour
 
 
 def _node(labels: dict[str, str]) -> str:
@@ -134,11 +138,15 @@ def _key(labels: dict[str, str]) -> tuple[str, str]:
 class FleetSource:
     """Polls Prometheus and builds one Frame per node."""
 
-    def __init__(self, client: PromClient, window_s: float = 60.0) -> None:
+    def __init__(self, client: PromClient, window_s: float = 60.0, plans: dict[str, Plan] | None = None) -> None:
         self.client = client
         self.window_s = window_s
+        self.plans = plans or {}  # node name -> its plan (services name Prometheus instances as engines)
         self.state = FleetState()
+        self.at: float | None = None  # None: live; else evaluate every query at this past time
         self.nvml = None  # MIG re-layout is node-local: nothing to re-read here
+        self._headroom: dict[str, HeadroomState] = {}
+        self._trend_at = 0.0
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -147,7 +155,7 @@ class FleetSource:
         if q is None:
             return []
         try:
-            return await self.client.query(q)
+            return await self.client.query(q, self.at)
         except PromError as exc:
             self.state.errors[name] = str(exc)
             return None
@@ -174,10 +182,41 @@ class FleetSource:
         now = time.time()
         if got["up"] is None and all(v is None for v in results):
             return self.state  # Prometheus down: last frames stay, with their age
-        self.state.nodes = self._frames(got, now)
+        when = self.at if self.at is not None else now
+        self.state.nodes = self._plans(self._frames(got, when), when)
         self.state.last_ok = now
-        self.state.taken_at = now
+        self.state.taken_at = when
+        if self.at is None and now - self._trend_at > 30:
+            await self._trends(now)
         return self.state
+
+    async def _trends(self, now: float) -> None:
+        """The last hour of output tokens/s per node (query_range), for the fleet's sparklines."""
+        q = signal_query("generation_tokens", "rate", "1m")
+        if q is None:
+            return
+        try:
+            rows = await self.client.query_range(f"sum by (node) ({q})", now - 3600, now, 60)
+        except PromError as exc:
+            self.state.errors["trend"] = str(exc)
+            return
+        self.state.trends = {labels.get("node", "?"): [v for _, v in values] for labels, values in rows}
+        self._trend_at = now
+
+    def _plans(self, nodes: dict[str, Frame], now: float) -> dict[str, Frame]:
+        """Each node's plan, evaluated as on the node itself: headroom and alerts."""
+        out = {}
+        for name, frame in nodes.items():
+            plan = self.plans.get(name)
+            if plan is None:
+                out[name] = frame
+                continue
+            state = self._headroom.setdefault(name, HeadroomState())
+            services, conds = evaluate(plan, frame.gpu_source, frame.gpus, frame.engines, state, now)
+            extra = [Alert(key=c.key, severity=c.severity, subject=c.subject, message=c.message, rule=c.rule,
+                           since=frame.taken_at) for c in conds if c.severity != "info" and not c.key.startswith("gpu-source")]
+            out[name] = frame.model_copy(update={"services": services, "alerts": frame.alerts + extra})
+        return out
 
     def _frames(self, got: dict, now: float) -> dict[str, Frame]:
         taken = datetime.fromtimestamp(now, tz=UTC)

@@ -81,6 +81,7 @@ class Settings(Plan):
     discover: bool = True
     engines: list[EngineConfig] = Field(default_factory=list)
     prometheus: PrometheusConfig | None = None
+    node_plans: dict[str, str] = Field(default_factory=dict)  # fleet: node name -> that node's config file
 
     @field_validator("window")
     @classmethod

@@ -19,10 +19,11 @@ from console.units import seconds
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
 from screens.panes import AlertPane
-from screens.widgets import KeyedTable, theme_colors
+from screens.widgets import KeyedTable, spark, theme_colors
 
 COLUMNS = (("Node", "node", 16), ("GPUs", "gpus", 5), ("MIG", "mig", 4), ("Engines", "engines", 8),
-           ("Worst", "worst", 9), ("TTFT p95", "ttft", 9), ("Tok/s", "tps", 7), ("Alerts", "alerts", 7))
+           ("Worst", "worst", 9), ("TTFT p95", "ttft", 9), ("Tok/s", "tps", 7), ("Alerts", "alerts", 7),
+           ("Last hour tok/s", "trend", 16))
 SORTS = ("node", "alerts", "ttft", "tps")
 
 
@@ -75,7 +76,10 @@ class FleetApp(App[None]):
     CSS_PATH = "inferdeck.tcss"
     AUTO_FOCUS = "#fleet-table"
     BINDINGS = [Binding("q", "quit", "Quit"), Binding("o", "sort", "Sort"),
-                Binding("slash", "filter", "Filter", key_display="/"), Binding("escape", "clear", "Clear", show=False)]
+                Binding("slash", "filter", "Filter", key_display="/"), Binding("escape", "clear", "Clear", show=False),
+                Binding("left_square_bracket", "scrub(-300)", "-5 min", key_display="["),
+                Binding("right_square_bracket", "scrub(300)", "+5 min", key_display="]"),
+                Binding("0", "live", "Live")]
 
     def __init__(self, source: FleetSource, interval_s: float = 5.0) -> None:
         super().__init__()
@@ -118,8 +122,11 @@ class FleetApp(App[None]):
         st = self.state
         age = time.time() - st.last_ok if st.last_ok else None
         stale = bool(st.errors) and age is not None
+        past = self.source.at is not None
+        when = time.strftime("%H:%M:%S", time.gmtime(st.taken_at)) + "Z" if st.taken_at else "-"
         self.query_one("#status", Static).update(Text.assemble(
-            ("inferdeck fleet", "bold"), f" │ {self.source.client.url} │ {len(st.nodes)} nodes │ sort {self.sort}",
+            ("inferdeck fleet", "bold"), f" │ {self.source.client.url} │ {len(st.nodes)} nodes │ sort {self.sort} │ ",
+            (f"at {when} (history: [ ] move, 0 live)" if past else f"live {when}", "bold reverse" if past else ""),
             (f" │ last good answer {age:.0f} s ago" if stale else "", f"bold {c['warning']}")))
         rows = [_row(n, f) for n, f in st.nodes.items() if self.filter in n.lower()]
         key = {"node": lambda r: r["node"], "alerts": lambda r: -r["alerts"], "ttft": lambda r: -(r["ttft"] or 0),
@@ -131,7 +138,8 @@ class FleetApp(App[None]):
             Text(r["node"], style=style), Text(str(r["gpus"]), style=style), Text(str(r["mig"]), style=style),
             Text(r["engines"], style=style), Text(r["worst"], style=style or worst_style[r["worst"]]),
             Text(seconds(r["ttft"]), style=style), Text(f"{r['tps']:,.0f}", style=style),
-            Text(str(r["alerts"]), style=style)]) for r in rows])
+            Text(str(r["alerts"]), style=style),
+            Text(spark(st.trends.get(r["node"], []), 16), style=c["success"])]) for r in rows])
         errors = "\n".join(f"{name}: {why}" for name, why in sorted(st.errors.items())[:6])
         box = self.query_one("#fleet-errors", Static)
         box.update(Text(errors, style=c["warning"]))
@@ -142,6 +150,17 @@ class FleetApp(App[None]):
     def on_data_table_row_selected(self, event) -> None:
         if event.data_table.id == "fleet-table":
             self.push_screen(NodeScreen(str(event.row_key.value).split(":", 1)[1]))
+
+    def action_scrub(self, seconds: float) -> None:
+        """Replay-like scrubbing of the last hours: every query evaluated at an earlier time."""
+        base = self.source.at if self.source.at is not None else time.time()
+        target = min(time.time(), base + seconds)
+        self.source.at = None if target >= time.time() - 1 else target
+        self.poll_loop()
+
+    def action_live(self) -> None:
+        self.source.at = None
+        self.poll_loop()
 
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]

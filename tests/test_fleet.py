@@ -207,3 +207,35 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
             assert table.row_count == 3  # the last values stay
         finally:
             prom.send_signal(18)
+
+
+def test_scrubbing_history_and_a_node_plan(fleet):
+    from console.plan import Node, Plan, Service
+
+    url, nodes, _ = fleet
+    node_b_engine = f"127.0.0.1:{nodes[1][2][0].server.port}"
+    # a plan for node-b whose service is pinned to a MIG device that does not exist there
+    plan = Plan(node=Node(name="node-b"), services=[Service(
+        name="svc", engine=node_b_engine, device="0:2g.48gb@6", model="llama-3.1-8b", weight_bits=16,
+        tokens_per_sequence=4096, concurrent_sequences=4)])
+
+    async def go():
+        source = FleetSource(PromClient(url), window_s=15, plans={"node-b": plan})
+        try:
+            live = await source.poll()
+            live_taken = live.taken_at
+            trends = dict(live.trends)
+            source.at = time.time() - 8
+            past = await source.poll()
+            return live_taken, trends, past
+        finally:
+            await source.aclose()
+
+    live_taken, trends, past = asyncio.run(go())
+    assert abs(past.taken_at - (live_taken - 8)) < 2  # evaluated 8 s earlier
+    assert sorted(past.nodes) == ["node-a", "node-b", "node-c"]
+    assert set(trends) == {"node-a", "node-b", "node-c"} and all(trends.values())
+    b = past.nodes["node-b"]
+    (svc,) = b.services
+    assert svc.engine_up is True and svc.device_id is None
+    assert any(a.key == "service-device:svc" and a.severity == "critical" for a in b.alerts)
