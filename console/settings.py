@@ -26,10 +26,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class EngineConfig(_Strict):
+class _HasUrl(_Strict):
+    url: str
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        try:
+            return check_url(v)
+        except UrlError as exc:
+            raise ValueError(str(exc).rstrip(".")) from None
+
+
+class EngineConfig(_HasUrl):
     name: str | None = None
     kind: Literal["vllm", "sglang", "tgi", "triton", "llamacpp"] | None = None
-    url: str
     token_env: str | None = None
     token_file: str | None = None
     verify_tls: bool = True
@@ -38,14 +49,6 @@ class EngineConfig(_Strict):
     device: str | None = None
     model: str | None = None
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        try:
-            return check_url(v)
-        except UrlError as exc:
-            raise ValueError(str(exc).rstrip(".")) from None
-
     @model_validator(mode="after")
     def _one_token(self) -> EngineConfig:
         if self.token_env and self.token_file:
@@ -53,23 +56,14 @@ class EngineConfig(_Strict):
         return self
 
 
-class PrometheusConfig(_Strict):
+class PrometheusConfig(_HasUrl):
     """The fleet view's Prometheus: URL, bearer token or basic auth from env/file, TLS verify."""
 
-    url: str
     token_env: str | None = None
     token_file: str | None = None
     username: str | None = None
     password_env: str | None = None
     verify_tls: bool = True
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        try:
-            return check_url(v)
-        except UrlError as exc:
-            raise ValueError(str(exc).rstrip(".")) from None
 
 
 class Settings(Plan):

@@ -14,9 +14,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from console.frame import Engine, Frame, Percentiles
 from console.units import NA, num, pct, seconds
-from screens.widgets import KeyedTable, Pane, bar, pct_cell, spark, theme_colors
-
-WIDE = 118  # pane width from which the kind, model and trend columns appear
+from screens.widgets import KeyedTable, TablePane, bar, pct_cell, spark, theme_colors
 
 Cell = Callable[[Engine, dict[str, str], "EnginePane"], Text]
 
@@ -61,37 +59,20 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
 ]
 
 
-class EnginePane(Pane):
+class EnginePane(TablePane):
     def __init__(self) -> None:
         super().__init__("Engines", id="engines")
-        self.wide: bool | None = None
         self.trend: dict[str, deque[float]] = {}
-        self.frame: Frame | None = None
         self.name_width = 12
 
     def compose(self) -> ComposeResult:
         yield KeyedTable(id="engine-table", cursor_type="row")
         yield Static("", id="engine-errors")
 
-    def on_mount(self) -> None:
-        self._columns()
-
-    def on_resize(self) -> None:
-        if self._columns() and self.frame is not None:
-            self.show(self.frame, record=False)
-
-    def _columns(self) -> bool:
-        wide = self.size.width >= WIDE
-        if wide == self.wide:
-            return False
-        self.wide = wide
-        table = self.query_one(KeyedTable)
-        table.clear(columns=True)
-        for label, key, width, wide_only, _ in COLUMNS:
-            if wide or not wide_only:
-                table.add_column(label, key=key, width=width + (6 if key == "engine" and wide else 0))
+    def columns(self, wide: bool) -> list[tuple[str, str, int]]:
         self.name_width = 18 if wide else 12
-        return True
+        return [(label, key, width + (6 if key == "engine" and wide else 0))
+                for label, key, width, wide_only, _ in COLUMNS if wide or not wide_only]
 
     def show(self, frame: Frame, record: bool = True) -> None:
         self.frame = frame

@@ -14,9 +14,8 @@ from textual.widgets import Footer, Input, Static
 
 from console.frame import Frame, Gpu, GpuProcess, MigDevice
 from console.units import GIB, NA, gib, num, watts
-from screens.widgets import KeyedTable, Pane, bar, short_gpu_name, spark, theme_colors
+from screens.widgets import KeyedTable, TablePane, bar, short_gpu_name, spark, theme_colors
 
-WIDE = 118
 NARROW_COLUMNS = (("GPU", "gpu", 4), ("Device", "device", 16), ("Memory", "memory", 17), ("Util", "util", 9),
                   ("Power", "power", 10), ("Temp", "temp", 8))
 WIDE_COLUMNS = (("SM clock", "clock", 10), ("Clock events", "events", 18), ("Procs", "procs", 5),
@@ -59,34 +58,18 @@ def _events(g: Gpu, c: dict[str, str]) -> Text:
     return Text(", ").join(Text(e, style=f"bold {c['warning']}" if e in HOT else c["dim"]) for e in g.clock_events)
 
 
-class GpuPane(Pane):
+class GpuPane(TablePane):
     def __init__(self) -> None:
         super().__init__("GPUs", id="gpus")
-        self.wide: bool | None = None
         self.trend: dict[int, deque[float]] = {}
-        self.frame: Frame | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="gpu-note")
         yield KeyedTable(id="gpu-table", cursor_type="row", zebra_stripes=False)
 
-    def on_mount(self) -> None:
-        self._columns()
-
-    def on_resize(self) -> None:
-        if self._columns() and self.frame is not None:
-            self.show(self.frame, record=False)
-
-    def _columns(self) -> bool:
-        wide = self.size.width >= WIDE
-        if wide == self.wide:
-            return False
-        self.wide = wide
-        table = self.query_one(KeyedTable)
-        table.clear(columns=True)
-        for label, key, width in NARROW_COLUMNS + (WIDE_COLUMNS if wide else ()):
-            table.add_column(label, key=key, width=width + (8 if key == "device" and wide else 0))
-        return True
+    def columns(self, wide: bool) -> list[tuple[str, str, int]]:
+        return [(label, key, width + (8 if key == "device" and wide else 0))
+                for label, key, width in NARROW_COLUMNS + (WIDE_COLUMNS if wide else ())]
 
     def show(self, frame: Frame, record: bool = True) -> None:
         self.frame = frame

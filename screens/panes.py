@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from console.frame import Frame, Headroom
 from console.units import NA
-from screens.widgets import KeyedTable, Pane
+from screens.widgets import KeyedTable, Pane, TablePane
 
 
 class AlertPane(Pane):
@@ -40,7 +40,6 @@ STATE_STYLE = {"ok": "success", "warning": "warning", "critical": "error", "unkn
 HEAD_COLUMNS = (("memory", "Memory", 10), ("kv", "KV seqs", 10), ("queue", "Queue", 7), ("power", "Power", 9),
                 ("thermal", "Thermal", 8))
 WIDE_HEAD = (("engine", "Engine", 6), ("planned", "Planned / capacity", 22))
-WIDE = 118
 
 
 def headroom_cell(h: Headroom | None, c: dict[str, str]) -> Text:
@@ -62,39 +61,21 @@ def headroom_cell(h: Headroom | None, c: dict[str, str]) -> Text:
     return Text.assemble(("█" * filled, color), ("░" * (4 - filled), c["dim"]), f" {value}")
 
 
-class ServicesPane(Pane):
+class ServicesPane(TablePane):
     """The pulse view: a row per planned service, each headroom against its budget."""
 
     def __init__(self) -> None:
         super().__init__("Budget: headroom left against the plan", id="services")
-        self.wide: bool | None = None
-        self.frame: Frame | None = None
 
     def compose(self) -> ComposeResult:
         yield KeyedTable(id="service-table", cursor_type="row")
         yield Static("", id="service-note")
 
-    def on_mount(self) -> None:
-        self._columns()
+    def columns(self, wide: bool) -> list[tuple[str, str, int]]:
+        return [("Service", "service", 12), ("Dev", "dev", 4)] + [
+            (label, key, width) for key, label, width in HEAD_COLUMNS + (WIDE_HEAD if wide else ())]
 
-    def on_resize(self) -> None:
-        if self._columns() and self.frame is not None:
-            self.show(self.frame)
-
-    def _columns(self) -> bool:
-        wide = self.size.width >= WIDE
-        if wide == self.wide:
-            return False
-        self.wide = wide
-        t = self.query_one(KeyedTable)
-        t.clear(columns=True)
-        t.add_column("Service", key="service", width=12)
-        t.add_column("Dev", key="dev", width=4)
-        for key, label, width in HEAD_COLUMNS + (WIDE_HEAD if wide else ()):
-            t.add_column(label, key=key, width=width)
-        return True
-
-    def show(self, frame: Frame) -> None:
+    def show(self, frame: Frame, record: bool = True) -> None:
         self.frame = frame
         c = self.colors()
         rows = []

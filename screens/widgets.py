@@ -77,6 +77,43 @@ class Pane(Vertical):
         return theme_colors(self.app.theme_variables)
 
 
+WIDE = 118  # pane width from which tables show their extra columns
+
+
+class TablePane(Pane):
+    """A pane around one KeyedTable whose columns depend on the width: narrow ones always, the
+    wide-only ones from WIDE columns on. Redraws its last frame when the set changes."""
+
+    def __init__(self, title: str, **kw: object) -> None:
+        super().__init__(title, **kw)
+        self.wide: bool | None = None
+        self.frame = None
+
+    def columns(self, wide: bool) -> Sequence[tuple[str, str, int]]:
+        raise NotImplementedError
+
+    def on_mount(self) -> None:
+        self._columns()
+
+    def on_resize(self) -> None:
+        if self._columns() and self.frame is not None:
+            self.show(self.frame, record=False)
+
+    def show(self, frame, record: bool = True) -> None:
+        raise NotImplementedError
+
+    def _columns(self) -> bool:
+        wide = self.size.width >= WIDE
+        if wide == self.wide:
+            return False
+        self.wide = wide
+        table = self.query_one(KeyedTable)
+        table.clear(columns=True)
+        for label, key, width in self.columns(wide):
+            table.add_column(label, key=key, width=width)
+        return True
+
+
 def theme_colors(v: dict[str, str]) -> dict[str, str]:
     """Theme variables as opaque colours Rich can draw (some carry alpha, e.g. muted text)."""
     background = Color.parse(v.get("background", "black"))
