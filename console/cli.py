@@ -263,7 +263,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     if settings.services and settings.node.name:
         plans.setdefault(settings.node.name, settings)
-    FleetApp(FleetSource(client, window_s=settings.window_s, plans=plans),
+    FleetApp(FleetSource(client, window_s=settings.window_s, plans=plans, cost=settings.cost),
              interval_s=max(settings.interval_s, 5.0)).run(mouse=not args.no_mouse)
     return 0
 

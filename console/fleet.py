@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from console import __version__
+from console.cost import CostSpec, node_hourly, per_million
 from console.engines import EngineProfile, parse_selector, profiles
 from console.frame import Alert, Engine, Frame, Gpu, GpuSource, MigDevice, MigState, Percentiles
 from console.headroom import HeadroomState, evaluate
@@ -22,6 +23,7 @@ from console.plan import Plan
 
 MIB = 1024 * 1024
 BY = "instance, job, node"
+TTFT_TARGET_S = 1.0  # DESIGN's 8B-class TTFT limit: the fleet's SLO column (exact where 1.0 is a bound)
 
 
 class PromError(Exception):
@@ -92,7 +94,7 @@ def signal_query(signal: str, how: str, window: str) -> str | None:
         if spec is None or spec.type == "info":
             continue
         for cand in spec.series:
-            suffix = "_bucket" if how.startswith("q") else "_count" if how == "count" else ""
+            suffix = "_bucket" if how.startswith(("q", "within")) else "_count" if how == "count" else ""
             for sel in _sel(cand, suffix):
                 if how == "gauge":
                     agg = "max" if spec.aggregate == "max" else "sum"
@@ -101,6 +103,13 @@ def signal_query(signal: str, how: str, window: str) -> str | None:
                     parts.append(f"sum by ({BY}) (rate({sel}[{window}]))")
                 elif how == "count":
                     parts.append(f"sum by ({BY}) (increase({sel}[{window}]))")
+                elif how.startswith("within"):  # share of requests within a limit (le must be a bound)
+                    limit = float(how[6:]) / spec.scale
+                    le = f"{limit:.1f}" if limit == int(limit) else f"{limit:g}"
+                    base_sel = sel.removesuffix("_bucket")
+                    bucket = sel.replace("_bucket{", f'_bucket{{le="{le}",') if "{" in sel else f'{sel}{{le="{le}"}}'
+                    count = (base_sel.replace("{", "_count{", 1) if "{" in base_sel else f"{base_sel}_count")
+                    parts.append(f"sum by ({BY}) (rate({bucket}[{window}])) / sum by ({BY}) (rate({count}[{window}]))")
                 else:  # q0.95
                     q = how[1:]
                     scale = f" * {spec.scale:g}" if spec.scale != 1 else ""
@@ -120,6 +129,7 @@ class FleetState:
     last_ok: float | None = None
     taken_at: float = 0.0  # the time the figures describe (in the past while scrubbing)
     trends: dict[str, list[float]] = field(default_factory=dict)  # node -> output tok/s, last hour
+    summary: dict[str, dict] = field(default_factory=dict)  # node -> SLO share and cost figures
 
 
 def _node(labels: dict[str, str]) -> str:
@@ -138,8 +148,10 @@ def _key(labels: dict[str, str]) -> tuple[str, str]:
 class FleetSource:
     """Polls Prometheus and builds one Frame per node."""
 
-    def __init__(self, client: PromClient, window_s: float = 60.0, plans: dict[str, Plan] | None = None) -> None:
+    def __init__(self, client: PromClient, window_s: float = 60.0, plans: dict[str, Plan] | None = None,
+                 cost: CostSpec | None = None) -> None:
         self.client = client
+        self.cost = cost  # each node's cost (the config's cost section), for $/M compliant tokens
         self.window_s = window_s
         self.plans = plans or {}  # node name -> its plan (services name Prometheus instances as engines)
         self.state = FleetState()
@@ -172,6 +184,7 @@ class FleetSource:
         for q in ("0.5", "0.95", "0.99"):
             queries[f"ttft:{q}"] = signal_query("ttft", f"q{q}", w)
         queries["ttft:count"] = signal_query("ttft", "count", w)
+        queries["ttft:within"] = signal_query("ttft", f"within{TTFT_TARGET_S:g}", w)
         queries["model"] = f'group by ({BY}, model_name, model) ({{__name__=~"vllm:num_requests_running|vllm_num_requests_running|sglang:num_running_reqs|sglang_num_running_reqs|nv_inference_count"}})'
         for f in ("FB_USED", "FB_FREE", "POWER_USAGE", "GPU_TEMP", "GPU_UTIL", "SM_CLOCK", "XID_ERRORS"):
             queries[f"dcgm:{f}"] = f"DCGM_FI_DEV_{f}"
@@ -241,7 +254,7 @@ class FleetSource:
 
         for sig in ("requests_running", "requests_waiting", "kv_cache_usage", "generation_tokens_per_s"):
             put(sig, got.get(sig))
-        for q in ("0.5", "0.95", "0.99", "count"):
+        for q in ("0.5", "0.95", "0.99", "count", "within"):
             put(f"ttft:{q}", got.get(f"ttft:{q}"))
         for labels, _ in got.get("model") or []:
             k = _key(labels)
@@ -249,6 +262,7 @@ class FleetSource:
                 engines[k]["model"] = labels.get("model_name") or labels.get("model")
         nodes: dict[str, Frame] = {}
         by_node: dict[str, list[Engine]] = {}
+        attain: dict[str, list[float]] = {}
         for (node, inst), v in sorted(engines.items()):
             kind = kinds.get((node, inst))
             ttft = None
@@ -258,6 +272,8 @@ class FleetSource:
             unavailable = {f: "not in Prometheus for this engine" for f in
                            ("requests_running", "requests_waiting", "kv_cache_usage", "generation_tokens_per_s")
                            if f not in v}
+            if v.get("ttft:within") is not None:
+                attain.setdefault(node, []).append(v["ttft:within"])
             eng = Engine(name=inst, url=f"prometheus instance {inst}", kind=kind, model=v.get("model"),
                          up=bool(v.get("up")), error=None if v.get("up") else "Prometheus reports up == 0",
                          requests_running=v.get("requests_running"), requests_waiting=v.get("requests_waiting"),
@@ -275,6 +291,14 @@ class FleetSource:
                 if g.unavailable.get("xid"):
                     alerts.append(Alert(key=f"xid:{g.index}", severity="critical", subject=f"GPU {g.index}",
                                         message=g.unavailable["xid"], since=taken))
+            shares = attain.get(node)
+            tps = sum(e.generation_tokens_per_s or 0.0 for e in by_node.get(node, []))
+            worst_share = min(shares) if shares else None
+            summary = {"ttft_within_target": worst_share, "ttft_target_s": TTFT_TARGET_S}
+            if self.cost is not None:
+                good = tps * (worst_share if worst_share is not None else 1.0)
+                summary["usd_per_m_compliant_tokens_at_least"] = per_million(node_hourly(self.cost), good, 1.0)
+            self.state.summary[node] = summary
             nodes[node] = Frame(taken_at=taken, host=node, inferdeck_version=__version__, window_s=self.window_s,
                                 gpu_source=GpuSource(kind="none", error=None if gpus.get(node) else
                                                      "no DCGM exporter series for this node in Prometheus"),

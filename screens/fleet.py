@@ -22,8 +22,8 @@ from screens.panes import AlertPane
 from screens.widgets import KeyedTable, spark, theme_colors
 
 COLUMNS = (("Node", "node", 16), ("GPUs", "gpus", 5), ("MIG", "mig", 4), ("Engines", "engines", 8),
-           ("Worst", "worst", 9), ("TTFT p95", "ttft", 9), ("Tok/s", "tps", 7), ("Alerts", "alerts", 7),
-           ("Last hour tok/s", "trend", 16))
+           ("Worst", "worst", 9), ("TTFT p95", "ttft", 9), ("TTFT≤1s", "slo", 8), ("Tok/s", "tps", 7),
+           ("$/M good", "cost", 9), ("Alerts", "alerts", 7), ("Last hour tok/s", "trend", 16))
 SORTS = ("node", "alerts", "ttft", "tps")
 
 
@@ -36,6 +36,16 @@ def _row(node: str, f: Frame) -> dict:
     return {"node": node, "gpus": len(f.gpus), "mig": sum(len(g.mig.devices) for g in f.gpus if g.mig),
             "engines": f"{up}/{len(f.engines)}", "worst": worst, "ttft": max(p95) if p95 else None,
             "tps": sum(e.generation_tokens_per_s or 0 for e in f.engines), "alerts": len(active)}
+
+
+def _share(summary: dict, style: str) -> Text:
+    v = summary.get("ttft_within_target")
+    return Text("n/a" if v is None else f"{v * 100:.1f}%", style=style)
+
+
+def _cost(summary: dict, style: str) -> Text:
+    v = summary.get("usd_per_m_compliant_tokens_at_least")
+    return Text("n/a" if v is None else f"≥${v:,.2f}", style=style)
 
 
 class NodeScreen(Screen[None]):
@@ -137,7 +147,8 @@ class FleetApp(App[None]):
         self.query_one(KeyedTable).sync([(f"node:{r['node']}", [
             Text(r["node"], style=style), Text(str(r["gpus"]), style=style), Text(str(r["mig"]), style=style),
             Text(r["engines"], style=style), Text(r["worst"], style=style or worst_style[r["worst"]]),
-            Text(seconds(r["ttft"]), style=style), Text(f"{r['tps']:,.0f}", style=style),
+            Text(seconds(r["ttft"]), style=style), _share(st.summary.get(r["node"], {}), style),
+            Text(f"{r['tps']:,.0f}", style=style), _cost(st.summary.get(r["node"], {}), style),
             Text(str(r["alerts"]), style=style),
             Text(spark(st.trends.get(r["node"], []), 16), style=c["success"])]) for r in rows])
         errors = "\n".join(f"{name}: {why}" for name, why in sorted(st.errors.items())[:6])

@@ -146,6 +146,9 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
             assert within_pct or same_or_next_bucket, (name, p_f, p_d)
             seen += 1
     assert seen == 7
+    for node in ("node-a", "node-b", "node-c"):  # the SLO column: share of TTFT within 1 s
+        share = state.summary[node]["ttft_within_target"]
+        assert share is not None and 0.5 < share <= 1.0
 
 
 def test_prometheus_down_keeps_the_last_figures_with_their_age(fleet):
@@ -181,6 +184,7 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
         assert [str(r.value) for r in table.rows] == ["node:node-a", "node:node-b", "node:node-c"]
         assert str(table.get_cell("node:node-a", "engines")) == "3/3"
         assert str(table.get_cell("node:node-b", "mig")) == "3"
+        assert str(table.get_cell("node:node-a", "slo")).endswith("%")
         await pilot.press("o")  # sort by alerts, then ttft
         assert app.sort == "alerts"
         await pilot.press("slash", *"node-c")
@@ -220,7 +224,10 @@ def test_scrubbing_history_and_a_node_plan(fleet):
         tokens_per_sequence=4096, concurrent_sequences=4)])
 
     async def go():
-        source = FleetSource(PromClient(url), window_s=15, plans={"node-b": plan})
+        from console.cost import CostSpec
+
+        source = FleetSource(PromClient(url), window_s=15, plans={"node-b": plan},
+                             cost=CostSpec(system_cost_usd=48_000))
         try:
             live = await source.poll()
             live_taken = live.taken_at
@@ -235,6 +242,8 @@ def test_scrubbing_history_and_a_node_plan(fleet):
     assert abs(past.taken_at - (live_taken - 8)) < 2  # evaluated 8 s earlier
     assert sorted(past.nodes) == ["node-a", "node-b", "node-c"]
     assert set(trends) == {"node-a", "node-b", "node-c"} and all(trends.values())
+    cost = past.summary["node-a"]["usd_per_m_compliant_tokens_at_least"]
+    assert cost is not None and cost > 0
     b = past.nodes["node-b"]
     (svc,) = b.services
     assert svc.engine_up is True and svc.device_id is None
