@@ -38,6 +38,14 @@ def test_colon_and_underscore_names_are_both_queried():
     assert "nv_inference_first_response_histogram_ms_bucket[60s]))) * 0.001" in q95
 
 
+started = {"t": 0.0}
+
+
+def settle(seconds: float) -> None:
+    """Let Prometheus gather this many seconds of scrapes (alone, a test could start too early)."""
+    time.sleep(max(0.0, started["t"] + seconds - time.time()))
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     if not Path(PROMETHEUS).exists():
@@ -92,6 +100,7 @@ def fleet(tmp_path_factory):
     else:
         prom.kill()
         pytest.fail(f"{PROMETHEUS} did not become ready")
+    started["t"] = time.time()
     yield url, nodes, prom
     prom.kill()
     for s in servers:
@@ -153,6 +162,7 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
 
 def test_prometheus_down_keeps_the_last_figures_with_their_age(fleet):
     url, nodes, prom = fleet
+    settle(18)
 
     async def go():
         source = FleetSource(PromClient(url, timeout_s=1.0), window_s=15)
@@ -177,6 +187,7 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
     from screens.widgets import KeyedTable
 
     url, nodes, prom = fleet
+    settle(18)
     app = FleetApp(FleetSource(PromClient(url, timeout_s=1.0), window_s=15), interval_s=0.5)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause(1.5)
@@ -217,6 +228,7 @@ def test_scrubbing_history_and_a_node_plan(fleet):
     from console.plan import Node, Plan, Service
 
     url, nodes, _ = fleet
+    settle(25)
     node_b_engine = f"127.0.0.1:{nodes[1][2][0].server.port}"
     # a plan for node-b whose service is pinned to a MIG device that does not exist there
     plan = Plan(node=Node(name="node-b"), services=[Service(
