@@ -23,7 +23,7 @@ from typing import Any
 import pynvml
 import yaml
 
-from console.gpucatalog import GpuModel, MigProfile, catalog, mig_profile_name
+from console.gpucatalog import GpuModel, MigProfile, MigSpec, catalog, mig_profile_name
 from console.recording import state_dir
 
 CI_INDEX = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
@@ -53,13 +53,20 @@ def _fits(layout: list[Instance], p: MigProfile, start: int, profiles: dict[str,
     return all(not (lo < s + profiles[n].size and s < hi) for n, s in layout)
 
 
-def valid_layouts(model: GpuModel) -> list[list[Instance]]:
+def _spec(model: GpuModel | MigSpec) -> MigSpec:
+    spec = model.mig if isinstance(model, GpuModel) else model
+    if spec is None:
+        raise MigError(f"{model.name if isinstance(model, GpuModel) else 'this GPU'} has no MIG.")
+    return spec
+
+
+def valid_layouts(model: GpuModel | MigSpec) -> list[list[Instance]]:
     """Every maximal layout of the plain profiles, then the same layouts with each size class
     switched, as a whole, to one attribute variant (+gfx, -me, +me.all, +me) within its counts."""
-    assert model.mig is not None
-    profiles = {p.name: p for p in model.mig.profiles}
-    plain = [p for p in model.mig.profiles if "+" not in p.name and "-" not in p.name]
-    grid = max(s + p.size for p in model.mig.profiles for s in p.starts)
+    spec = _spec(model)
+    profiles = {p.name: p for p in spec.profiles}
+    plain = [p for p in spec.profiles if "+" not in p.name and "-" not in p.name]
+    grid = max(s + p.size for p in spec.profiles for s in p.starts)
     found: set[tuple[Instance, ...]] = set()
 
     def search(pos: int, layout: list[Instance]) -> None:
@@ -67,21 +74,21 @@ def valid_layouts(model: GpuModel) -> list[list[Instance]]:
             found.add(tuple(sorted(layout, key=lambda x: (x[1], x[0]))))
             return
         for p in plain:
-            if _fits(layout, p, pos, profiles, model.mig.max_instances):
+            if _fits(layout, p, pos, profiles, spec.max_instances):
                 search(pos + p.size, layout + [(p.name, pos)])
         search(pos + 1, layout)
 
     search(0, [])
 
     def maximal(layout: tuple[Instance, ...]) -> bool:
-        return not any(_fits(list(layout), p, s, profiles, model.mig.max_instances) for p in plain for s in p.starts)
+        return not any(_fits(list(layout), p, s, profiles, spec.max_instances) for p in plain for s in p.starts)
 
     base = sorted((list(x) for x in found if x and maximal(x)), key=lambda L: (-max(profiles[n].slices for n, _ in L),
                                                                                  len(L), L))
     out = [list(b) for b in base]
     seen = {tuple(b) for b in base}
     for layout in base:
-        for variant in model.mig.profiles:
+        for variant in spec.profiles:
             if variant.name in (p.name for p in plain):
                 continue
             base_name = _base(variant.name)
@@ -118,14 +125,12 @@ def placements(layout: list[Instance]) -> str:
     return ",".join(f"{n}@{s}" for n, s in sorted(layout, key=lambda x: x[1]))
 
 
-def parse_layout(text: str, model: GpuModel) -> list[Instance] | str:
+def parse_layout(text: str, model: GpuModel | MigSpec) -> list[Instance] | str:
     """'2g.48gb@0,1g.24gb@6,1g.24gb@9' (explicit), '2g.48gb+1g.24gb*2' (counts: the catalogue's first
     layout with them), or 'disable' / 'enable'. Returns the layout, or the mode word."""
     t = text.strip().lower()
     if t in ("disable", "enable"):
         return t
-    if model.mig is None:
-        raise MigError(f"{model.name} has no MIG; its layout cannot change.")
     layouts = valid_layouts(model)
     if "@" in t:
         inst = []
@@ -136,7 +141,7 @@ def parse_layout(text: str, model: GpuModel) -> list[Instance] | str:
             inst.append((name, int(start)))
         key = sorted(inst, key=lambda x: (x[1], x[0]))
         if key not in [sorted(L, key=lambda x: (x[1], x[0])) for L in layouts] and not _valid_partial(key, model):
-            raise MigError(f"{text!r} is not a valid layout for {model.name}; see `inferdeck mig layouts`.")
+            raise MigError(f"{text!r} is not a valid layout for this GPU; see `inferdeck mig layouts`.")
         return key
     want: dict[str, int] = {}
     for part in t.replace(" ", "").split("+"):
@@ -149,16 +154,16 @@ def parse_layout(text: str, model: GpuModel) -> list[Instance] | str:
             got[n] = got.get(n, 0) + 1
         if got == want:
             return L
-    raise MigError(f"{text!r} is not a valid layout for {model.name}; see `inferdeck mig layouts`.")
+    raise MigError(f"{text!r} is not a valid layout for this GPU; see `inferdeck mig layouts`.")
 
 
-def _valid_partial(layout: list[Instance], model: GpuModel) -> bool:
-    assert model.mig is not None
-    profiles = {p.name: p for p in model.mig.profiles}
+def _valid_partial(layout: list[Instance], model: GpuModel | MigSpec) -> bool:
+    spec = _spec(model)
+    profiles = {p.name: p for p in spec.profiles}
     acc: list[Instance] = []
     for n, s in layout:
         p = profiles.get(n)
-        if p is None or not _fits(acc, p, s, profiles, model.mig.max_instances):
+        if p is None or not _fits(acc, p, s, profiles, spec.max_instances):
             return False
         acc.append((n, s))
     return True
@@ -177,6 +182,8 @@ class GpuMig:
     profile_ids: dict[str, int]
     slices: dict[str, int]
     processes: dict[Instance, list[int]] = field(default_factory=dict)  # on each instance
+    spec: MigSpec | None = None  # profiles and placements: from the driver, else the GPU catalogue
+    spec_source: str = "none"
 
 
 def model_for(name: str, total_bytes: int) -> GpuModel | None:
@@ -212,6 +219,7 @@ class MigManager:
             raise MigError(f"GPU {index} ({name}) does not support MIG ({self._err(exc)}).") from None
         ids: dict[str, int] = {}
         slices: dict[str, int] = {}
+        live: list[MigProfile] = []
         for p in range(lib.NVML_GPU_INSTANCE_PROFILE_COUNT):
             try:
                 info = lib.nvmlDeviceGetGpuInstanceProfileInfo(h, p)
@@ -220,6 +228,11 @@ class MigManager:
             pname = mig_profile_name(int(info.sliceCount), int(info.memorySizeMB), total, p)
             ids[pname] = int(info.id)
             slices[pname] = int(info.sliceCount)
+            starts, size = self._placements(h, int(info.id))
+            if starts:
+                live.append(MigProfile(name=pname, id=int(info.id), index=p, slices=int(info.sliceCount),
+                                       memory_mib=int(info.memorySizeMB), max=int(info.instanceCount), size=size,
+                                       starts=starts))
         layout: list[Instance] = []
         processes: dict[Instance, list[int]] = {}
         if cur:
@@ -255,7 +268,26 @@ class MigManager:
             pids = [int(p.pid) for p in lib.nvmlDeviceGetComputeRunningProcesses(h)]
             if pids:
                 processes[("whole GPU", 0)] = pids
-        return GpuMig(index, uuid, model, bool(cur), bool(pend), layout, ids, slices, processes)
+        if live and len(live) == len(ids):
+            most = max(p.max for p in live if p.slices == min(q.slices for q in live))
+            spec, source = MigSpec(max_instances=most, profiles=live), "driver"
+        elif model is not None and model.mig is not None:
+            spec, source = model.mig, "catalogue"
+        else:
+            spec, source = None, "none"
+        return GpuMig(index, uuid, model, bool(cur), bool(pend), layout, ids, slices, processes, spec, source)
+
+    def _placements(self, h: Any, profile_id: int) -> tuple[list[int], int]:
+        """Possible placements of a profile from the driver ([] when it cannot say: not root)."""
+        lib = self.lib
+        arr = (pynvml.c_nvmlGpuInstancePlacement_t * 16)()
+        n = ctypes.c_uint(16)
+        try:
+            lib.nvmlDeviceGetGpuInstancePossiblePlacements(h, profile_id, arr, ctypes.byref(n))
+        except (lib.NVMLError, AttributeError):
+            return [], 0
+        got = [(int(arr[i].start), int(arr[i].size)) for i in range(n.value)]
+        return sorted(st for st, _ in got), (got[0][1] if got else 0)
 
     # --- planning ---------------------------------------------------------------------------------
     @staticmethod
@@ -405,8 +437,8 @@ class MigManager:
             steps.append(self._step(f"{tag}create CI on {name}@{start}", "ok"))
 
     def _size(self, g: GpuMig, name: str) -> int:
-        if g.model is not None and g.model.mig is not None:
-            return g.model.mig.profile(name).size
+        if g.spec is not None:
+            return g.spec.profile(name).size
         arr = (pynvml.c_nvmlGpuInstancePlacement_t * 16)()
         n = ctypes.c_uint(16)
         h = self.lib.nvmlDeviceGetHandleByIndex(g.index)
@@ -509,8 +541,9 @@ def import_mig_parted(text: str, label: str, gpus: list[GpuMig]) -> dict[int, li
             if not counts:
                 out[g.index] = "enable"
                 continue
-            assert g.model is not None
+            if g.spec is None:
+                raise MigError(f"GPU {g.index}'s MIG profiles are unknown (not in the catalogue, driver silent).")
             text_layout = "+".join(f"{n}*{c}" for n, c in counts.items() if c)
-            layout = parse_layout(text_layout, g.model)
+            layout = parse_layout(text_layout, g.spec)
             out[g.index] = layout
     return out

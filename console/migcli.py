@@ -47,7 +47,7 @@ def run_mig(args: argparse.Namespace) -> int:
         print(f"inferdeck: {exc}", file=sys.stderr)
         return 2
     try:
-        mm = MigManager(lib)
+        mm = MigManager(lib, snapshot=lambda when: _snapshot(lib, args.demo, when))
         count = lib.nvmlDeviceGetCount()
         if hasattr(args, "gpu") and not 0 <= args.gpu < count:
             raise MigError(f"GPU {args.gpu} does not exist (this node has {count}, numbered from 0).")
@@ -66,18 +66,20 @@ def run_mig(args: argparse.Namespace) -> int:
             return 0
         if cmd == "layouts":
             g = mm.read(args.gpu)
-            if g.model is None or g.model.mig is None:
-                raise MigError(f"GPU {args.gpu} is not a MIG-capable model in the catalogue.")
-            for layout in valid_layouts(g.model):
+            if g.spec is None:
+                raise MigError(f"GPU {args.gpu}'s MIG profiles are unknown: not in the catalogue and the driver "
+                               "did not list placements (needs root).")
+            print(f"# profiles and placements from the {g.spec_source}")
+            for layout in valid_layouts(g.spec):
                 mark = "*" if sorted(layout) == sorted(g.layout) else " "
                 print(f"{mark} {describe(layout):<40} {placements(layout)}")
             return 0
         if cmd == "apply":
             g = mm.read(args.gpu)
-            if g.model is None:
-                raise MigError(f"GPU {args.gpu} is not in the GPU catalogue; its layouts cannot be checked.")
-            target = parse_layout(args.layout, g.model)
-            return _apply(mm, g, target, args.dry_run, args.yes)
+            if g.spec is None and args.layout not in ("disable", "enable"):
+                raise MigError(f"GPU {args.gpu}'s MIG profiles are unknown; its layouts cannot be checked.")
+            target = parse_layout(args.layout, g.spec) if g.spec is not None else args.layout
+            return _apply(mm, g, target, args.dry_run, args.yes, args.force, _plan(args.demo))
         if cmd == "export":
             text = export_mig_parted([mm.read(i) for i in range(count)], args.config_label)
             if args.out:
@@ -95,7 +97,7 @@ def run_mig(args: argparse.Namespace) -> int:
             targets = import_mig_parted(text, args.config_label, gpus)
             rc = 0
             for index, target in targets.items():
-                rc = max(rc, _apply(mm, gpus[index], target, args.dry_run, args.yes))
+                rc = max(rc, _apply(mm, gpus[index], target, args.dry_run, args.yes, False, _plan(args.demo)))
             return rc
     except MigError as exc:
         print(f"inferdeck: {exc}", file=sys.stderr)
@@ -106,7 +108,34 @@ def run_mig(args: argparse.Namespace) -> int:
     return 0
 
 
-def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool) -> int:
+def _snapshot(lib, demo: bool, when: str) -> Path:
+    """The automatic bundle before and after a change: the node's GPUs as NVML reads them."""
+    import socket
+    from datetime import UTC, datetime
+
+    from console import __version__
+    from console.bundle import write_bundle
+    from console.frame import Frame
+    from console.nvml import NvmlReader
+    from console.recording import state_dir
+
+    source, gpus = NvmlReader(lib, simulated=demo).read()
+    frame = Frame(taken_at=datetime.now(tz=UTC), host=socket.gethostname(), inferdeck_version=__version__,
+                  window_s=60.0, gpu_source=source, gpus=gpus)
+    return write_bundle(state_dir() / "snapshots", frame, f"mig {when}")
+
+
+def _plan(demo: bool):
+    """The plan, for the services-landing check (the demo's, or the configured one)."""
+    from console.settings import ConfigError, config_path, demo_settings, load_settings
+
+    try:
+        return demo_settings() if demo else load_settings(config_path())
+    except ConfigError as exc:
+        raise MigError(str(exc)) from None
+
+
+def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool, force: bool = False, plan=None) -> int:
     keep, destroy, create = mm.diff(g.layout, target if isinstance(target, list) else [])
     print(f"GPU {g.index}: {describe(g.layout)} -> {target if isinstance(target, str) else describe(target)}")
     if isinstance(target, list):
@@ -116,10 +145,24 @@ def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool) -> int:
     problems = mm.precheck(g, target)
     for p in problems:
         print(f"  BLOCKED: {p}")
+    warnings = []
+    if plan is not None:
+        from console.migpreview import landing
+
+        for land in landing(plan, g, target):
+            if land["warning"]:
+                warnings.append(land["warning"])
+            else:
+                print(f"  {land['service']} lands on {land['lands_on']}: headroom {land['headroom_gib']:.1f} GiB")
+    for w in warnings:
+        print(f"  WARNING: {w}" + ("" if force else " (--force goes ahead anyway)"))
     if dry_run:
-        return 2 if problems else 0
-    if problems:
+        return 2 if problems else (1 if warnings else 0)
+    if problems:  # --force never overrides these: processes, root, pending mode
         return 2
+    if warnings and not force:
+        print("  not applied: the plan would break; change the plan, pick another layout, or pass --force")
+        return 1
     if not yes:
         if not sys.stdin.isatty():
             raise MigError("not applying without confirmation: pass --yes, or run in a terminal.")

@@ -131,7 +131,7 @@ class MigScreen(Screen[None]):
         self.state = g
         t = self.query_one("#mig-layouts", DataTable)
         t.clear()
-        self.layouts = valid_layouts(g.model) if g.model is not None and g.model.mig is not None else []
+        self.layouts = valid_layouts(g.spec) if g.spec is not None else []
         if g.mode_current:
             for i, layout in enumerate(self.layouts):
                 mark = "● " if sorted(layout) == sorted(g.layout) else "  "
@@ -141,7 +141,8 @@ class MigScreen(Screen[None]):
             t.add_row("  enable MIG", key="enable")
         text = Text()
         text.append(f"GPU {g.index} {g.model.name if g.model else ''}: ", style="bold")
-        text.append(f"MIG {'on' if g.mode_current else 'off'}; {describe(g.layout)}\n")
+        text.append(f"MIG {'on' if g.mode_current else 'off'}; {describe(g.layout)}  "
+                    f"(profiles and placements from the {g.spec_source})\n")
         services = {s.device: s.name for s in self.plan.services} if self.plan else {}
         for name, start in g.layout:
             procs = g.processes.get((name, start), [])

@@ -256,3 +256,30 @@ async def test_menu_walk_preview_cancel_then_apply(tmp_path):
             assert str(table.get_cell("mig:2:2", "device")).startswith("└ 2g.48gb@6")
     finally:
         node.stop()
+
+
+def test_layouts_come_from_the_driver_with_the_catalogue_as_fallback(tmp_path):
+    sim, mm = manager(tmp_path, "h200-141gb")
+    g = mm.read(0)
+    assert g.spec_source == "driver"
+    assert sorted(map(tuple, valid_layouts(g.spec))) == sorted(map(tuple, valid_layouts(catalog()["h200-141gb"])))
+    sim.missing = {"nvmlDeviceGetGpuInstancePossiblePlacements"}  # an older driver, or not root
+    g = mm.read(0)
+    assert g.spec_source == "catalogue" and len(valid_layouts(g.spec)) == len(valid_layouts(catalog()["h200-141gb"]))
+
+
+def test_preview_says_where_planned_services_land(tmp_path):
+    from console.migpreview import landing
+    from console.plan import Node, Plan, Service
+
+    sim, mm = manager(tmp_path, "rtx-pro-6000-se", mig=[("1g.24gb", s) for s in (0, 3, 6, 9)])
+    plan = Plan(node=Node(gpus=1, gpu_model="rtx-pro-6000-se"), services=[
+        Service(name="small", device="0:1g.24gb@0", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=4096,
+                concurrent_sequences=2),
+        Service(name="moved", device="0:1g.24gb@6", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=4096,
+                concurrent_sequences=2)])
+    g = mm.read(0)
+    target = parse_layout("1g.24gb@0,1g.24gb@3,2g.48gb@6", catalog()["rtx-pro-6000-se"])
+    small, moved = landing(plan, g, target)
+    assert small["lands_on"] == "1g.24gb@0" and small["fits"] and round(small["capacity_gib"], 2) == 23.62
+    assert moved["lands_on"] is None and "loses its planned device 0:1g.24gb@6" in moved["warning"]
