@@ -261,10 +261,5 @@ def rank_key(labels: Labels, rank_labels: list[str]) -> str:
     return ",".join(parts) or "all"
 
 
-def check_profiles() -> None:
-    """Validate the shipped profiles (raises ProfileError with file and line)."""
-    profiles()
-
-
 __all__ = ["ConfigError", "EngineProfile", "Extract", "KINDS", "ProfileError", "detect_kind", "extract",
            "gauge_value", "histogram", "needed_families", "parse_selector", "profiles", "rank_key"]

@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable
 
 from console.frame import Percentiles
-from console.units import GIB, NA, seconds
+from console.units import NA, seconds
 
 BAR_FULL = "█"
 BAR_EMPTY = "░"
@@ -126,16 +126,6 @@ def theme_colors(v: dict[str, str]) -> dict[str, str]:
 
     return {"success": solid("success", "green"), "warning": solid("warning", "yellow"),
             "error": solid("error", "red"), "dim": solid("foreground-muted", "grey")}
-
-
-def level(frac: float, c: dict[str, str], warn: float, crit: float) -> str:
-    return c["error"] if frac >= crit else c["warning"] if frac >= warn else ""
-
-
-def mem_cell(used: int | None, total: int | None, frac: float | None, c: dict[str, str]) -> Text:
-    if used is None or total is None:
-        return Text(NA, style=c["dim"])
-    return Text.assemble(bar(frac, 8, c, 0.9, 0.98), f" {used / GIB:4.1f}/{total / GIB:.0f}G")
 
 
 def pct_cell(p: Percentiles | None, name: str, dim: str = "dim", few: int = 20) -> Text:
