@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from console.engines import EngineProfile, Extract, gauge_value, rank_key
 from console.frame import Percentiles
 from console.promtext import Labels, label
-from console.window import Delta, histogram_quantile, window_delta
+from console.window import Delta, histogram_quantiles, window_delta
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 FEW_OBSERVATIONS = 20
@@ -79,8 +79,7 @@ def summed_buckets(delta: Delta, bounds: dict[Labels, tuple[float, ...]]) -> lis
 def percentiles(buckets: list[tuple[float, float]], window: str, approx: bool = False) -> Percentiles:
     values: dict[str, float | None] = {}
     lower: list[str] = []
-    for name, q in QUANTILES:
-        value, ge = histogram_quantile(q, buckets)
+    for (name, _), (value, ge) in zip(QUANTILES, histogram_quantiles([q for _, q in QUANTILES], buckets), strict=True):
         values[name] = value
         if ge:
             lower.append(name)

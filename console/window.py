@@ -63,7 +63,7 @@ def window_delta(points: Sequence[Point], window_s: float) -> Delta | None:
             if prev is None:
                 if baseline is None:
                     baseline = cur
-            elif any(c < p for c, p in zip(cur, prev, strict=False)):
+            elif cur[-1] < prev[-1]:  # the counter (a histogram's _count, last) went down: a reset
                 baseline = tuple(0.0 for _ in cur)
                 t_reset = points[i][0]
                 reset_at = t_reset if reset_at is None else max(reset_at, t_reset)
@@ -71,7 +71,7 @@ def window_delta(points: Sequence[Point], window_s: float) -> Delta | None:
             prev = cur
         if baseline is None or len(baseline) != len(vec):
             baseline = tuple(vec)
-        out[key] = tuple(c - b for c, b in zip(vec, baseline, strict=True))
+        out[key] = tuple(max(0.0, c - b) for c, b in zip(vec, baseline, strict=True))  # a racing bucket never < 0
     return Delta(out, t_new - span_start, False, reset_at)
 
 
@@ -82,12 +82,18 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> tupl
     observations, no +Inf bucket, fewer than two buckets). lower_bound_only is True when the
     rank fell in the +Inf bucket: the true quantile is at least the returned bound.
     """
-    if math.isnan(q):
-        return None, False
-    if q < 0:
-        return -math.inf, False
-    if q > 1:
-        return math.inf, False
+    return histogram_quantiles((q,), buckets)[0]
+
+
+def histogram_quantiles(qs: Sequence[float], buckets: Sequence[tuple[float, float]]
+                        ) -> list[tuple[float | None, bool]]:
+    """Several quantiles of one histogram, preparing its buckets once."""
+    prepared = _prepare(buckets)
+    return [_quantile(q, prepared) for q in qs]
+
+
+def _prepare(buckets: Sequence[tuple[float, float]]) -> list[list[float]] | None:
+    """Sorted, coalesced, monotonic buckets; None where Prometheus returns NaN for any q."""
     pairs = sorted((float(le), float(c)) for le, c in buckets if not math.isnan(c))
     # coalesce equal bounds (e.g. "1" and "1.0" from two exporters)
     merged: list[list[float]] = []
@@ -97,15 +103,27 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> tupl
         else:
             merged.append([le, c])
     if len(merged) < 2 or not math.isinf(merged[-1][0]):
-        return None, False
+        return None
     # force monotonic counts, as Prometheus does for scrapes that raced the engine
     running = 0.0
     for item in merged:
         running = max(running, item[1])
         item[1] = running
-    total = merged[-1][1]
-    if total <= 0:
+    if merged[-1][1] <= 0:
+        return None
+    return merged
+
+
+def _quantile(q: float, merged: list[list[float]] | None) -> tuple[float | None, bool]:
+    if math.isnan(q):
         return None, False
+    if q < 0:
+        return -math.inf, False
+    if q > 1:
+        return math.inf, False
+    if merged is None:
+        return None, False
+    total = merged[-1][1]
     rank = q * total
     b = len(merged) - 1
     for i in range(len(merged) - 1):
