@@ -21,8 +21,10 @@ def _target(entry: dict | None, c: dict[str, str]) -> Text:
         return Text(NA, style=c["dim"])
     obs = seconds(entry["observed_s"], entry.get("observed_lower_bound_only", False))
     style = c["success"] if entry.get("met") else c["error"]
-    if entry.get("requests", 0) < 20:
+    few = entry.get("requests", 0) < 20
+    if few:  # few requests: dimmed, with their count
         style = c["dim"]
+        obs += f"·{entry.get('requests', 0):.0f}"
     return Text.assemble((obs, style), (f"/{seconds(entry['target_s'])}", c["dim"]))
 
 
