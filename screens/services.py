@@ -59,7 +59,7 @@ class SloPane(Pane):
 
     def compose(self) -> ComposeResult:
         t = KeyedTable(id="slo-table", cursor_type="row")
-        for label, key, width in (("Service", "service", 12), ("TTFT p95", "ttft", 12), ("TPOT p95", "tpot", 11),
+        for label, key, width in (("Service", "service", 12), ("TTFT p95", "ttft", 14), ("TPOT p95", "tpot", 13),
                                   ("Done%", "done", 6), ("Good", "good", 9), ("Burn 5m/1h", "burn", 10)):
             t.add_column(label, key=key, width=width)
         yield t
