@@ -116,12 +116,15 @@ async def soak(seconds: float, engines: int = 4, seed: int = 7) -> dict:
                      for i, e in enumerate(chaos.engines)], NvmlReader(sim, simulated=True))
     poller.budget_s = 0.8
     app = InferdeckApp(poller, interval_s=1.0)
-    frames: list[Frame] = []
+    frames: list[Frame] = []  # only the latest: keeping every frame would be the harness's own leak
+    seen = 0
     bad: list[str] = []
     original_show = app.show
 
     def show(frame: Frame) -> None:
-        frames.append(frame)
+        nonlocal seen
+        seen += 1
+        frames[:] = [frame]
         bad.extend(check_frame(frame))
         original_show(frame)
 
@@ -155,7 +158,7 @@ async def soak(seconds: float, engines: int = 4, seed: int = 7) -> dict:
                 assert app.is_running, "the app exited"
             last = frames[-1]
             stats.update(
-                frames=len(frames),
+                frames=seen,
                 fresh_at_end=time.time() - last.taken_at.timestamp(),
                 poll_errors=app.poll_errors,
                 worker_alive=any(w.group == "poll" and w.is_running for w in app.workers),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -159,6 +160,17 @@ class Extract:
     problems: dict[str, str] = field(default_factory=dict)  # signal -> why a present series was unusable
 
 
+_INTERNED: dict = {}
+
+
+def _intern(x):
+    """One shared copy of a label set or bucket bounds: the history holds 15 minutes of scrapes that
+    repeat the same keys, and each would otherwise keep its own."""
+    if len(_INTERNED) > 50_000:  # label churn (a new pod name per restart) must not grow this forever
+        _INTERNED.clear()
+    return _INTERNED.setdefault(x, x)
+
+
 def _select(rows: list[tuple[Labels, float]], selector: Labels) -> list[tuple[Labels, float]]:
     if not selector:
         return rows
@@ -191,8 +203,9 @@ def histogram(page: Page, selector: str, scale: float = 1.0
         if not les or not math.isinf(les[-1]):
             continue
         count = counts.get(lab, per_le[les[-1]])
-        vectors[lab] = tuple(per_le[le] for le in les) + (count,)
-        bounds[lab] = les
+        lab = _intern(lab)
+        vectors[lab] = array("d", [per_le[le] for le in les] + [count])  # 8 bytes a value, not 32
+        bounds[lab] = _intern(les)
     return (vectors, bounds) if vectors else None
 
 
@@ -223,9 +236,9 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                 if not rows:
                     continue
                 if spec.type == "gauge":
-                    ex.gauges[signal] = {lab: v * spec.scale for lab, v in rows}
+                    ex.gauges[signal] = {_intern(lab): v * spec.scale for lab, v in rows}
                 elif spec.type == "counter":
-                    ex.counters[signal] = {lab: (v * spec.scale,) for lab, v in rows}
+                    ex.counters[signal] = {_intern(lab): array("d", (v * spec.scale,)) for lab, v in rows}
                 else:
                     ex.info[signal] = rows[0][0]
             ex.series[signal] = cand

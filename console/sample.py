@@ -4,6 +4,7 @@ Samples, so replay derives the same Frames (windows, alerts) through the same co
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ class Sample:
 
 
 def _pairs(values: dict) -> list:
-    return [[[list(p) for p in labels], list(vec) if isinstance(vec, tuple) else vec] for labels, vec in values.items()]
+    return [[[list(p) for p in labels], list(vec) if isinstance(vec, (tuple, array)) else vec] for labels, vec in values.items()]
 
 
 def _unpairs(rows: list, tuples: bool) -> dict:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from console.promtext import Labels
 
 # One series' value at one scrape: (v,) for a counter; bucket counts..., count for a histogram.
-Vector = tuple[float, ...]
+Vector = Sequence[float]  # a tuple, or an array("d") as scrapes keep them
 Point = tuple[float, Mapping[Labels, Vector]]
 
 

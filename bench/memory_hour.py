@@ -1,0 +1,74 @@
+"""Memory over one simulated hour: the demo node polled 3600 times at 1 s of simulated time
+(the clock is moved by hand, so this takes minutes, not an hour).
+
+    python bench/memory_hour.py [--polls 3600]
+
+The engine history keeps 15.5 minutes, so memory must stop growing once that is full (about poll
+930). Prints RSS at the start, when the history is full and at the end, and the growth after the
+fill; the target is under 10 MB of growth over the remaining ~45 simulated minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from console.demo import start_demo  # noqa: E402
+from console.nvml import NvmlReader  # noqa: E402
+from console.poller import Poller  # noqa: E402
+from console.settings import demo_settings  # noqa: E402
+
+
+def rss_mb() -> float:
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def run(polls: int) -> dict[str, float]:
+    clock = Clock()
+    settings = demo_settings()
+    node = start_demo(settings, clock=clock)
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock)
+    marks: dict[str, float] = {}
+    fill = min(polls, 1000)
+    try:
+        for i in range(polls):
+            clock.t += 1.0
+            await poller.poll()
+            if i in (9, fill - 1, polls - 1):
+                gc.collect()
+                marks[{9: "after 10 polls", fill - 1: "history full", polls - 1: "end"}[i]] = rss_mb()
+    finally:
+        await poller.aclose()
+        node.stop()
+    return marks
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--polls", type=int, default=3600)
+    args = ap.parse_args()
+    marks = asyncio.run(run(args.polls))
+    for k, v in marks.items():
+        print(f"{k:>16}: {v:7.1f} MB RSS")
+    growth = marks["end"] - marks["history full"]
+    print(f"growth after the history filled: {growth:+.1f} MB over {args.polls - 1000} polls "
+          f"(target < 10 MB) -> {'ok' if growth < 10 else 'FAIL'}")
+
+
+if __name__ == "__main__":
+    main()
