@@ -152,7 +152,7 @@ async def soak(seconds: float, engines: int = 4, seed: int = 7) -> dict:
                     await pilot.resize_terminal(*rng.choice(sizes))
                     stats["resizes"] += 1
                     next_resize = now + rng.uniform(0.5, 3)
-                if rss_start is None and now - start > min(20.0, seconds / 3):
+                if rss_start is None and now - start > min(960.0, seconds / 3):  # once the 15.5-min history is full
                     rss_start = rss_mb()
                 await pilot.pause(0.25)
                 assert app.is_running, "the app exited"
