@@ -66,3 +66,15 @@ def test_bad_profile_file_gives_one_sentence():
         _load("x:\n  title: X\n  detect: [a]\n  signals:\n    a: {type: wrong, series: [a]}\n", "engines.yaml")
     with pytest.raises(ProfileError, match=r"engines.yaml:\d+: not valid YAML"):
         _load("x:\n  - [unclosed\n", "engines.yaml")
+
+
+def test_repeated_scrapes_share_label_sets_and_bounds():
+    # the 15-minute history holds ~900 scrapes of the same series: their keys and bounds are one copy
+    prof = profiles()["vllm"]
+    a = extract(parse(fixture_text("vllm-live.prom")), prof, t=0.0)
+    b = extract(parse(fixture_text("vllm-live.prom")), prof, t=1.0)
+    (ka, va), = a.histograms["ttft"].items()
+    (kb, vb), = b.histograms["ttft"].items()
+    assert ka is kb and a.bounds["ttft"][ka] is b.bounds["ttft"][kb]
+    assert va is not vb and list(va) == list(vb) and va.itemsize == 8
+    assert len(va) == len(a.bounds["ttft"][ka]) + 1  # buckets, then the count
