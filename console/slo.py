@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from console.engines import EngineProfile, Extract
 from console.enginestats import _points, parse_window, summed_buckets, window_label
 from console.plan import Service, SloSpec, shape
+from console.promtext import label
 from console.window import fraction_at_or_below, histogram_quantile, window_delta
 
 BUDGET_PERIOD_S = 30 * 24 * 3600.0
@@ -40,17 +41,22 @@ def default_slo(svc: Service) -> SloSpec:
     })
 
 
+def _window_deltas(histories: Sequence[Sequence[Extract]], kind: str, signal: str, window_s: float):
+    """(history, its windowed delta) for every replica that exposes the signal."""
+    for hist in histories:
+        points = _points(hist, kind, signal)
+        if points:
+            delta = window_delta(points, window_s)
+            assert delta is not None
+            yield hist, delta
+
+
 def merged_buckets(histories: Sequence[Sequence[Extract]], signal: str, window_s: float
                    ) -> tuple[list[tuple[float, float]], bool]:
     """Bucket increases over the window, summed by ``le`` across replicas; (buckets, since_start)."""
     per_le: dict[float, float] = {}
     since_start = False
-    for hist in histories:
-        points = _points(hist, "histograms", signal)
-        if not points:
-            continue
-        delta = window_delta(points, window_s)
-        assert delta is not None
+    for hist, delta in _window_deltas(histories, "histograms", signal, window_s):
         since_start |= delta.since_start
         for le, c in summed_buckets(delta, hist[-1].bounds.get(signal, {})):
             per_le[le] = per_le.get(le, 0.0) + c
@@ -59,15 +65,8 @@ def merged_buckets(histories: Sequence[Sequence[Extract]], signal: str, window_s
 
 def counter_increase(histories: Sequence[Sequence[Extract]], signal: str, window_s: float,
                      by: str | None = None) -> dict[str, float] | None:
-    from console.promtext import label
-
     out: dict[str, float] | None = None
-    for hist in histories:
-        points = _points(hist, "counters", signal)
-        if not points:
-            continue
-        delta = window_delta(points, window_s)
-        assert delta is not None
+    for _, delta in _window_deltas(histories, "counters", signal, window_s):
         out = out if out is not None else {}
         for lab, vec in delta.values.items():
             if not math.isnan(vec[0]):
