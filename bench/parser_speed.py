@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from console.engines import profiles  # noqa: E402
 from console.promtext import parse  # noqa: E402
 
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "metrics" / "vllm-live.prom"
+FIXTURE = ROOT / "tests" / "fixtures" / "metrics" / "vllm-live.prom"
 
 
 def needed_families() -> set[str]:

@@ -1,5 +1,5 @@
 """Each engine's real exposition format, written from a TrafficModel's state
-(reference/engine-metrics.md §1-§6 and the captures in shared/fixtures/metrics)."""
+(the engines' metric definitions and the captures in tests/fixtures/metrics)."""
 
 from __future__ import annotations
 

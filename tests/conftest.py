@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("INFERDECK_FIXTURES", ROOT.parent / "shared" / "fixtures" / "metrics"))
+FIXTURES = Path(os.environ.get("INFERDECK_FIXTURES", ROOT / "tests" / "fixtures" / "metrics"))
 
 
 def fixture_text(name: str) -> str:
@@ -16,5 +16,5 @@ def fixture_text(name: str) -> str:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
-        pytest.fail(f"metric fixtures not found at {FIXTURES} (expected ../shared beside the checkout)")
+        pytest.fail(f"metric fixtures not found at {FIXTURES}")
     return FIXTURES
