@@ -174,7 +174,8 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settin
     settings = _settings(args, demo)
     targets = [parse_engine(s) for s in args.engine]
     targets += [EngineTarget(url=e.url, kind=e.kind, name=e.name, timeout_s=e.timeout_s, headers=token_headers(e),
-                             verify_tls=e.verify_tls, interval_s=e.interval_s, device=e.device, model=e.model)
+                             verify_tls=e.verify_tls, interval_s=e.interval_s, device=e.device, model=e.model,
+                             top_models=e.top_models, api_url=e.api_url)
                 for e in settings.engines]
     node = None
     nvml = None

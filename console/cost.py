@@ -54,6 +54,13 @@ def crossover(cost_r: float, cost_l: float, u_l: float = 1.0, u_r: float = 1.0) 
     return (cost_r / cost_l) * (u_l / u_r)
 
 
+def serving_goodput(window_avg_tok_s: float, occupancy: float | None) -> float | None:
+    """G, the goodput *while serving*, from a window's average (which already holds u: avg = u x G)."""
+    if not occupancy or occupancy <= 0:
+        return None
+    return window_avg_tok_s / occupancy
+
+
 def tariff_at(spec: CostSpec, hour: int) -> float | None:
     if spec.tariff_by_hour is not None:
         return spec.tariff_by_hour[hour % 24]

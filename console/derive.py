@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from console import __version__
 from console.alerts import AlertBook
 from console.engines import profiles
-from console.enginestats import EngineHistory, derive
+from console.enginestats import EngineHistory, by_model, derive, process_start
 from console.frame import Engine, Frame
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
@@ -18,6 +18,7 @@ from console.meters import service_meters
 from console.plan import Plan
 from console.sample import EngineSample, Sample
 from console.slo import OutcomeHistory
+from console.triton import count_once
 
 
 def _utc(t: float) -> datetime:
@@ -30,6 +31,8 @@ class _Track:
     kind: str | None = None
     model: str | None = None
     restarted_at: float | None = None
+    process_start: float | None = None
+    restart_seen: float | None = None  # the scrape that showed the process start move
     last: Engine | None = None
 
 
@@ -70,12 +73,24 @@ class Deriver:
             tr.kind = s.kind
             profile = profiles()[s.kind]
             ex = s.extract
+            counted = None
+            if profile.count_once and profile.count_once_label:
+                ex, counted = count_once(ex, profile.count_once, profile.count_once_label, s.top_models)
             tr.model = ex.model or tr.model or s.model
             tr.history.add(ex)
             d = derive(tr.history.points, profile, self.window_s)
-            if d.reset_at is not None:
+            start = process_start(ex)
+            if start is not None and tr.process_start is not None and start > tr.process_start + 1.0:
+                tr.restarted_at, tr.restart_seen = start, ex.t  # when the new process began, not when seen
+            elif d.reset_at is not None and d.reset_at != tr.restart_seen:
                 tr.restarted_at = d.reset_at
+            if start is not None:
+                tr.process_start = start
             series = dict(ex.series)
+            if counted:
+                series["requests_counted"] = counted
+            if profile.count_once_label:
+                d.fields["requests_by_model"] = by_model(tr.history.points, profile, self.window_s)
             if s.slots is not None:
                 d.fields.update(s.slots.get("fields", {}))
                 for key in s.slots.get("fields", {}):

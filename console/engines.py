@@ -41,7 +41,7 @@ class _Strict(BaseModel):
 class SignalSpec(_Strict):
     type: Literal["gauge", "counter", "histogram", "info"]
     series: list[str] = Field(min_length=1)
-    aggregate: Literal["sum", "max"] = "sum"
+    aggregate: Literal["sum", "max"] = "sum"  # across DP engines / separate schedulers
     scale: float = 1.0
     parts: list[str] | None = None
     labels_product: list[str] | None = None
@@ -77,10 +77,17 @@ class EngineProfile(_Strict):
     detect: list[str] = Field(min_length=1)
     model_labels: list[str] = Field(default_factory=list)
     rank_labels: list[str] = Field(default_factory=list)
+    # labels whose series repeat one figure (TP/PP ranks, multiprocess pids): taken once (max) before
+    # the signal's aggregate combines the rest (DP engines, schedulers)
+    replica_labels: list[str] = Field(default_factory=list)
     hints: dict[str, str] = Field(default_factory=dict)
     signals: dict[str, SignalSpec]
     success: SuccessSpec | None = None
     discover: DiscoverSpec | None = None
+    # engines that count one request at every step of a pipeline (Triton ensembles): these signals
+    # are counted only at the top-level models, told apart by this label
+    count_once: list[str] = Field(default_factory=list)
+    count_once_label: str | None = None
 
 
 class ProfileError(ConfigError):
@@ -261,12 +268,22 @@ def _model(page: Page, model_labels: list[str]) -> str | None:
     return None
 
 
-def gauge_value(values: dict[Labels, float], aggregate: str) -> float | None:
-    """Combine a gauge across engines/ranks; NaN samples are ignored."""
-    nums = [v for v in values.values() if not math.isnan(v)]
-    if not nums:
+def gauge_value(values: dict[Labels, float], aggregate: str, replica_labels: list[str] | tuple[str, ...] = ()
+                ) -> float | None:
+    """Combine a gauge across DP engines and ranks; NaN samples are ignored.
+
+    Series that differ only in ``replica_labels`` (TP/PP ranks, pids) repeat one figure and count
+    once (their max); what remains (DP engines, schedulers) combines by ``aggregate``.
+    """
+    groups: dict[Labels, float] = {}
+    for lab, v in values.items():
+        if math.isnan(v):
+            continue
+        key = without(lab, *replica_labels) if replica_labels else lab
+        groups[key] = max(groups[key], v) if key in groups else v
+    if not groups:
         return None
-    return max(nums) if aggregate == "max" else sum(nums)
+    return max(groups.values()) if aggregate == "max" else sum(groups.values())
 
 
 def rank_key(labels: Labels, rank_labels: list[str]) -> str:

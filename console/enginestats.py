@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from console.engines import EngineProfile, Extract, gauge_value, rank_key
 from console.frame import Percentiles
 from console.promtext import Labels, label
-from console.window import Delta, histogram_quantiles, window_delta
+from console.window import Delta, histogram_quantiles, quantile_bucket, rate, wide, window_delta
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 FEW_OBSERVATIONS = 20
@@ -38,21 +38,59 @@ def parse_window(text: str) -> float:
     return value
 
 
+class Scrapes(deque):
+    """A history's scrapes, with the times at which the engine's process start moved (kept as they
+    arrive, so no window walks the whole history to find them)."""
+
+    restarts: set[float]
+
+
 class EngineHistory:
     """Scrapes of one engine, kept for the longest window plus one baseline scrape."""
 
     def __init__(self, keep_s: float = max(WINDOWS_S) + 30) -> None:
         self.keep_s = keep_s
-        self.points: deque[Extract] = deque()
+        self.points: Scrapes = Scrapes()
+        self.points.restarts = set()
 
     def add(self, ex: Extract) -> None:
+        prev = process_start(self.points[-1]) if self.points else None
+        start = process_start(ex)
+        if start is not None and prev is not None and start > prev + 1.0:
+            self.points.restarts.add(ex.t)
         self.points.append(ex)
         cut = ex.t - self.keep_s
         while len(self.points) > 2 and self.points[1].t <= cut:
             self.points.popleft()
+        if self.points.restarts:
+            self.points.restarts = {t for t in self.points.restarts if t >= self.points[0].t}
 
     def clear(self) -> None:
         self.points.clear()
+        self.points.restarts = set()
+
+
+def restart_times(history: Sequence[Extract]) -> frozenset[float]:
+    """Scrape times at which the engine's process start time moved forward: a restart, even when
+    no counter has gone down yet (the new process may have counted past the old values)."""
+    known = getattr(history, "restarts", None)
+    if known is not None:
+        return frozenset(known)
+    out = set()
+    prev: float | None = None
+    for ex in history:
+        values = ex.gauges.get("process_start")
+        start = max(values.values()) if values else None
+        if start is not None and prev is not None and start > prev + 1.0:
+            out.add(ex.t)
+        if start is not None:
+            prev = start
+    return frozenset(out)
+
+
+def process_start(ex: Extract) -> float | None:
+    values = ex.gauges.get("process_start")
+    return max(values.values()) if values else None
 
 
 def _points(history: Sequence[Extract], kind: str, signal: str) -> list[tuple[float, dict]]:
@@ -62,6 +100,15 @@ def _points(history: Sequence[Extract], kind: str, signal: str) -> list[tuple[fl
         if values is not None:
             out.append((ex.t, values))
     return out
+
+
+def signal_delta(history: Sequence[Extract], kind: str, signal: str, window_s: float,
+                 restarts: frozenset[float] | None = None) -> Delta | None:
+    """The windowed per-series increase of one signal of one engine (None if it never showed)."""
+    points = _points(history, kind, signal)
+    if not points:
+        return None
+    return window_delta(points, window_s, restart_times(history) if restarts is None else restarts)
 
 
 def summed_buckets(delta: Delta, bounds: dict[Labels, tuple[float, ...]]) -> list[tuple[float, float]]:
@@ -79,12 +126,18 @@ def summed_buckets(delta: Delta, bounds: dict[Labels, tuple[float, ...]]) -> lis
 def percentiles(buckets: list[tuple[float, float]], window: str, approx: bool = False) -> Percentiles:
     values: dict[str, float | None] = {}
     lower: list[str] = []
+    spread: dict[str, tuple[float, float]] = {}
     for (name, _), (value, ge) in zip(QUANTILES, histogram_quantiles([q for _, q in QUANTILES], buckets), strict=True):
         values[name] = value
         if ge:
             lower.append(name)
+        elif value is not None:
+            bucket = quantile_bucket(value, buckets)
+            if bucket is not None and wide(bucket, value):
+                spread[name] = bucket
     observations = buckets[-1][1] if buckets else 0.0
-    return Percentiles(window=window, observations=observations, lower_bound_only=lower, approx=approx, **values)
+    return Percentiles(window=window, observations=observations, lower_bound_only=lower, approx=approx,
+                       buckets=spread, **values)
 
 
 @dataclass
@@ -102,6 +155,7 @@ class _Deriver:
     def __init__(self, history: Sequence[Extract], profile: EngineProfile, window_s: float) -> None:
         self.h, self.p, self.w = history, profile, window_s
         self.newest = history[-1]
+        self.restarts = restart_times(history)
         self.out = Derived()
 
     def missing(self, signal: str) -> str:
@@ -117,7 +171,7 @@ class _Deriver:
         if values is None:
             self.out.unavailable[fld] = self.missing(signal)
             return None
-        value = gauge_value(values, self.p.signals[signal].aggregate)
+        value = gauge_value(values, self.p.signals[signal].aggregate, self.p.replica_labels)
         if value is None:
             self.out.unavailable[fld] = "engine reported NaN"
         self.out.fields[fld] = value
@@ -125,11 +179,9 @@ class _Deriver:
 
     def increase(self, signal: str, by: str | None = None) -> tuple[dict[str, float] | None, Delta | None]:
         """Window increase of a counter, summed (key "") or per value of label ``by``."""
-        points = _points(self.h, "counters", signal)
-        if not points:
+        delta = signal_delta(self.h, "counters", signal, self.w, self.restarts)
+        if delta is None:
             return None, None
-        delta = window_delta(points, self.w)
-        assert delta is not None
         self.out.note_reset(delta)
         sums: dict[str, float] = {}
         for lab, vec in delta.values.items():
@@ -141,19 +193,26 @@ class _Deriver:
 
     def rate(self, fld: str, signal: str) -> None:
         sums, delta = self.increase(signal)
+        value = rate(delta) if delta is not None and not delta.since_start else None
         if sums is None or delta is None:
             self.out.unavailable[fld] = self.missing(signal)
-        elif delta.since_start or delta.span_s <= 0:
+        elif value is None:
             self.out.unavailable[fld] = "a rate needs two scrapes"
         else:
-            self.out.fields[fld] = sum(sums.values()) / delta.span_s
+            self.out.fields[fld] = value
 
     def quantiles(self, fld: str, signal: str) -> None:
         spec = self.p.signals.get(signal)
         if spec is not None and spec.parts and f"{signal}#0" in self.newest.histograms:
             parts = [self._window_buckets(f"{signal}#{i}") for i in range(len(spec.parts))]
             labelled = [percentiles(b, w) for b, w in parts]
-            sums = {name: sum(getattr(p, name) or 0.0 for p in labelled) for name, _ in QUANTILES}
+            sums = {name: (None if any(getattr(p, name) is None for p in labelled)
+                           else sum(getattr(p, name) for p in labelled)) for name, _ in QUANTILES}
+            if all(v is None for v in sums.values()):
+                window = parts[0][1]
+                self.out.unavailable[fld] = ("no observations since the engine started" if window == "since_start"
+                                             else f"no observations in the last {window_label(self.w)}")
+                return
             self.out.fields[fld] = Percentiles(
                 window=parts[0][1], observations=labelled[0].observations, approx=True,
                 lower_bound_only=sorted({n for p in labelled for n in p.lower_bound_only}),
@@ -170,7 +229,7 @@ class _Deriver:
 
     def _window_buckets(self, signal: str) -> tuple[list[tuple[float, float]], str]:
         points = _points(self.h, "histograms", signal)
-        delta = window_delta(points, self.w)
+        delta = window_delta(points, self.w, self.restarts)
         assert delta is not None
         self.out.note_reset(delta)
         bounds = self.newest.bounds.get(signal, {})
@@ -269,8 +328,8 @@ class _Deriver:
                 pass
             self.out.unavailable["kv_capacity_tokens"] = f"{'/'.join(spec.labels_product)} not numeric"
         elif "kv_blocks_max" in self.newest.gauges:
-            blocks = gauge_value(self.newest.gauges["kv_blocks_max"], "sum")
-            per = gauge_value(self.newest.gauges.get("kv_tokens_per_block", {}), "max")
+            blocks = gauge_value(self.newest.gauges["kv_blocks_max"], "sum", self.p.replica_labels)
+            per = gauge_value(self.newest.gauges.get("kv_tokens_per_block", {}), "max", self.p.replica_labels)
             if blocks is not None and per is not None:
                 self.out.fields["kv_capacity_tokens"] = blocks * per
         elif spec is not None and spec.type == "gauge":
@@ -320,3 +379,21 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
         d.out.unavailable["preemptions"] = d.missing("preemptions")
     d.means()
     return d.out
+
+
+def by_model(history: Sequence[Extract], profile: EngineProfile, window_s: float) -> dict[str, float] | None:
+    """Successful requests in the window per model (Triton: every model, ensemble steps included)."""
+    spec = profile.success
+    signal = spec.ok if spec is not None else None
+    by = profile.count_once_label
+    if not signal or not by:
+        return None
+    name = f"{signal}@models" if any(f"{signal}@models" in ex.counters for ex in history) else signal
+    delta = signal_delta(history, "counters", name, window_s)
+    if delta is None:
+        return None
+    out: dict[str, float] = {}
+    for lab, vec in delta.values.items():
+        key = label(lab, by) or "?"
+        out[key] = out.get(key, 0.0) + vec[0]
+    return out

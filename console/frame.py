@@ -130,6 +130,8 @@ class Percentiles(_Model):
     observations: float = 0.0
     lower_bound_only: list[str] = Field(default_factory=list)  # e.g. ["p99"]: rank in +Inf, "≥"
     approx: bool = False  # not a histogram of this quantity (e.g. TGI TTFT from its phases)
+    # quantiles whose bucket is wider than half the estimate: (lower, upper] where the truth may lie
+    buckets: dict[str, tuple[float, float]] = Field(default_factory=dict)
     note: str | None = None
 
 
@@ -162,6 +164,7 @@ class Engine(_Model):
     requests_aborted: float | None = None
     requests_failed: float | None = None
     finish_reasons: dict[str, float] | None = None
+    requests_by_model: dict[str, float] | None = None  # Triton: successes in the window per model
     prefix_cache_hit_rate: float | None = None
     preemptions: float | None = None  # in the window
     restarted_at: datetime | None = None

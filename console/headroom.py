@@ -64,7 +64,8 @@ def evaluate(plan: Plan, source: GpuSource, gpus: list[Gpu], engines: list[Engin
             conds.append(Condition(f"engine-restart:{e.url}", "info", e.name,
                                    f"engine restarted at {e.restarted_at:%H:%M:%S}Z: counters reset, windows "
                                    "restart there", "engine_restart", 0.0, 0.0))
-    services = [_service(svc, plan, gpus, by_name.get(svc.engine_name), state, now, cond) for svc in plan.services]
+    services = [_service(svc, plan, gpus, by_name.get(svc.engine_name), state, now, cond,
+                         [by_name[n] for n in svc.engine_names if n in by_name]) for svc in plan.services]
     return services, conds
 
 
@@ -97,7 +98,7 @@ def _gpu_conditions(g: Gpu, plan: Plan, cond) -> None:
 
 
 def _service(svc: Service, plan: Plan, gpus: list[Gpu], engine: Engine | None, state: HeadroomState, now: float,
-             cond) -> ServiceStatus:
+             cond, replicas: list[Engine] | None = None) -> ServiceStatus:
     ref = parse_device(svc.device)
     device_id, capacity, used, parent = live_device(ref, gpus)
     source = "driver"
@@ -153,10 +154,14 @@ def _service(svc: Service, plan: Plan, gpus: list[Gpu], engine: Engine | None, s
     # KV capacity and use
     if engine is not None and engine.up:
         seqs_needed = svc.concurrent_sequences
-        if engine.kv_capacity_tokens:
-            seqs = engine.kv_capacity_tokens / svc.tokens_per_sequence
+        # separate replicas (endpoints) each hold their own KV cache: their capacities add up
+        caps = [e.kv_capacity_tokens for e in (replicas or [engine]) if e.up and e.kv_capacity_tokens]
+        if caps:
+            seqs = sum(caps) / svc.tokens_per_sequence
             st = "warning" if seqs < seqs_needed else "ok"
             detail = f"{seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens (plan {seqs_needed})"
+            if len(caps) > 1:
+                detail += f", summed over {len(caps)} replicas"
             usage = engine.kv_cache_usage
             prev = state.prev_waiting.get(engine.name)
             waiting = engine.requests_waiting or 0

@@ -9,9 +9,18 @@ from collections.abc import Sequence
 from console.alerts import Condition
 from console.cost import energy, node_hourly, per_million, slice_share
 from console.engines import EngineProfile, Extract
+from console.enginestats import restart_times
 from console.frame import Gpu, ServiceStatus
 from console.plan import Plan, Service, parse_device
-from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, default_slo, outcomes
+from console.slo import (
+    OutcomeHistory,
+    burn_alert,
+    burn_rates,
+    compliance,
+    default_slo,
+    outcome_series,
+    outcomes,
+)
 
 
 def occupancy(histories: Sequence[Sequence[Extract]], window_s: float) -> float | None:
@@ -63,9 +72,11 @@ def service_meters(plan: Plan, services: list[ServiceStatus], histories: dict[st
         total_w = sum(g.power_w for g in gpus if g.power_w is not None) if gpus else None
         hourly = node_hourly(spec)
         e = energy(spec, total_w, hour)
-        per_gpu = [{"gpu": g.index, "usd_per_h": hourly / len(gpus),
-                    "energy_usd_per_h": (g.power_w / 1000 * e["usd_per_kwh"]) if g.power_w is not None
-                    and e.get("usd_per_kwh") is not None else None} for g in gpus]
+        per_gpu = []
+        for g in gpus:  # each GPU on the node's basis: its board power, a GPU's share of the host, PUE
+            ge = energy(spec, g.power_w, hour, node_share=1 / len(gpus))
+            per_gpu.append({"gpu": g.index, "usd_per_h": hourly / len(gpus), "energy_usd_per_h": ge["usd_per_h"],
+                            "energy_basis": ge["basis"]})
         node = {"usd_per_h": hourly, "horizon_h": spec.horizon_h, "energy": e,
                 "total_usd_per_h": hourly + (e["usd_per_h"] or 0.0), "per_gpu": per_gpu}
     by_name = {s.name: s for s in plan.services}
@@ -75,16 +86,17 @@ def service_meters(plan: Plan, services: list[ServiceStatus], histories: dict[st
         prof = next((profiles[n] for n in svc.engine_names if n in profiles), None)
         slo_doc = compliance(svc, hists, prof) if prof is not None and hists else None
         if slo_doc is not None and prof is not None:
-            cum = {}
+            series: dict[tuple, tuple[float, float, float]] = {}
+            restarted = set()
             for name in svc.engine_names:
                 h = histories.get(name)
                 if h:
-                    o = outcomes([[h[-1]]], prof, 1e12)
-                    if o is not None:
-                        cum[name] = (o.good, o.failed)
-            if cum:
+                    series.update({(name, *k): v for k, v in outcome_series(h[-1], prof).items()})
+                    if len(h) > 1 and h[-1].t in restart_times((h[-2], h[-1])):
+                        restarted.add(name)
+            if series:
                 hist = burn_hist.setdefault(svc.name, OutcomeHistory())
-                hist.add(now, cum)
+                hist.add(now, series, restarted)
                 slo_doc["burn"] = burn_rates(hist, default_slo(svc).completion)
                 hit = burn_alert(slo_doc["burn"])
                 if hit is not None and plan.alerts.burn.enabled:

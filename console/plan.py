@@ -87,7 +87,7 @@ class Service(_Strict):
 
     @property
     def engine_name(self) -> str:
-        return self.engine or self.name
+        return self.engine or (self.replicas[0] if self.replicas else self.name)
 
     @property
     def engine_names(self) -> list[str]:

@@ -22,6 +22,7 @@ from console.promtext import parse
 from console.recording import Recorder
 from console.sample import EngineSample, Sample
 from console.scraper import ScrapeResult, scrape
+from console.triton import api_base, fetch_top_models
 
 
 @dataclass
@@ -35,6 +36,8 @@ class EngineTarget:
     interval_s: float | None = None  # None: every poll
     device: str | None = None
     model: str | None = None  # for engines whose series carry no model label
+    top_models: list[str] | None = None  # Triton: the models clients call (else read from its API)
+    api_url: str | None = None  # Triton's HTTP API (default: the metrics host, port 8000)
 
     @property
     def label(self) -> str:
@@ -47,6 +50,8 @@ class _EngineState:
     kind: str | None = None
     next_due: float = 0.0
     polled: bool = False
+    tops: list[str] | None = None  # Triton's top-level models, read from its API
+    tops_next: float = 0.0
 
 
 class Poller:
@@ -163,6 +168,11 @@ class Poller:
                 scrape(client, slots_url(target.url), target.timeout_s, headers=target.headers))
         else:
             res, slots = await scrape(client, target.url, target.timeout_s, headers=target.headers), None
+        if state.kind == "triton" and target.top_models is None and state.tops is None and now >= state.tops_next:
+            state.tops_next = now + 60.0  # the API may be off or elsewhere: ask again in a minute
+            state.tops = await fetch_top_models(client, target.api_url or api_base(target.url), target.timeout_s,
+                                                target.headers)
+        base["top_models"] = target.top_models or state.tops
         return self._engine(state, res, slots, base)
 
     def _engine(self, state: _EngineState, res: ScrapeResult, slots: ScrapeResult | None, base: dict) -> EngineSample:

@@ -26,6 +26,7 @@ class EngineSample:
     kind: str | None = None
     extract: Extract | None = None
     slots: dict[str, Any] | None = None  # llama.cpp /slots: fields, unavailable, series
+    top_models: list[str] | None = None  # Triton: models no ensemble calls (API or config)
 
 
 @dataclass

@@ -48,6 +48,8 @@ class EngineConfig(_HasUrl):
     interval_s: float | None = Field(None, gt=0)
     device: str | None = None
     model: str | None = None
+    top_models: list[str] | None = None  # Triton: the models clients call (ensembles), not their steps
+    api_url: str | None = None  # Triton's HTTP API, for its ensemble structure (default: port 8000)
 
     @model_validator(mode="after")
     def _one_token(self) -> EngineConfig:

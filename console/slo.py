@@ -13,22 +13,32 @@ Error budget = 1 - completion target over 30 days; burn rate = bad share / budge
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections import deque
-from collections.abc import Sequence
+from array import array
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from console.engines import EngineProfile, Extract
-from console.enginestats import _points, parse_window, summed_buckets, window_label
+from console.enginestats import parse_window, signal_delta, summed_buckets, window_label
 from console.plan import Service, SloSpec, shape
 from console.promtext import label
-from console.window import fraction_at_or_below, histogram_quantile, window_delta
+from console.window import (
+    fraction_at_or_below,
+    histogram_quantile,
+    quantile_bucket,
+    rate,
+    wide,
+    window_start,
+)
 
 BUDGET_PERIOD_S = 30 * 24 * 3600.0
 FAST_BURN = 14.4  # 5 m and 1 h both at or above: the month's budget goes in ~2 days -> critical
 SLOW_BURN = 6.0  # 1 h and 6 h both at or above: the budget goes in ~5 days -> warning
 BURN_WINDOWS_S = (300.0, 3600.0, 21600.0)
 SIGNALS = (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e", "e2e_s"))
+# TPOT histograms observed once per output token (vLLM <= 0.10), not once per request
+PER_TOKEN_SERIES = ("vllm:time_per_output_token_seconds",)
 
 
 def default_slo(svc: Service) -> SloSpec:
@@ -44,10 +54,8 @@ def default_slo(svc: Service) -> SloSpec:
 def _window_deltas(histories: Sequence[Sequence[Extract]], kind: str, signal: str, window_s: float):
     """(history, its windowed delta) for every replica that exposes the signal."""
     for hist in histories:
-        points = _points(hist, kind, signal)
-        if points:
-            delta = window_delta(points, window_s)
-            assert delta is not None
+        delta = signal_delta(hist, kind, signal, window_s)
+        if delta is not None:
             yield hist, delta
 
 
@@ -75,6 +83,13 @@ def counter_increase(histories: Sequence[Sequence[Extract]], signal: str, window
     return out
 
 
+def counter_rate(histories: Sequence[Sequence[Extract]], signal: str, window_s: float) -> float | None:
+    """``sum(rate(signal[W]))`` across replicas: the same figure as each engine's own rate."""
+    rates = [r for _, d in _window_deltas(histories, "counters", signal, window_s)
+             if not d.since_start and (r := rate(d)) is not None]
+    return sum(rates) if rates else None
+
+
 @dataclass
 class Outcomes:
     good: float  # completed requests (engine's notion: not aborted, not failed)
@@ -97,7 +112,7 @@ def outcomes(histories: Sequence[Sequence[Extract]], profile: EngineProfile, win
         sums = counter_increase(histories, spec.finished, window_s, by=spec.label)
         if sums is None:
             return None
-        ab = [spec.aborted] if isinstance(spec.aborted, str) else list(spec.aborted or [])
+        ab = _names(spec.aborted)
         good = sum(v for k, v in sums.items() if k in spec.good)
         aborted = sum(v for k, v in sums.items() if k in ab)
         failed = sum(v for k, v in sums.items() if k not in spec.good and k not in ab)
@@ -114,8 +129,8 @@ def outcomes(histories: Sequence[Sequence[Extract]], profile: EngineProfile, win
         if ok is None:
             return None
         good, failed = sum(ok.values()), sum(bad.values()) if bad else 0.0
-    span = max((h[-1].t - h[0].t for h in histories if h), default=0.0)
-    return Outcomes(good, failed, aborted, min(span, window_s))
+    spans = [h[-1].t - h[window_start([x.t for x in h], window_s)].t for h in histories if len(h) > 1]
+    return Outcomes(good, failed, aborted, max(spans, default=0.0))
 
 
 def compliance(svc: Service, histories: Sequence[Sequence[Extract]], profile: EngineProfile,
@@ -127,29 +142,46 @@ def compliance(svc: Service, histories: Sequence[Sequence[Extract]], profile: En
     qname = f"p{q * 100:g}"
     out: dict = {"window": window_label(w), "percentile": qname, "targets": {}, "unavailable": {}}
     attain: list[float] = []
+    unknown: list[str] = []
     approx_any = False
     for signal, key in SIGNALS:
         limit = getattr(slo, key)
         if limit is None:
             continue
-        buckets, since_start = merged_buckets(histories, signal, w)
         entry: dict = {"target_s": limit}
+        spec = profile.signals.get(signal)
+        if spec is not None and spec.parts:
+            entry.update(_approx_target(histories, signal, limit, q, w, out["unavailable"], key))
+            unknown.append(key)
+            out["targets"][key] = entry
+            continue
+        if signal == "tpot" and any(h[-1].series.get("tpot") in PER_TOKEN_SERIES for h in histories if h):
+            entry["counts"] = "tokens"
+            entry["note"] = ("this engine's TPOT histogram counts every output token, not requests: the "
+                             "attainment is a share of tokens")
+        buckets, since_start = merged_buckets(histories, signal, w)
         total = buckets[-1][1] if buckets else 0.0
         entry["requests"] = total
         if not buckets or total <= 0:
             out["unavailable"][key] = ("engine exports no such histogram" if not buckets
                                        else f"no requests in the last {window_label(w)}")
             entry.update(observed_s=None, headroom_s=None, attainment=None)
+            unknown.append(key)
         else:
             observed, ge = histogram_quantile(q, buckets)
             share, exact = fraction_at_or_below(limit, buckets)
+            bucket = quantile_bucket(observed, buckets) if observed is not None and not ge else None
             entry.update(observed_s=observed, observed_lower_bound_only=ge,
                          headroom_s=(limit - observed) if observed is not None else None,
                          met=observed is not None and observed <= limit and not ge,
                          attainment=share, attainment_exact=exact, since_start=since_start)
+            if bucket is not None and wide(bucket, observed):
+                entry["observed_bucket_s"] = bucket
             approx_any |= not exact
             if share is not None:
                 attain.append(share)
+            else:
+                unknown.append(key)
         out["targets"][key] = entry
     out_ok = outcomes(histories, profile, w)
     c = out_ok.completion if out_ok else None
@@ -159,50 +191,125 @@ def compliance(svc: Service, histories: Sequence[Sequence[Extract]], profile: En
     if c is None:
         out["unavailable"]["completion"] = ("engine exports no request outcomes" if out_ok is None
                                             else f"no requests finished in the last {window_label(w)}")
-    if attain and c is not None:
-        lo = c * max(0.0, sum(attain) - (len(attain) - 1))
-        hi = c * min(attain)
+    if (attain or unknown) and c is not None:
+        # an SLO whose attainment is unknown could be met by none: the lower bound falls to 0
+        lo = c * max(0.0, sum(attain) - (len(attain) - 1)) if not unknown else 0.0
+        hi = c * min(attain) if attain else c
         out["good_share"] = {"low": lo, "high": hi, "approx": approx_any}
+        if unknown:
+            out["good_share"]["unknown"] = unknown
     else:
         out["good_share"] = None
         out["unavailable"]["good_share"] = "needs an attainment and a completion rate"
-    gen = counter_increase(histories, "generation_tokens", w)
-    span = out_ok.span_s if out_ok else 0.0
-    if gen is not None and span > 0 and out["good_share"] is not None:
-        rate = sum(gen.values()) / span
-        out["output_tokens_per_s"] = rate
-        out["goodput_tokens_per_s"] = {"low": rate * out["good_share"]["low"], "high": rate * out["good_share"]["high"],
+    tokens = counter_rate(histories, "generation_tokens", w)
+    if tokens is not None:
+        out["output_tokens_per_s"] = tokens
+    if tokens is not None and out["good_share"] is not None:
+        out["goodput_tokens_per_s"] = {"low": tokens * out["good_share"]["low"],
+                                       "high": tokens * out["good_share"]["high"],
                                        "note": "tokens/s scaled by the good-request share bounds"}
     else:
         out["goodput_tokens_per_s"] = None
     return out
 
 
+def _approx_target(histories: Sequence[Sequence[Extract]], signal: str, limit: float, q: float, w: float,
+                   unavailable: dict, key: str) -> dict:
+    """An SLO on a figure the engine has no histogram of (TGI's TTFT = queue + validation + prefill
+    quantiles): the observed figure is approximate and its attainment unknown."""
+    summed: float | None = 0.0
+    parts = 0
+    while any(f"{signal}#{parts}" in h[-1].histograms for h in histories if h):
+        buckets, _ = merged_buckets(histories, f"{signal}#{parts}", w)
+        value, ge = histogram_quantile(q, buckets) if buckets else (None, False)
+        summed = None if value is None or summed is None or ge else summed + value
+        parts += 1
+    if parts == 0 or summed is None:
+        unavailable[key] = "no observations of its parts in the window"
+        return {"observed_s": None, "headroom_s": None, "attainment": None, "approx": True}
+    unavailable[key + "_attainment"] = "no histogram of this figure: attainment unknown (observed is a sum of quantiles)"
+    return {"observed_s": summed, "headroom_s": limit - summed, "met": summed <= limit, "approx": True,
+            "attainment": None, "note": "approx.: sum of its parts' quantiles"}
+
+
 # --- error budget and burn rate --------------------------------------------------------------
 
+def outcome_series(ex: Extract, profile: EngineProfile) -> dict[tuple, tuple[float, float, float]]:
+    """Every request-outcome counter series of one scrape: key -> (value, weight in good, weight in
+    failed). Aborts weigh nothing (the client's choice); under a total/aborted recipe aborts
+    weigh -1 in good."""
+    spec = profile.success
+    out: dict[tuple, tuple[float, float, float]] = {}
+    if spec is None:
+        return out
+
+    def put(signal: str | None, good: float, failed: float) -> None:
+        for lab, vec in ex.counters.get(signal or "", {}).items():
+            out[(signal, lab)] = (vec[0], good, failed)
+
+    if spec.finished:
+        aborted = _names(spec.aborted)
+        for lab, vec in ex.counters.get(spec.finished, {}).items():
+            reason = (label(lab, spec.label) if spec.label else None) or ""
+            weights = (1.0, 0.0) if reason in spec.good else (0.0, 0.0) if reason in aborted else (0.0, 1.0)
+            out[(spec.finished, lab)] = (vec[0], *weights)
+    elif spec.total:
+        put(spec.total, 1.0, 0.0)
+        for name in _names(spec.aborted):
+            put(name, -1.0, 0.0)
+    elif spec.ok:
+        put(spec.ok, 1.0, 0.0)
+        for name in _names(spec.failed):
+            put(name, 0.0, 1.0)
+    return out
+
+
+def _names(v: str | list[str] | None) -> list[str]:
+    return [] if v is None else [v] if isinstance(v, str) else list(v)
+
+
 class OutcomeHistory:
-    """Cumulative good/failed request counts of one service, sampled sparsely for 6 h of burn
-    windows (restarts handled like any counter: a decrease starts a new run)."""
+    """Good and failed requests of one service, kept at every poll for the 6 h burn windows.
 
-    def __init__(self, every_s: float = 15.0, keep_s: float = max(BURN_WINDOWS_S) + 60) -> None:
-        self.every_s, self.keep_s = every_s, keep_s
-        self.points: deque[tuple[float, dict[tuple, tuple[float, ...]]]] = deque()
+    Each outcome series is its own counter (a series that goes down, or whose engine restarted,
+    was reset: the step counts its new value), summed into two running totals; a point per poll
+    is three doubles, so 6 h at 1 s is about 0.5 MB.
+    """
 
-    def add(self, t: float, per_engine: dict[str, tuple[float, float]]) -> None:
-        if self.points and t - self.points[-1][0] < self.every_s:
-            self.points[-1] = (t, {(k,): v for k, v in per_engine.items()})
-        else:
-            self.points.append((t, {(k,): v for k, v in per_engine.items()}))
-        while len(self.points) > 2 and self.points[1][0] <= t - self.keep_s:
-            self.points.popleft()
+    def __init__(self, keep_s: float = max(BURN_WINDOWS_S) + 60) -> None:
+        self.keep_s = keep_s
+        self.t, self.good, self.failed = array("d"), array("d"), array("d")
+        self._last: dict[tuple, float] = {}
+        self._totals = [0.0, 0.0]
+
+    def add(self, t: float, series: dict[tuple, tuple[float, float, float]], restarted: Collection = ()) -> None:
+        """``series``: key -> (value, good weight, failed weight); a key's first element names its
+        engine, and ``restarted`` the engines known to have restarted at this scrape."""
+        for key, (value, g, f) in series.items():
+            prev = self._last.get(key)
+            if math.isnan(value):
+                continue
+            self._last[key] = value
+            if prev is None:
+                continue
+            step = value if (value < prev or key[0] in restarted) else value - prev
+            self._totals[0] += g * step
+            self._totals[1] += f * step
+        self.t.append(t)
+        self.good.append(self._totals[0])
+        self.failed.append(self._totals[1])
+        old = bisect.bisect_right(self.t, t - self.keep_s) - 1
+        if old > 512:  # drop in chunks: deleting from the front of an array copies it
+            for arr in (self.t, self.good, self.failed):
+                del arr[:old]
 
     def bad_share(self, window_s: float) -> tuple[float | None, float]:
         """(bad share, requests) over the window."""
-        delta = window_delta(list(self.points), window_s)
-        if delta is None or delta.since_start:
+        if len(self.t) < 2:
             return None, 0.0
-        good = sum(v[0] for v in delta.values.values())
-        bad = sum(v[1] for v in delta.values.values())
+        i = window_start(self.t, window_s)
+        good = self.good[-1] - self.good[i]
+        bad = self.failed[-1] - self.failed[i]
         total = good + bad
         return (bad / total if total > 0 else None), total
 

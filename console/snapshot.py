@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from console.frame import Frame, Percentiles
-from console.units import NA, gib, num, pct, seconds, watts
+from console.units import NA, gib, num, pct, quantile_text, seconds, share_range, target_text, watts
 
 
 def _p(p: Percentiles | None, name: str) -> str:
-    if p is None or getattr(p, name) is None:
-        return NA
-    return ("~" if p.approx else "") + seconds(getattr(p, name), name in p.lower_bound_only)
+    return quantile_text(p, name, ranges=True)
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -95,14 +93,18 @@ def to_markdown(frame: Frame, note: str = "") -> str:
                 e = t.get(key) or {}
                 if e.get("observed_s") is None:
                     return NA
-                return f"{seconds(e['observed_s'])} / {seconds(e['target_s'])} ({'met' if e.get('met') else 'MISSED'})"
+                return (f"{target_text(e, ranges=True)} / {seconds(e['target_s'])} "
+                        f"({'met' if e.get('met') else 'MISSED'})")
 
             comp = (slo.get("completion") or {}).get("observed")
             g = slo.get("good_share")
             rows.append([s.name, slo.get("window", NA), obs("ttft_s"), obs("tpot_s"), pct(comp, 2),
-                         f"{g['low'] * 100:.1f}–{g['high'] * 100:.1f}%" if g else NA])
+                         share_range(g)])
         lines += _table(["service", "window", "TTFT observed / target", "TPOT observed / target", "completion",
                          "good share"], rows)
+        lines += ["", "Marks: `*` since the engine started (one scrape), `≥` the rank fell in +Inf (a lower bound), "
+                  "`~` approximate, `≈` attainment interpolated between bucket bounds, `(a–b)` the bucket the figure "
+                  "lies in when it is wide, `·N` only N requests behind the figure."]
         lines += ["", "## Cost", ""]
         if frame.cost:
             e = frame.cost.get("energy") or {}

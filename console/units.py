@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
+from console.frame import Percentiles
+
 GIB = 1024**3
 
 NA = "n/a"
+FEW = 20  # fewer requests than this behind a figure: shown with their count, dimmed
 
 
 def gib(n: float | None) -> str:
@@ -33,3 +38,54 @@ def seconds(v: float | None, lower_bound: bool = False) -> str:
 
 def watts(v: float | None) -> str:
     return NA if v is None else f"{v:.0f}W"
+
+
+def span(bucket: tuple[float, float] | list[float]) -> str:
+    lo, hi = bucket
+    return f"{seconds(lo)}–{seconds(hi)}"
+
+
+def quantile_text(p: Percentiles | None, name: str, ranges: bool = False) -> str:
+    """A percentile with every mark it needs: '~' approximate, '≥' rank in +Inf, '*' since the
+    engine started, '±' (or its bucket with ``ranges``) when its bucket is wider than half of
+    it, and '·N' when fewer than FEW requests stand behind it."""
+    value = getattr(p, name) if p is not None else None
+    if p is None or value is None:
+        return NA
+    text = ("~" if p.approx else "") + seconds(value, name in p.lower_bound_only)
+    if p.window == "since_start":
+        text += "*"
+    if name in p.buckets:
+        text += f" ({span(p.buckets[name])})" if ranges else "±"
+    if p.observations < FEW:
+        text += f"·{p.observations:.0f}"
+    return text
+
+
+def target_text(entry: dict | None, ranges: bool = False) -> str:
+    """An SLO target's observed figure with its marks ('≈' interpolated attainment) and count."""
+    if not entry or entry.get("observed_s") is None:
+        return NA
+    text = ("~" if entry.get("approx") else "") + seconds(entry["observed_s"], entry.get("observed_lower_bound_only",
+                                                                                        False))
+    if entry.get("since_start"):
+        text += "*"
+    if entry.get("observed_bucket_s"):
+        text += f" ({span(entry['observed_bucket_s'])})" if ranges else "±"
+    if entry.get("attainment_exact") is False:
+        text += "≈"
+    if "requests" in entry and entry["requests"] < FEW:
+        text += f"·{entry['requests']:.0f}"
+    return text
+
+
+def share_range(g: dict | None, digits: int = 1) -> str:
+    """A good-share range, both ends rounded down: never above the completion it is bounded by."""
+    if not g:
+        return NA
+    scale = 10**digits
+
+    def down(v: float) -> str:
+        return f"{math.floor(v * 100 * scale + 1e-9) / scale:.{digits}f}"
+
+    return f"{'≈' if g.get('approx') else ''}{down(g['low'])}–{down(g['high'])}%"

@@ -1,8 +1,14 @@
 """Windowed arithmetic over scraped counters and histograms, with Prometheus semantics.
 
-* A counter that goes down was reset (the engine restarted): the value after the reset is the
-  increase since the restart, and the window restarts there, so no negative rate can appear and
-  percentiles after a restart use only post-restart observations.
+* The window is a Prometheus range: the scrapes in ``(t - W, t]`` (at least the newest two).
+* Each series is its own counter: its increase is the sum of its steps between consecutive
+  scrapes inside the window, and a step that goes down is a reset (the engine restarted), so the
+  step counts the value after the reset — Prometheus' ``increase()`` before extrapolation. A
+  series vector (a histogram's buckets and count) resets as a whole when any element goes down,
+  as Prometheus does for native histograms; a known engine restart (its process start time
+  changed) resets every series at that scrape, even one that grew past its old value.
+* Rates are Prometheus' ``rate()``: each series' increase extrapolated to the window's edges
+  (at most 1.1 average intervals, never below zero), divided by the window, then summed.
 * Histogram bucket bounds are read from the scrape (``le``), never hard-coded. Series are summed
   by ``le`` *before* the quantile, as ``histogram_quantile(q, sum by (le) (...))`` does.
 * The quantile estimate is Prometheus' ``histogram_quantile``: linear interpolation inside the
@@ -12,8 +18,9 @@
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from console.promtext import Labels
@@ -24,55 +31,113 @@ Point = tuple[float, Mapping[Labels, Vector]]
 
 
 @dataclass(frozen=True, slots=True)
+class Run:
+    """One series inside the window: where it was first and last seen, and its first value."""
+
+    first_t: float
+    last_t: float
+    samples: int
+    first: float  # the first element's value at first_t (for extrapolation toward zero)
+
+
+@dataclass(frozen=True, slots=True)
 class Delta:
     """Increase of every series over a window."""
 
     values: dict[Labels, Vector]
-    span_s: float  # seconds between the baseline and the newest scrape (0 with one scrape)
+    span_s: float  # seconds between the oldest and newest scrape used (0 with one scrape)
     since_start: bool  # True when no baseline existed: values are cumulative since engine start
-    reset_at: float | None  # time of the newest scrape that showed a counter reset, if any
+    reset_at: float | None  # time of the newest scrape that showed a reset, if any
+    runs: dict[Labels, Run]
+    range_start: float  # t - W (earlier when the window holds fewer than two scrapes)
+    range_end: float
 
 
-def window_delta(points: Sequence[Point], window_s: float) -> Delta | None:
-    """Increase per series between the newest point and the one at least ``window_s`` older.
+def window_start(times: Sequence[float], window_s: float) -> int:
+    """Index of the oldest scrape inside ``(t - W, t]``, keeping at least the newest two."""
+    i = bisect.bisect_right(times, times[-1] - window_s)
+    return max(0, min(i, len(times) - 2))
 
-    ``points`` are in time order. Returns None when there are no points.
+
+def window_delta(points: Sequence[Point], window_s: float, restarts: Collection[float] = ()) -> Delta | None:
+    """Per-series increase over the window ending at the newest point (``points`` in time order).
+
+    ``restarts`` are scrape times at which the engine is known to have restarted. Returns None when
+    there are no points.
     """
     if not points:
         return None
     t_new, newest = points[-1]
     if len(points) == 1:
-        return Delta({k: tuple(v) for k, v in newest.items()}, 0.0, True, None)
-    start_t = t_new - window_s
-    base = 0
-    for i in range(len(points) - 1, -1, -1):
-        if points[i][0] <= start_t:
-            base = i
-            break
-    out: dict[Labels, Vector] = {}
+        return Delta({k: tuple(v) for k, v in newest.items()}, 0.0, True, None, {}, t_new - window_s, t_new)
+    base = window_start([p[0] for p in points], window_s)
+    out: dict[Labels, list[float]] = {}
+    prev: dict[Labels, Vector] = {}
+    runs: dict[Labels, list[float]] = {}  # first_t, last_t, samples, first
     reset_at: float | None = None
-    span_start = points[base][0]
-    for key, vec in newest.items():
-        baseline: Vector | None = None
-        prev: Vector | None = None
-        for i in range(base, len(points)):
-            cur = points[i][1].get(key)
-            if cur is None:
-                prev = None
+    for i in range(base, len(points)):
+        t, values = points[i]
+        restarted = i > base and t in restarts
+        for key, cur in values.items():
+            before = prev.get(key)
+            prev[key] = cur
+            if before is None or len(before) != len(cur):
+                if key not in runs:
+                    runs[key] = [t, t, 1, cur[0]]
+                    out[key] = [0.0] * len(cur)
                 continue
-            if prev is None:
-                if baseline is None:
-                    baseline = cur
-            elif cur[-1] < prev[-1]:  # the counter (a histogram's _count, last) went down: a reset
-                baseline = tuple(0.0 for _ in cur)
-                t_reset = points[i][0]
-                reset_at = t_reset if reset_at is None else max(reset_at, t_reset)
-                span_start = max(span_start, points[i - 1][0])
-            prev = cur
-        if baseline is None or len(baseline) != len(vec):
-            baseline = tuple(vec)
-        out[key] = tuple(max(0.0, c - b) for c, b in zip(vec, baseline, strict=True))  # a racing bucket never < 0
-    return Delta(out, t_new - span_start, False, reset_at)
+            acc = out[key]
+            if len(acc) != len(cur):
+                out[key] = acc = [0.0] * len(cur)
+            if restarted or any(c < b for c, b in zip(cur, before, strict=True)):
+                reset_at = t
+                for j, c in enumerate(cur):
+                    acc[j] += c
+            else:
+                for j, (c, b) in enumerate(zip(cur, before, strict=True)):
+                    acc[j] += c - b
+            r = runs[key]
+            r[1] = t
+            r[2] += 1
+    t_old = points[base][0]
+    return Delta({k: tuple(v) for k, v in out.items()}, t_new - t_old, False, reset_at,
+                 {k: Run(r[0], r[1], int(r[2]), r[3]) for k, r in runs.items()},
+                 min(t_new - window_s, t_old), t_new)
+
+
+def extrapolated(increase: float, run: Run, range_start: float, range_end: float) -> float | None:
+    """Prometheus' extrapolation of one counter's increase to the window (``increase()``);
+    None when the series has fewer than two scrapes in the window."""
+    if run.samples < 2 or run.last_t <= run.first_t:
+        return None
+    sampled = run.last_t - run.first_t
+    average = sampled / (run.samples - 1)
+    to_start = run.first_t - range_start
+    to_end = range_end - run.last_t
+    if increase > 0 and run.first >= 0:
+        to_start = min(to_start, sampled * (run.first / increase))  # a counter never extrapolates below 0
+    threshold = average * 1.1
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    return increase * interval / sampled
+
+
+def rate(delta: Delta) -> float | None:
+    """``sum(rate(counter[W]))``: each series' extrapolated increase over the window, summed, per
+    second of window. None when no series has two scrapes in the window."""
+    total, any_run = 0.0, False
+    for key, vec in delta.values.items():
+        run = delta.runs.get(key)
+        if run is None or math.isnan(vec[0]):
+            continue
+        inc = extrapolated(vec[0], run, delta.range_start, delta.range_end)
+        if inc is not None:
+            total += inc
+            any_run = True
+    if not any_run:
+        return None
+    return total / (delta.range_end - delta.range_start)
 
 
 def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> tuple[float | None, bool]:
@@ -155,7 +220,7 @@ def fraction_at_or_below(limit: float, buckets: Sequence[tuple[float, float]]) -
     total = pairs[-1][1]
     prev_le, prev_c = 0.0, 0.0
     for le, c in pairs:
-        if le == limit:
+        if math.isclose(le, limit, rel_tol=1e-9):  # 700 ms scaled to seconds is 0.7000000000000001
             return c / total, True
         if le > limit:
             if math.isinf(le):
@@ -165,3 +230,18 @@ def fraction_at_or_below(limit: float, buckets: Sequence[tuple[float, float]]) -
             return share / total, False
         prev_le, prev_c = le, c
     return 1.0, False
+
+
+def quantile_bucket(value: float, buckets: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """The bucket ``(lower, upper]`` a quantile estimate lies in: where the true quantile may be."""
+    lower = 0.0
+    for le, _ in sorted(buckets):
+        if value <= le and not math.isinf(le):
+            return lower, le
+        lower = le
+    return None
+
+
+def wide(bucket: tuple[float, float] | None, value: float | None) -> bool:
+    """A bucket wider than half the estimate: the figure could be far from the truth."""
+    return bucket is not None and value is not None and value > 0 and bucket[1] - bucket[0] > 0.5 * value

@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console.frame import Engine, Frame, Percentiles
-from console.units import NA, num, pct, seconds
+from console.units import FEW, NA, num, pct, quantile_text, seconds
 from screens.widgets import KeyedTable, TablePane, bar, pct_cell, spark, theme_colors
 
 Cell = Callable[[Engine, dict[str, str], "EnginePane"], Text]
@@ -113,12 +113,11 @@ class EnginePane(TablePane):
 def _pct_row(name: str, p: Percentiles | None, reason: str | None) -> list[str]:
     if p is None:
         return [name, NA, NA, NA, "", reason or ""]
-    vals = [seconds(getattr(p, q), q in p.lower_bound_only) for q in ("p50", "p95", "p99")]
-    prefix = "~" if p.approx else ""
+    vals = [quantile_text(p, q, ranges=True).split("·")[0] for q in ("p50", "p95", "p99")]
     note = p.note or ("since engine start" if p.window == "since_start" else f"window {p.window}")
-    if p.observations < 20:
+    if p.observations < FEW:
         note += " · few requests"
-    return [name] + [prefix + v for v in vals] + [f"{p.observations:,.0f}", note]
+    return [name, *vals, f"{p.observations:,.0f}", note]
 
 
 class EngineDetailScreen(Screen[None]):

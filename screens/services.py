@@ -10,22 +10,19 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from console.cost import crossover
+from console.cost import crossover, serving_goodput
 from console.frame import Frame, ServiceStatus
-from console.units import NA, seconds
+from console.units import FEW, NA, seconds, share_range, target_text
 from screens.widgets import KeyedTable, Pane, theme_colors
 
 
 def _target(entry: dict | None, c: dict[str, str]) -> Text:
     if not entry or entry.get("observed_s") is None:
         return Text(NA, style=c["dim"])
-    obs = seconds(entry["observed_s"], entry.get("observed_lower_bound_only", False))
     style = c["success"] if entry.get("met") else c["error"]
-    few = entry.get("requests", 0) < 20
-    if few:  # few requests: dimmed, with their count
+    if entry.get("requests", FEW) < FEW:  # few requests: dimmed, with their count
         style = c["dim"]
-        obs += f"·{entry.get('requests', 0):.0f}"
-    return Text.assemble((obs, style), (f"/{seconds(entry['target_s'])}", c["dim"]))
+    return Text.assemble((target_text(entry), style), (f"/{seconds(entry['target_s'])}", c["dim"]))
 
 
 def _pct(v: float | None) -> str:
@@ -34,10 +31,7 @@ def _pct(v: float | None) -> str:
 
 def _share(slo: dict | None, c: dict[str, str]) -> Text:
     g = (slo or {}).get("good_share")
-    if not g:
-        return Text(NA, style=c["dim"])
-    mark = "≈" if g.get("approx") else ""
-    return Text(f"{mark}{g['low'] * 100:.0f}–{g['high'] * 100:.0f}%")
+    return Text(share_range(g), style="" if g else c["dim"])
 
 
 def _burn(slo: dict | None, c: dict[str, str]) -> Text:
@@ -60,7 +54,7 @@ class SloPane(Pane):
     def compose(self) -> ComposeResult:
         t = KeyedTable(id="slo-table", cursor_type="row")
         for label, key, width in (("Service", "service", 12), ("TTFT p95", "ttft", 14), ("TPOT p95", "tpot", 13),
-                                  ("Done%", "done", 6), ("Good", "good", 9), ("Burn 5m/1h", "burn", 10)):
+                                  ("Done%", "done", 6), ("Good", "good", 11), ("Burn 5m/1h", "burn", 10)):
             t.add_column(label, key=key, width=width)
         yield t
 
@@ -165,7 +159,7 @@ class ServiceDetailScreen(Screen[None]):
         for key, entry in (slo.get("targets") or {}).items():
             att = entry.get("attainment")
             mark = "" if entry.get("attainment_exact", True) else "≈"
-            t.append(f"  {key[:-2].upper():<6} observed {seconds(entry.get('observed_s'))} vs target "
+            t.append(f"  {key[:-2].upper():<6} observed {target_text(entry, ranges=True)} vs target "
                      f"{seconds(entry['target_s'])}, headroom {seconds(entry.get('headroom_s'))}, "
                      f"within limit {mark}{_pct(att)}% of {entry.get('requests', 0):,.0f} requests\n")
         comp = slo.get("completion") or {}
@@ -173,7 +167,7 @@ class ServiceDetailScreen(Screen[None]):
                  f"{comp.get('requests', 0):,.0f}; aborted by clients {comp.get('aborted') or 0:,.0f}\n")
         g = slo.get("good_share")
         if g:
-            t.append(f"  good requests (all SLOs and completed): between {g['low'] * 100:.1f}% and {g['high'] * 100:.1f}%"
+            t.append(f"  good requests (all SLOs and completed): {share_range(g, 2)}"
                      " (separate histograms only bound the joint share)\n")
         gp = slo.get("goodput_tokens_per_s")
         if gp:
@@ -229,9 +223,10 @@ class ServiceDetailScreen(Screen[None]):
         need = crossover(cost_r, cost_l, u_l, u_r or u_l)
         line = f"The candidate is cheaper per good token when G_R / G_L > {need:.3f}"
         gp = (s.slo or {}).get("goodput_tokens_per_s")
-        if g_r is not None and gp:
-            g_l = (gp["low"] + gp["high"]) / 2
+        g_l = serving_goodput((gp["low"] + gp["high"]) / 2, k.get("occupancy")) if gp else None
+        if g_r is not None and g_l is not None:
             ratio = g_r / g_l if g_l > 0 else float("inf")
             verdict = "cheaper" if ratio > need else "not cheaper"
-            line += f"; measured here G_L ≈ {g_l:,.0f} tok/s, so G_R / G_L = {ratio:.3f}: {verdict}"
+            line += (f"; measured here G_L ≈ {g_l:,.0f} tok/s while serving, so G_R / G_L = {ratio:.3f}: "
+                     f"{verdict}")
         box.update(line + ".")

@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable
 
 from console.frame import Percentiles
-from console.units import NA, seconds
+from console.units import FEW, NA, quantile_text
 
 BAR_FULL = "█"
 BAR_EMPTY = "░"
@@ -128,19 +128,12 @@ def theme_colors(v: dict[str, str]) -> dict[str, str]:
             "error": solid("error", "red"), "dim": solid("foreground-muted", "grey")}
 
 
-def pct_cell(p: Percentiles | None, name: str, dim: str = "dim", few: int = 20) -> Text:
-    """A percentile for a table cell: '≥' in +Inf, '*' since start, '~' approximate, and dimmed
-    with its observation count when fewer than ``few`` requests stand behind it."""
-    if p is None or getattr(p, name) is None:
-        return Text(NA, style=dim)
-    text = seconds(getattr(p, name), name in p.lower_bound_only)
-    if p.approx:
-        text = "~" + text
-    if p.window == "since_start":
-        text += "*"
-    if p.observations < few:
-        return Text(f"{text}·{p.observations:.0f}", style=dim)
-    return Text(text)
+def pct_cell(p: Percentiles | None, name: str, dim: str = "dim") -> Text:
+    """A percentile for a table cell with its marks (``quantile_text``), dimmed when fewer than
+    FEW requests stand behind it."""
+    text = quantile_text(p, name)
+    few = p is None or getattr(p, name) is None or p.observations < FEW
+    return Text(text, style=dim if few else "")
 
 
 SPARK = "▁▂▃▄▅▆▇█"

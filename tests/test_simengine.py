@@ -53,7 +53,7 @@ def test_windowed_p95_matches_hand_computed_histogram_quantile():
     # by hand: bucket deltas between the scrape 60 s ago and now, then histogram_quantile
     def buckets(page):
         return {float(dict(lab)["le"]): v for lab, v in page.get("vllm:time_to_first_token_seconds_bucket")}
-    new, old = buckets(pages[-1]), buckets(pages[-61])
+    new, old = buckets(pages[-1]), buckets(pages[-60])  # the range (t - 60 s, t]: 60 scrapes
     deltas = sorted((le, new[le] - old[le]) for le in new)
     total = deltas[-1][1]
     rank = 0.95 * total
@@ -83,11 +83,14 @@ def test_restart_never_gives_negative_rates_and_resets_percentiles():
         d = derive(hist.points, prof, 60)
         assert d.fields["generation_tokens_per_s"] >= 0
         assert d.reset_at is not None and d.reset_at > restart_t
-    # percentiles rest on post-restart observations only
-    delta = window_delta([(e.t, e.histograms["ttft"]) for e in hist.points], 60)
+    # Prometheus' increase(): what the window saw before the restart plus everything after it
+    points = [(e.t, e.histograms["ttft"]) for e in hist.points]
+    counts = [sum(v[-1] for v in vals.values()) for t, vals in points if t > clock.t - 60]
+    drop = next(i for i in range(1, len(counts)) if counts[i] < counts[i - 1])
+    delta = window_delta(points, 60)
     post = summed_buckets(delta, ex.bounds["ttft"])
-    assert post[-1][1] == model.h["ttft"].count
-    assert d.fields["ttft_s"].observations == model.h["ttft"].count
+    assert post[-1][1] == (counts[drop - 1] - counts[0]) + model.h["ttft"].count
+    assert d.fields["ttft_s"].observations == post[-1][1]
 
 
 def test_overload_fills_the_queue_and_kv():

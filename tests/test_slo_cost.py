@@ -13,7 +13,7 @@ from console.enginestats import EngineHistory
 from console.plan import Service, SloSpec
 from console.promtext import parse
 from console.simengine import TrafficModel, TrafficSpec, page_for
-from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcomes
+from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcome_series
 from console.window import fraction_at_or_below
 from tests.conftest import ROOT
 
@@ -94,15 +94,14 @@ def test_burn_rate_alerts_fire_and_clear_on_an_error_burst():
     spec = TrafficSpec(rate_rps=4, seed=5, abort_share=0.0, error_share=0.0, output_tokens=40)
     model = TrafficModel(spec, clock=clock)
     prof = profiles()["vllm"]
-    hist, book = OutcomeHistory(every_s=15), AlertBook()
+    hist, book = OutcomeHistory(), AlertBook()
     timeline = []
     for step in range(int(160 * 60 / 15)):  # 160 minutes, scraped every 15 s
         clock.t += 15.0
         minute = step * 15 / 60
         model.spec.error_share = 1.0 if 70 <= minute < 80 else 0.0  # a 10-minute outage of errors
         ex = extract(parse(page_for("vllm", model)), prof, clock.t)
-        o = outcomes([[ex]], prof, 1e12)
-        hist.add(clock.t, {"e": (o.good, o.failed)})
+        hist.add(clock.t, {("e", *k): v for k, v in outcome_series(ex, prof).items()})
         burn = burn_rates(hist, 0.995)
         hit = burn_alert(burn)
         conds = [Condition("burn:s", hit[0], "s", hit[1], "burn", 0, 60)] if hit else []

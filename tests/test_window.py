@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.window import fraction_at_or_below, histogram_quantile, window_delta
+from console.window import fraction_at_or_below, histogram_quantile, rate, window_delta
 
 INF = math.inf
 
@@ -43,16 +43,20 @@ def test_rate_across_a_reset_is_never_negative_and_uses_post_reset_values():
     pts = [(0.0, {(): (100.0,)}), (10.0, {(): (150.0,)}), (20.0, {(): (30.0,)}), (30.0, {(): (60.0,)})]
     d = window_delta(pts, 60)
     assert d.reset_at == 20.0
-    assert d.values[()] == (60.0,)  # post-restart cumulative
-    assert d.span_s == 20.0  # from the scrape before the reset
-    assert d.values[()][0] / d.span_s == 3.0
+    # Prometheus' increase(): both sides of the reset count (50 before, 30 at the reset, 30 after)
+    assert d.values[()] == (110.0,)
+    assert d.span_s == 30.0
+    # rate(): the 30 s of scrapes extrapolated by half an interval at the start (the window reaches
+    # 30 s further back, beyond 1.1 intervals), flush at the end: 110 x 35 / 30 over 60 s
+    assert rate(d) == pytest.approx(110 * 35 / 30 / 60, abs=1e-12)
 
 
-def test_window_picks_baseline_at_least_window_old():
+def test_window_is_a_prometheus_range_of_the_last_w_seconds():
     pts = [(float(t), {(): (float(t * 2),)}) for t in range(0, 121, 10)]
-    d = window_delta(pts, 60)
-    assert d.values[()] == (120.0,) and d.span_s == 60.0 and not d.since_start
-    short = window_delta(pts[:3], 60)  # only 20 s of history: the oldest scrape is the baseline
+    d = window_delta(pts, 60)  # scrapes in (60, 120]: 70 .. 120
+    assert d.values[()] == (100.0,) and d.span_s == 50.0 and not d.since_start
+    assert rate(d) == pytest.approx(2.0, abs=1e-12)  # extrapolated to the window: the true rate
+    short = window_delta(pts[:3], 60)  # only 20 s of history: the oldest scrape starts it
     assert short.span_s == 20.0 and short.values[()] == (40.0,)
 
 
