@@ -17,7 +17,7 @@ from console.frame import Frame
 from console.keyseries import KeySeries
 from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
-from console.scraper import UrlError, check_url
+from console.scraper import UrlError, check_url, without_credentials
 from console.settings import (
     ConfigError,
     Settings,
@@ -41,11 +41,12 @@ def parse_engine(spec: str) -> EngineTarget:
         kind, url = spec.split("=", 1)
         if kind not in KINDS:
             raise UsageError(f"--engine {spec!r}: unknown engine kind {kind!r}; use one of {', '.join(KINDS)}.")
+    url, auth = without_credentials(url)
     try:
         check_url(url)
     except UrlError as exc:
         raise UsageError(f"--engine: {exc}") from None
-    return EngineTarget(url=url, kind=kind)
+    return EngineTarget(url=url, kind=kind, headers=auth)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -173,7 +174,8 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settin
     """(poller, demo node or None, settings) for the chosen source."""
     settings = _settings(args, demo)
     targets = [parse_engine(s) for s in args.engine]
-    targets += [EngineTarget(url=e.url, kind=e.kind, name=e.name, timeout_s=e.timeout_s, headers=token_headers(e),
+    targets += [EngineTarget(url=e.url, kind=e.kind, name=e.name, timeout_s=e.timeout_s,
+                             headers={**(e.url_auth or {}), **(token_headers(e) or {})} or None,
                              verify_tls=e.verify_tls, interval_s=e.interval_s, device=e.device, model=e.model,
                              top_models=e.top_models, api_url=e.api_url)
                 for e in settings.engines]
@@ -245,16 +247,17 @@ def _run_fleet(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     prom = settings.prometheus
-    url = args.prometheus or (prom.url if prom else None)
+    url, auth = without_credentials(args.prometheus or (prom.url if prom else None) or "")
     try:
-        check_url(url or "")
+        check_url(url)
     except UrlError as exc:
         raise UsageError(f"--prometheus: {exc}") from None
     headers = None
     verify = True
     if prom is not None:
-        headers = token_headers(prom)
+        headers = {**(prom.url_auth or {}), **(token_headers(prom) or {})} or None
         verify = prom.verify_tls
+    headers = {**(auth or {}), **(headers or {})} or None
     client = PromClient(url.rstrip("/").removesuffix("/metrics"), headers=headers, verify=verify)
     plans = {}
     for node, path in settings.node_plans.items():
@@ -293,7 +296,7 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
     finally:
         if node is not None:
             node.stop()
-    return 0
+    return app.return_code or 0  # a crash inside the app is 1, never 0
 
 
 def _mig_snapshot(poller: Poller, root: Path, when: str) -> Path | None:
@@ -320,8 +323,17 @@ def _snapshot_dir(settings: Settings) -> Path:
 def _record(args: argparse.Namespace) -> int:
     import signal
 
+    if args.retention is not None:
+        _positive(args.retention, "--retention")
+    if args.out and not args.out.endswith(".gz"):
+        _writable_dir(args.out, "--out")
     poller, node, settings = _build(args, args.demo)
-    poller.recorder = rec = _recorder(args.out, poller, settings, args.retention)
+    try:
+        poller.recorder = rec = _recorder(args.out, poller, settings, args.retention)
+    except OSError as exc:
+        if node is not None:
+            node.stop()
+        raise UsageError(f"--out {args.out}: cannot write a recording there ({exc.strerror}).") from None
     stop = {"now": False}
 
     def halt(*_: object) -> None:
@@ -363,14 +375,37 @@ def _replay(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.path}: cannot read it ({exc.strerror}).") from None
     if not samples:
         raise UsageError(f"{args.path}: the recording holds a header but no frames yet.")
+    for note in header.get("truncated", []):
+        print(f"inferdeck: {note}.", file=sys.stderr)
     source = ReplaySource(header, samples)
     InferdeckApp(source, interval_s=0.25, title=f"inferdeck replay {header.get('host', '')}", read_only=True,
                  replay=source).run()
     return 0
 
 
+def _writable_dir(out: str, flag: str) -> Path:
+    """A folder to write into, checked before any sampling: one sentence when it cannot be."""
+    path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {out}: that is a file, not a folder; give a folder (it is created if missing).")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {out}: {probe} is not writable by this user; pick another folder.")
+    return path
+
+
+def _one_line(note: str) -> str:
+    if "\n" in note or "\r" in note:
+        raise UsageError("--note must be one line (it names the bundle and heads snapshot.md).")
+    return note.strip()
+
+
 def _snapshot(args: argparse.Namespace) -> int:
     _positive(args.wait, "--wait", allow_zero=True)
+    note = _one_line(args.note)
+    out = _writable_dir(args.out, "--out") if args.out else None
     poller, node, settings = _build(args, args.demo)
     keys = KeySeries()
     try:
@@ -378,10 +413,13 @@ def _snapshot(args: argparse.Namespace) -> int:
     finally:
         if node is not None:
             node.stop()
-    if args.out:
+    if out is not None:
         from console.bundle import write_bundle
 
-        path = write_bundle(Path(args.out).expanduser(), frame, args.note, keys.export(), secrets=_secrets(poller))
+        try:
+            path = write_bundle(out, frame, note, keys.export(), secrets=_secrets(poller))
+        except OSError as exc:
+            raise UsageError(f"--out {args.out}: cannot write the bundle there ({exc.strerror}).") from None
         print(path)
         return 0
     if args.format == "md":
@@ -394,14 +432,14 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from console.planreport import plan_json, plan_text
+    from console.planreport import plan_fits, plan_json, plan_text
 
     args.window = args.interval = None
     settings = _settings(args, args.demo)
     if not settings.services:
         raise UsageError("the config has no services to plan; add a services: list (see config/example.yaml).")
     sys.stdout.write(plan_json(settings) if args.format == "json" else plan_text(settings))
-    return 0
+    return 1 if plan_fits(settings) is False else 0
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -416,6 +454,10 @@ def _check(args: argparse.Namespace) -> int:
     finally:
         if node is not None:
             node.stop()
+    if not frame.engines and not frame.gpus:  # nothing watched: no news is not good news
+        reason = frame.gpu_source.error or "no GPU reading"
+        print(f"UNKNOWN {frame.host}: nothing to check — no engine found or configured, and {reason}")
+        return 3
     active = [a for a in frame.alerts if a.state == "active"]
     for a in active:
         print(f"{a.severity.upper()} {a.subject}: {a.message}")

@@ -47,7 +47,8 @@ def run_mig(args: argparse.Namespace) -> int:
         print(f"inferdeck: {exc}", file=sys.stderr)
         return 2
     try:
-        mm = MigManager(lib, snapshot=lambda when: _snapshot(lib, args.demo, when))
+        mm = MigManager(lib, audit_path=_state(args.demo) / "mig-audit.jsonl",
+                        snapshot=lambda when: _snapshot(lib, args.demo, when))
         count = lib.nvmlDeviceGetCount()
         if hasattr(args, "gpu") and not 0 <= args.gpu < count:
             raise MigError(f"GPU {args.gpu} does not exist (this node has {count}, numbered from 0).")
@@ -93,10 +94,16 @@ def run_mig(args: argparse.Namespace) -> int:
                 text = Path(args.file).read_text(encoding="utf-8")
             except OSError as exc:
                 raise MigError(f"{args.file}: cannot read it ({exc.strerror}).") from None
+            except UnicodeDecodeError:
+                raise MigError(f"{args.file}: not a text file; give a mig-parted YAML config "
+                               "(`inferdeck mig export` writes one).") from None
             gpus = [mm.read(i) for i in range(count)]
             targets = import_mig_parted(text, args.config_label, gpus)
             rc = 0
             for index, target in targets.items():
+                if target == "disable" and not gpus[index].mode_current and not gpus[index].mode_pending:
+                    print(f"GPU {index}: MIG is off and stays off: no change")
+                    continue
                 rc = max(rc, _apply(mm, gpus[index], target, args.dry_run, args.yes, False, _plan(args.demo)))
             return rc
     except MigError as exc:
@@ -117,12 +124,18 @@ def _snapshot(lib, demo: bool, when: str) -> Path:
     from console.bundle import write_bundle
     from console.frame import Frame
     from console.nvml import NvmlReader
-    from console.recording import state_dir
 
     source, gpus = NvmlReader(lib, simulated=demo).read()
     frame = Frame(taken_at=datetime.now(tz=UTC), host=socket.gethostname(), inferdeck_version=__version__,
                   window_s=60.0, gpu_source=source, gpus=gpus)
-    return write_bundle(state_dir() / "snapshots", frame, f"mig {when}")
+    return write_bundle(_state(demo) / "snapshots", frame, f"mig {when}" + (" simulated" if demo else ""))
+
+
+def _state(demo: bool) -> Path:
+    """The demo's MIG changes are simulated: their audit log and bundles live apart from the node's."""
+    from console.recording import state_dir
+
+    return state_dir() / "demo" if demo else state_dir()
 
 
 def _plan(demo: bool):

@@ -31,6 +31,13 @@ def by_device(plan: Plan, rows: list[Fit]) -> list[dict]:
     return out
 
 
+def plan_fits(plan: Plan) -> bool | None:
+    """False when a service or a device's sum does not fit; None when a capacity is unknown."""
+    rows = fits(plan)
+    if any(f.fits is False for f in rows) or any(d["capacity_gib"] is not None and not d["fits"]
+                                                 for d in by_device(plan, rows)):
+        return False
+    return None if any(f.fits is None for f in rows) else True
 
 
 def plan_json(plan: Plan) -> str:

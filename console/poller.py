@@ -54,6 +54,22 @@ class _EngineState:
     tops_next: float = 0.0
 
 
+def unique_names(targets: list[EngineTarget]) -> list[EngineTarget]:
+    """Engines with one name each: two on one host:port (different paths) get their path added, and
+    any still alike a number."""
+    seen: dict[str, int] = {}
+    labels = [t.label for t in targets]
+    for t in targets:
+        if t.name is None and labels.count(t.label) > 1:
+            path = t.url.split("//", 1)[-1].partition("/")[2].rstrip("/")
+            t.name = f"{t.label}/{path}" if path and path != "metrics" else t.label
+        n = seen.get(t.label, 0)
+        seen[t.label] = n + 1
+        if n:
+            t.name = f"{t.label}#{n + 1}"
+    return targets
+
+
 class Poller:
     """Acquires a Sample per poll (I/O) and hands it to a Deriver for the Frame."""
 
@@ -66,7 +82,7 @@ class Poller:
         plan: Plan | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.engines = [_EngineState(t, kind=t.kind) for t in targets]
+        self.engines = [_EngineState(t, kind=t.kind) for t in unique_names(targets)]
         self.nvml = nvml
         self.clock = clock
         self.deriver = Deriver(plan, window_s, host or socket.gethostname())

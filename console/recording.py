@@ -111,21 +111,29 @@ class RecordingError(ValueError):
     """A recording cannot be read; the message is one sentence."""
 
 
-def _lines(path: Path) -> Iterator[str]:
-    """Complete lines of one (possibly truncated) recording file."""
+def _lines(path: Path, cut: list[bool] | None = None) -> Iterator[str]:
+    """Complete lines of one (possibly truncated) recording file; ``cut`` gets True when the file
+    ends inside a stream or a line (a kill mid-write)."""
     data = path.read_bytes()
+    if data[:2] != b"\x1f\x8b":
+        raise RecordingError(f"{path}: not an inferdeck recording (not a gzip file; recordings end in {SUFFIX}).")
     out = bytearray()
+    truncated = False
     while data:
         d = zlib.decompressobj(wbits=31)
         try:
             out += d.decompress(data)
         except zlib.error:
+            truncated = True
             break  # a torn write: keep what decompressed before it
         if not d.eof:
+            truncated = True
             break  # truncated: a kill mid-stream; what we have is complete up to the last flush
         data = d.unused_data
     text = out.decode("utf-8", errors="replace")
-    complete, _, _ = text.rpartition("\n")
+    complete, _, rest = text.rpartition("\n")
+    if cut is not None:
+        cut.append(truncated or bool(rest))
     yield from (line for line in complete.split("\n") if line)
 
 
@@ -141,23 +149,36 @@ def read(path: Path) -> tuple[dict, list[Sample]]:
     """The first header and every complete Sample, in time order, of a file or directory."""
     header: dict | None = None
     samples: list[Sample] = []
+    notes: list[str] = []
     for f in files(path):
-        for i, line in enumerate(_lines(f)):
+        cut: list[bool] = []
+        n = 0
+        for i, line in enumerate(_lines(f, cut)):
             try:
                 doc = json.loads(line)
             except json.JSONDecodeError:
+                if i == 0:
+                    raise RecordingError(f"{f}: not an inferdeck recording (no {SCHEMA} header).") from None
+                cut.append(True)
                 break
             if i == 0:
-                if doc.get("schema") != SCHEMA:
+                if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
                     raise RecordingError(f"{f}: not an inferdeck recording (no {SCHEMA} header).")
                 header = header or doc
                 continue
             try:
                 samples.append(sample_from_json(doc))
+                n += 1
             except (KeyError, TypeError, ValueError):
+                cut.append(True)
                 break
+        if any(cut):
+            when = datetime.fromtimestamp(samples[-1].t, tz=UTC).strftime("%H:%M:%S") if n else "its header"
+            notes.append(f"{f.name} is truncated after frame {n} at {when} (UTC); what came before is replayed")
     if header is None:
-        raise RecordingError(f"{path}: holds no complete recording yet.")
+        raise RecordingError(f"{path}: holds no complete recording yet (no header line).")
+    if notes:
+        header = {**header, "truncated": notes}
     samples.sort(key=lambda s: s.t)
     return header, samples
 

@@ -116,17 +116,31 @@ class ReplaySource:
             when = datetime.fromisoformat(text)
             if when.tzinfo is None:
                 when = when.replace(tzinfo=UTC)
-            self.seek(when.timestamp())
-            return None
         except ValueError:
-            pass
+            when = None
+        if when is not None:
+            self.seek(when.timestamp())
+            if not self.times[0] <= when.timestamp() <= self.times[-1]:
+                return f"{text} is outside the recording: it spans {self.span()} (UTC); went to the nearest end."
+            return None
         parts = text.split(":")
         if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
             return f"{text!r} is not a time: type HH:MM[:SS] (UTC) or an ISO date and time."
         h, m, s = (int(p) for p in parts + ["0"] * (3 - len(parts)))
+        if h > 23 or m > 59 or s > 59:
+            return f"{text!r} is not a time of day: type HH:MM[:SS] (UTC), hours 0-23."
         day = datetime.fromtimestamp(self.cursor, tz=UTC)
-        self.seek(day.replace(hour=h, minute=m, second=s, microsecond=0).timestamp())
+        t = day.replace(hour=h, minute=m, second=s, microsecond=0).timestamp()
+        self.seek(t)
+        if not self.times[0] <= t <= self.times[-1]:
+            return f"{text} is outside the recording: it spans {self.span()} (UTC); went to the nearest end."
         return None
+
+    def span(self) -> str:
+        def hms(t: float) -> str:
+            return datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M:%S")
+
+        return f"{hms(self.times[0])}–{hms(self.times[-1])}"
 
     def position(self) -> tuple[float, float, float]:
         """(start, cursor, end) in recorded time."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -29,6 +30,22 @@ def check_url(url: str) -> str:
     except ValueError:
         raise UrlError(f"{url!r} has an invalid port; give one like http://127.0.0.1:8000/metrics.") from None
     return url
+
+
+def without_credentials(url: str) -> tuple[str, dict[str, str] | None]:
+    """Split ``user:password@`` out of a URL where it enters: the URL (from which names and every
+    surface derive) keeps no secret; the credentials travel only as an Authorization header."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return clean, {"Authorization": f"Basic {token}"}
 
 
 @dataclass(frozen=True, slots=True)

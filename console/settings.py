@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from console.engines import KINDS
 from console.enginestats import parse_window
 from console.plan import Plan, check_plan
-from console.scraper import UrlError, check_url
+from console.scraper import UrlError, check_url, without_credentials
 from console.yamlfile import ConfigError, load_yaml, pydantic_error
 
 
@@ -28,6 +28,16 @@ class _Strict(BaseModel):
 
 class _HasUrl(_Strict):
     url: str
+    # user:password from the URL, moved out where it enters: never dumped, never in a name
+    url_auth: dict[str, str] | None = Field(None, exclude=True, repr=False)
+
+    @model_validator(mode="after")
+    def _credentials_out(self) -> _HasUrl:
+        clean, auth = without_credentials(self.url)
+        if auth is not None:
+            object.__setattr__(self, "url", clean)
+            object.__setattr__(self, "url_auth", auth)
+        return self
 
     @field_validator("url")
     @classmethod

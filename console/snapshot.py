@@ -24,6 +24,7 @@ def _money(v: float | None, digits: int = 2) -> str:
 
 
 def to_markdown(frame: Frame, note: str = "") -> str:
+    note = " ".join(note.split())  # one line: a note never adds headings or rows
     src = frame.gpu_source
     lines = [f"# inferdeck snapshot — {frame.host}" + (f" — {note}" if note else ""), ""]
     if note:

@@ -46,6 +46,7 @@ class InferdeckApp(App[None]):
     AUTO_FOCUS = None  # nothing selected until the operator tabs into a table
     BINDINGS = [
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),  # as in htop and k9s
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("p", "pause", "Pause"),
         Binding("w", "window", "Window"),
@@ -112,8 +113,11 @@ class InferdeckApp(App[None]):
         self._had_tty = _stdin_is_tty()
         if self._had_tty:
             self.set_interval(2.0, self._check_terminal)
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit)
+        # SIGTERM, SIGHUP and SIGINT leave through Textual's own shutdown, which restores the terminal
+        # (alternate screen off, mouse tracking off)
+        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                asyncio.get_running_loop().add_signal_handler(sig, self.exit)
 
     def _check_terminal(self) -> None:
         if not _stdin_is_tty():
