@@ -47,8 +47,8 @@ def span(bucket: tuple[float, float] | list[float]) -> str:
 
 def quantile_text(p: Percentiles | None, name: str, ranges: bool = False) -> str:
     """A percentile with every mark it needs: '~' approximate, '≥' rank in +Inf, '*' since the
-    engine started, '±' (or its bucket with ``ranges``) when its bucket is wider than half of
-    it, and '·N' when fewer than FEW requests stand behind it."""
+    engine started, '±' (or its bucket with ``ranges``) when its bucket spans a factor of 2.5 or
+    more, and '·N' when fewer than FEW requests stand behind it."""
     value = getattr(p, name) if p is not None else None
     if p is None or value is None:
         return NA
@@ -62,7 +62,7 @@ def quantile_text(p: Percentiles | None, name: str, ranges: bool = False) -> str
     return text
 
 
-def target_text(entry: dict | None, ranges: bool = False) -> str:
+def target_text(entry: dict | None, ranges: bool = False, compact: bool = False) -> str:
     """An SLO target's observed figure with its marks ('≈' interpolated attainment) and count."""
     if not entry or entry.get("observed_s") is None:
         return NA
@@ -70,7 +70,7 @@ def target_text(entry: dict | None, ranges: bool = False) -> str:
                                                                                         False))
     if entry.get("since_start"):
         text += "*"
-    if entry.get("observed_bucket_s"):
+    if entry.get("observed_bucket_s") and not compact:
         text += f" ({span(entry['observed_bucket_s'])})" if ranges else "±"
     if entry.get("attainment_exact") is False:
         text += "≈"

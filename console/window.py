@@ -243,5 +243,5 @@ def quantile_bucket(value: float, buckets: Sequence[tuple[float, float]]) -> tup
 
 
 def wide(bucket: tuple[float, float] | None, value: float | None) -> bool:
-    """A bucket wider than half the estimate: the figure could be far from the truth."""
-    return bucket is not None and value is not None and value > 0 and bucket[1] - bucket[0] > 0.5 * value
+    """A bucket spanning a factor of 2.5 or more (1.0-2.5 s): the figure could be far from the truth."""
+    return bucket is not None and value is not None and value > 0 and bucket[1] >= 2.5 * bucket[0]

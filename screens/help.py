@@ -34,8 +34,8 @@ HELP = """\
   is since the engine started: one scrape so far, or nothing has
   finished yet in a window that inferdeck has not fully watched.
   ≥ means the rank fell in the +Inf bucket (a lower bound only).
-  ± means the bucket holding the figure is wider than half of it:
-  the truth may be anywhere in it (the detail shows the bucket).
+  ± means the bucket holding the figure spans a factor of 2.5 or
+  more: the truth may be anywhere in it (the detail shows it).
   ~ approximate; ≈ attainment interpolated between bucket bounds;
   ·7 only 7 requests stand behind the figure (dimmed under 20).
   Windows hold the scrapes of the last W seconds, as a Prometheus

@@ -22,7 +22,7 @@ def _target(entry: dict | None, c: dict[str, str]) -> Text:
     style = c["success"] if entry.get("met") else c["error"]
     if entry.get("requests", FEW) < FEW:  # few requests: dimmed, with their count
         style = c["dim"]
-    return Text.assemble((target_text(entry), style), (f"/{seconds(entry['target_s'])}", c["dim"]))
+    return Text.assemble((target_text(entry, compact=True), style), (f"/{seconds(entry['target_s'])}", c["dim"]))
 
 
 def _pct(v: float | None) -> str:
@@ -54,7 +54,7 @@ class SloPane(Pane):
     def compose(self) -> ComposeResult:
         t = KeyedTable(id="slo-table", cursor_type="row")
         for label, key, width in (("Service", "service", 12), ("TTFT p95", "ttft", 14), ("TPOT p95", "tpot", 13),
-                                  ("Done%", "done", 6), ("Good", "good", 11), ("Burn 5m/1h", "burn", 10)):
+                                  ("Done%", "done", 6), ("Good", "good", 13), ("Burn 5m/1h", "burn", 10)):
             t.add_column(label, key=key, width=width)
         yield t
 
