@@ -175,7 +175,7 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settin
     settings = _settings(args, demo)
     targets = [parse_engine(s) for s in args.engine]
     targets += [EngineTarget(url=e.url, kind=e.kind, name=e.name, timeout_s=e.timeout_s,
-                             headers={**(e.url_auth or {}), **(token_headers(e) or {})} or None,
+                             headers=token_headers(e),
                              verify_tls=e.verify_tls, interval_s=e.interval_s, device=e.device, model=e.model,
                              top_models=e.top_models, api_url=e.api_url)
                 for e in settings.engines]
@@ -252,12 +252,11 @@ def _run_fleet(args: argparse.Namespace) -> int:
         check_url(url)
     except UrlError as exc:
         raise UsageError(f"--prometheus: {exc}") from None
-    headers = None
+    headers = auth
     verify = True
     if prom is not None:
-        headers = {**(prom.url_auth or {}), **(token_headers(prom) or {})} or None
+        headers = token_headers(prom) or auth
         verify = prom.verify_tls
-    headers = {**(auth or {}), **(headers or {})} or None
     client = PromClient(url.rstrip("/").removesuffix("/metrics"), headers=headers, verify=verify)
     plans = {}
     for node, path in settings.node_plans.items():

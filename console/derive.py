@@ -31,7 +31,6 @@ class _Track:
     kind: str | None = None
     model: str | None = None
     restarted_at: float | None = None
-    process_start: float | None = None
     restart_seen: float | None = None  # the scrape that showed the process start move
     last: Engine | None = None
 
@@ -79,13 +78,10 @@ class Deriver:
             tr.model = ex.model or tr.model or s.model
             tr.history.add(ex)
             d = derive(tr.history.points, profile, self.window_s)
-            start = process_start(ex)
-            if start is not None and tr.process_start is not None and start > tr.process_start + 1.0:
-                tr.restarted_at, tr.restart_seen = start, ex.t  # when the new process began, not when seen
+            if ex.t in tr.history.points.restarts:  # when the new process began, not when it was seen
+                tr.restarted_at, tr.restart_seen = process_start(ex), ex.t
             elif d.reset_at is not None and d.reset_at != tr.restart_seen:
                 tr.restarted_at = d.reset_at
-            if start is not None:
-                tr.process_start = start
             series = dict(ex.series)
             if counted:
                 series["requests_counted"] = counted

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -63,6 +64,27 @@ class SuccessSpec(_Strict):
     failed: str | list[str] | None = None
     total: str | None = None
     ok: str | None = None
+
+    def rules(self) -> list[tuple[str, Callable[[str], tuple[float, float, float]]]]:
+        """The one classification of request outcomes: each counter signal, first the one that must
+        exist, with a rule from the value of ``label`` to its weight in (good, failed, aborted).
+        Aborts are the client's choice: counted apart, never as failures."""
+        aborted = as_list(self.aborted)
+        if self.finished:
+            def by_reason(reason: str) -> tuple[float, float, float]:
+                return (1.0, 0.0, 0.0) if reason in self.good else (0.0, 0.0, 1.0) if reason in aborted \
+                    else (0.0, 1.0, 0.0)
+            return [(self.finished, by_reason)]
+        if self.total:  # good = total - aborted
+            return [(self.total, lambda _: (1.0, 0.0, 0.0))] + [(n, lambda _: (-1.0, 0.0, 1.0)) for n in aborted]
+        if self.ok:
+            return [(self.ok, lambda _: (1.0, 0.0, 0.0))] + [(n, lambda _: (0.0, 1.0, 0.0))
+                                                             for n in as_list(self.failed)]
+        return []
+
+
+def as_list(v: str | list[str] | None) -> list[str]:
+    return [] if v is None else [v] if isinstance(v, str) else list(v)
 
 
 class DiscoverSpec(_Strict):

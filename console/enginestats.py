@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from console.engines import EngineProfile, Extract, gauge_value, rank_key
+from console.engines import EngineProfile, Extract, as_list, gauge_value, rank_key
 from console.frame import Percentiles
 from console.promtext import Labels, label
 from console.window import Delta, histogram_quantiles, quantile_bucket, rate, wide, window_delta
@@ -54,9 +54,7 @@ class EngineHistory:
         self.points.restarts = set()
 
     def add(self, ex: Extract) -> None:
-        prev = process_start(self.points[-1]) if self.points else None
-        start = process_start(ex)
-        if start is not None and prev is not None and start > prev + 1.0:
+        if self.points and restarted(self.points[-1], ex):
             self.points.restarts.add(ex.t)
         self.points.append(ex)
         cut = ex.t - self.keep_s
@@ -76,21 +74,18 @@ def restart_times(history: Sequence[Extract]) -> frozenset[float]:
     known = getattr(history, "restarts", None)
     if known is not None:
         return frozenset(known)
-    out = set()
-    prev: float | None = None
-    for ex in history:
-        values = ex.gauges.get("process_start")
-        start = max(values.values()) if values else None
-        if start is not None and prev is not None and start > prev + 1.0:
-            out.add(ex.t)
-        if start is not None:
-            prev = start
-    return frozenset(out)
+    return frozenset(b.t for a, b in zip(history, list(history)[1:], strict=False) if restarted(a, b))
 
 
 def process_start(ex: Extract) -> float | None:
     values = ex.gauges.get("process_start")
     return max(values.values()) if values else None
+
+
+def restarted(before: Extract, after: Extract) -> bool:
+    """The process start time moved forward between two scrapes (by more than clock jitter)."""
+    a, b = process_start(before), process_start(after)
+    return a is not None and b is not None and b > a + 1.0
 
 
 def _points(history: Sequence[Extract], kind: str, signal: str) -> list[tuple[float, dict]]:
@@ -192,9 +187,11 @@ class _Deriver:
         return sums, delta
 
     def rate(self, fld: str, signal: str) -> None:
-        sums, delta = self.increase(signal)
+        delta = signal_delta(self.h, "counters", signal, self.w, self.restarts)
+        if delta is not None:
+            self.out.note_reset(delta)
         value = rate(delta) if delta is not None and not delta.since_start else None
-        if sums is None or delta is None:
+        if delta is None:
             self.out.unavailable[fld] = self.missing(signal)
         elif value is None:
             self.out.unavailable[fld] = "a rate needs two scrapes"
@@ -251,39 +248,24 @@ class _Deriver:
         if spec is None:
             na["success_rate"] = f"{self.p.title} exports no request outcomes"
             return
-        good = bad = aborted = 0.0
+        totals = [0.0, 0.0, 0.0]  # good, failed, aborted
         reasons: dict[str, float] = {}
-        if spec.finished:
-            sums, _ = self.increase(spec.finished, by=spec.label)
+        for i, (signal, weigh) in enumerate(spec.rules()):
+            sums, _ = self.increase(signal, by=spec.label)
             if sums is None:
-                na["success_rate"] = self.missing(spec.finished)
-                return
-            reasons = dict(sums)
-            good = sum(v for k, v in sums.items() if k in spec.good)
-            aborted = sum(v for k, v in sums.items() if k in _names(spec.aborted))
-            bad = sum(v for k, v in sums.items() if k not in spec.good and k not in _names(spec.aborted))
-        elif spec.total:
-            total, _ = self.increase(spec.total)
-            ab, _ = self.increase(str(spec.aborted)) if spec.aborted else (None, None)
-            if total is None:
-                na["success_rate"] = self.missing(spec.total)
-                return
-            n_total = sum(total.values())
-            aborted = sum(ab.values()) if ab else 0.0
-            good = max(0.0, n_total - aborted)
-        elif spec.ok:
-            ok, _ = self.increase(spec.ok)
-            failed, _ = self.increase(str(spec.failed), by=spec.label) if spec.failed else (None, None)
-            if ok is None:
-                na["success_rate"] = self.missing(spec.ok)
-                return
-            good = sum(ok.values())
-            if failed:
-                reasons = {k or "failed": v for k, v in failed.items()}
-                bad = sum(failed.values())
-            reasons["success"] = good
-        finished = good + bad + aborted
-        f["requests_finished"] = finished
+                if i == 0:
+                    na["success_rate"] = self.missing(signal)
+                    return
+                continue
+            for key, v in sums.items():
+                for j, w in enumerate(weigh(key)):
+                    totals[j] += w * v
+                name = key if spec.finished else "success" if signal == spec.ok else (key or "failed") \
+                    if signal in as_list(spec.failed) else None
+                if name is not None:
+                    reasons[name] = reasons.get(name, 0.0) + v
+        good, bad, aborted = max(0.0, totals[0]), totals[1], totals[2]
+        f["requests_finished"] = good + bad + aborted
         f["requests_aborted"] = aborted
         f["requests_failed"] = bad
         if reasons:
@@ -353,12 +335,6 @@ class _Deriver:
                 self.out.unavailable[fld] = f"no successful requests in the last {window_label(self.w)}"
 
 
-def _names(v: str | list[str] | None) -> list[str]:
-    if v is None:
-        return []
-    return [v] if isinstance(v, str) else list(v)
-
-
 def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) -> Derived:
     if not history:
         return Derived()
@@ -388,7 +364,7 @@ def by_model(history: Sequence[Extract], profile: EngineProfile, window_s: float
     by = profile.count_once_label
     if not signal or not by:
         return None
-    name = f"{signal}@models" if any(f"{signal}@models" in ex.counters for ex in history) else signal
+    name = f"{signal}@models" if f"{signal}@models" in history[-1].counters else signal
     delta = signal_delta(history, "counters", name, window_s)
     if delta is None:
         return None

@@ -130,7 +130,7 @@ class Percentiles(_Model):
     observations: float = 0.0
     lower_bound_only: list[str] = Field(default_factory=list)  # e.g. ["p99"]: rank in +Inf, "≥"
     approx: bool = False  # not a histogram of this quantity (e.g. TGI TTFT from its phases)
-    # quantiles whose bucket is wider than half the estimate: (lower, upper] where the truth may lie
+    # quantiles whose bucket spans a factor of 2.5 or more: (lower, upper] where the truth may lie
     buckets: dict[str, tuple[float, float]] = Field(default_factory=dict)
     note: str | None = None
 

@@ -92,7 +92,7 @@ def service_meters(plan: Plan, services: list[ServiceStatus], histories: dict[st
                 h = histories.get(name)
                 if h:
                     series.update({(name, *k): v for k, v in outcome_series(h[-1], prof).items()})
-                    if len(h) > 1 and h[-1].t in restart_times((h[-2], h[-1])):
+                    if h[-1].t in restart_times(h):
                         restarted.add(name)
             if series:
                 hist = burn_hist.setdefault(svc.name, OutcomeHistory())

@@ -110,27 +110,22 @@ class ReplaySource:
         self.cursor = min(self.times[-1], max(self.times[0], t))
 
     def seek_text(self, text: str) -> str | None:
-        """Seek to 'HH:MM[:SS]' (UTC, on the recording's days) or an ISO time; None when not a time."""
+        """Seek to 'HH:MM[:SS]' (UTC, on the recording's days) or an ISO time; the answer to give
+        the operator when it is not a time or lies outside the recording, else None."""
         text = text.strip()
         try:
             when = datetime.fromisoformat(text)
             if when.tzinfo is None:
                 when = when.replace(tzinfo=UTC)
         except ValueError:
-            when = None
-        if when is not None:
-            self.seek(when.timestamp())
-            if not self.times[0] <= when.timestamp() <= self.times[-1]:
-                return f"{text} is outside the recording: it spans {self.span()} (UTC); went to the nearest end."
-            return None
-        parts = text.split(":")
-        if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-            return f"{text!r} is not a time: type HH:MM[:SS] (UTC) or an ISO date and time."
-        h, m, s = (int(p) for p in parts + ["0"] * (3 - len(parts)))
-        if h > 23 or m > 59 or s > 59:
-            return f"{text!r} is not a time of day: type HH:MM[:SS] (UTC), hours 0-23."
-        day = datetime.fromtimestamp(self.cursor, tz=UTC)
-        t = day.replace(hour=h, minute=m, second=s, microsecond=0).timestamp()
+            parts = text.split(":")
+            if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+                return f"{text!r} is not a time: type HH:MM[:SS] (UTC) or an ISO date and time."
+            h, m, s = (int(p) for p in parts + ["0"] * (3 - len(parts)))
+            if h > 23 or m > 59 or s > 59:
+                return f"{text!r} is not a time of day: type HH:MM[:SS] (UTC), hours 0-23."
+            when = datetime.fromtimestamp(self.cursor, tz=UTC).replace(hour=h, minute=m, second=s, microsecond=0)
+        t = when.timestamp()
         self.seek(t)
         if not self.times[0] <= t <= self.times[-1]:
             return f"{text} is outside the recording: it spans {self.span()} (UTC); went to the nearest end."

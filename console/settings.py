@@ -158,7 +158,8 @@ def demo_settings() -> Settings:
 
 
 def token_headers(eng: EngineConfig | PrometheusConfig, where: object = None) -> dict[str, str] | None:
-    """Authorization header from the token's env var or file (errors name the config line)."""
+    """Authorization header from the token's env var or file (errors name the config line), else
+    the user:password that came in the URL."""
 
     def at(field: str) -> str:
         return f"{where(field)}: " if callable(where) else ""
@@ -189,7 +190,7 @@ def token_headers(eng: EngineConfig | PrometheusConfig, where: object = None) ->
                               "holding the password for basic auth.")
         pair = base64.b64encode(f"{username}:{password}".encode()).decode()
         return {"Authorization": f"Basic {pair}"}
-    return None
+    return eng.url_auth
 
 
 __all__ = ["ConfigError", "EngineConfig", "KINDS", "Settings", "config_path", "load_settings", "token_headers"]

@@ -107,30 +107,18 @@ def outcomes(histories: Sequence[Sequence[Extract]], profile: EngineProfile, win
     spec = profile.success
     if spec is None:
         return None
-    good = failed = aborted = 0.0
-    if spec.finished:
-        sums = counter_increase(histories, spec.finished, window_s, by=spec.label)
+    totals = [0.0, 0.0, 0.0]  # good, failed, aborted: the profile's one classification
+    for i, (signal, weigh) in enumerate(spec.rules()):
+        sums = counter_increase(histories, signal, window_s, by=spec.label)
         if sums is None:
-            return None
-        ab = _names(spec.aborted)
-        good = sum(v for k, v in sums.items() if k in spec.good)
-        aborted = sum(v for k, v in sums.items() if k in ab)
-        failed = sum(v for k, v in sums.items() if k not in spec.good and k not in ab)
-    elif spec.total:
-        total = counter_increase(histories, spec.total, window_s)
-        ab = counter_increase(histories, str(spec.aborted), window_s) if spec.aborted else None
-        if total is None:
-            return None
-        aborted = sum(ab.values()) if ab else 0.0
-        good = max(0.0, sum(total.values()) - aborted)
-    elif spec.ok:
-        ok = counter_increase(histories, spec.ok, window_s)
-        bad = counter_increase(histories, str(spec.failed), window_s) if spec.failed else None
-        if ok is None:
-            return None
-        good, failed = sum(ok.values()), sum(bad.values()) if bad else 0.0
+            if i == 0:
+                return None
+            continue
+        for key, v in sums.items():
+            for j, w in enumerate(weigh(key)):
+                totals[j] += w * v
     spans = [h[-1].t - h[window_start([x.t for x in h], window_s)].t for h in histories if len(h) > 1]
-    return Outcomes(good, failed, aborted, max(spans, default=0.0))
+    return Outcomes(max(0.0, totals[0]), totals[1], totals[2], max(spans, default=0.0))
 
 
 def compliance(svc: Service, histories: Sequence[Sequence[Extract]], profile: EngineProfile,
@@ -236,36 +224,14 @@ def _approx_target(histories: Sequence[Sequence[Extract]], signal: str, limit: f
 
 def outcome_series(ex: Extract, profile: EngineProfile) -> dict[tuple, tuple[float, float, float]]:
     """Every request-outcome counter series of one scrape: key -> (value, weight in good, weight in
-    failed). Aborts weigh nothing (the client's choice); under a total/aborted recipe aborts
-    weigh -1 in good."""
+    failed), by the profile's one classification (``SuccessSpec.rules``)."""
     spec = profile.success
     out: dict[tuple, tuple[float, float, float]] = {}
-    if spec is None:
-        return out
-
-    def put(signal: str | None, good: float, failed: float) -> None:
-        for lab, vec in ex.counters.get(signal or "", {}).items():
+    for signal, weigh in spec.rules() if spec is not None else []:
+        for lab, vec in ex.counters.get(signal, {}).items():
+            good, failed, _ = weigh((label(lab, spec.label) if spec.label else None) or "")
             out[(signal, lab)] = (vec[0], good, failed)
-
-    if spec.finished:
-        aborted = _names(spec.aborted)
-        for lab, vec in ex.counters.get(spec.finished, {}).items():
-            reason = (label(lab, spec.label) if spec.label else None) or ""
-            weights = (1.0, 0.0) if reason in spec.good else (0.0, 0.0) if reason in aborted else (0.0, 1.0)
-            out[(spec.finished, lab)] = (vec[0], *weights)
-    elif spec.total:
-        put(spec.total, 1.0, 0.0)
-        for name in _names(spec.aborted):
-            put(name, -1.0, 0.0)
-    elif spec.ok:
-        put(spec.ok, 1.0, 0.0)
-        for name in _names(spec.failed):
-            put(name, 0.0, 1.0)
     return out
-
-
-def _names(v: str | list[str] | None) -> list[str]:
-    return [] if v is None else [v] if isinstance(v, str) else list(v)
 
 
 class OutcomeHistory:

@@ -45,10 +45,10 @@ def span(bucket: tuple[float, float] | list[float]) -> str:
     return f"{seconds(lo)}–{seconds(hi)}"
 
 
-def quantile_text(p: Percentiles | None, name: str, ranges: bool = False) -> str:
+def quantile_text(p: Percentiles | None, name: str, ranges: bool = False, count: bool = True) -> str:
     """A percentile with every mark it needs: '~' approximate, '≥' rank in +Inf, '*' since the
     engine started, '±' (or its bucket with ``ranges``) when its bucket spans a factor of 2.5 or
-    more, and '·N' when fewer than FEW requests stand behind it."""
+    more, and '·N' when fewer than FEW requests stand behind it (unless ``count`` is off)."""
     value = getattr(p, name) if p is not None else None
     if p is None or value is None:
         return NA
@@ -57,13 +57,14 @@ def quantile_text(p: Percentiles | None, name: str, ranges: bool = False) -> str
         text += "*"
     if name in p.buckets:
         text += f" ({span(p.buckets[name])})" if ranges else "±"
-    if p.observations < FEW:
+    if count and p.observations < FEW:
         text += f"·{p.observations:.0f}"
     return text
 
 
 def target_text(entry: dict | None, ranges: bool = False, compact: bool = False) -> str:
-    """An SLO target's observed figure with its marks ('≈' interpolated attainment) and count."""
+    """An SLO target's observed figure with its marks ('≈' interpolated attainment) and count;
+    ``compact`` (a table cell) leaves out the bucket and '≈', which the good share carries."""
     if not entry or entry.get("observed_s") is None:
         return NA
     text = ("~" if entry.get("approx") else "") + seconds(entry["observed_s"], entry.get("observed_lower_bound_only",
@@ -72,7 +73,7 @@ def target_text(entry: dict | None, ranges: bool = False, compact: bool = False)
         text += "*"
     if entry.get("observed_bucket_s") and not compact:
         text += f" ({span(entry['observed_bucket_s'])})" if ranges else "±"
-    if entry.get("attainment_exact") is False:
+    if entry.get("attainment_exact") is False and not compact:
         text += "≈"
     if "requests" in entry and entry["requests"] < FEW:
         text += f"·{entry['requests']:.0f}"

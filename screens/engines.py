@@ -113,7 +113,7 @@ class EnginePane(TablePane):
 def _pct_row(name: str, p: Percentiles | None, reason: str | None) -> list[str]:
     if p is None:
         return [name, NA, NA, NA, "", reason or ""]
-    vals = [quantile_text(p, q, ranges=True).split("·")[0] for q in ("p50", "p95", "p99")]
+    vals = [quantile_text(p, q, ranges=True, count=False) for q in ("p50", "p95", "p99")]
     note = p.note or ("since engine start" if p.window == "since_start" else f"window {p.window}")
     if p.observations < FEW:
         note += " · few requests"

@@ -19,7 +19,7 @@ HELP = """\
   v        budget / SLO / cost pane (short terminals; tall ones show all)
   s        save an incident snapshot (md + json + svg), S browse them
   tab      move between tables; enter opens the selected row's details
-  q        quit
+  q        quit (also Ctrl-C)
   esc      close this screen
   replay:  [ ] step a frame, , . jump 1 min, 1 2 3 play at 1x 10x 60x,
            g go to a time
