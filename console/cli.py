@@ -173,12 +173,7 @@ def _settings(args: argparse.Namespace, demo: bool = False) -> Settings:
 def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settings]:
     """(poller, demo node or None, settings) for the chosen source."""
     settings = _settings(args, demo)
-    targets = [parse_engine(s) for s in args.engine]
-    targets += [EngineTarget(url=e.url, kind=e.kind, name=e.name, timeout_s=e.timeout_s,
-                             headers=token_headers(e),
-                             verify_tls=e.verify_tls, interval_s=e.interval_s, device=e.device, model=e.model,
-                             top_models=e.top_models, api_url=e.api_url)
-                for e in settings.engines]
+    targets = [parse_engine(s) for s in args.engine] + config_targets(settings)
     node = None
     nvml = None
     if demo:
@@ -207,6 +202,13 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settin
     return Poller(targets, nvml, window_s=settings.window_s, plan=settings), node, settings
 
 
+def config_targets(settings: Settings) -> list[EngineTarget]:
+    """The config's engines, with their credentials as headers."""
+    return [EngineTarget(url=e.url, kind=e.kind, name=e.name, timeout_s=e.timeout_s, headers=token_headers(e),
+                         verify_tls=e.verify_tls, interval_s=e.interval_s, device=e.device, model=e.model,
+                         top_models=e.top_models, api_url=e.api_url) for e in settings.engines]
+
+
 def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
     """Local engines from GPU processes, every process's command line, and default ports."""
     from console.discovery import discover
@@ -224,12 +226,22 @@ def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
     return [EngineTarget(url=f.url, kind=f.kind, device=devices.get(f.pid) if f.pid else None) for f in found]
 
 
-def _recorder(out: str | None, poller: Poller, settings: Settings, retention: float | None = None):
-    from console.recording import Recorder, default_out
+def _recorder(out: str | None, poller: Poller, settings: Settings, retention: float | None = None,
+              flag: str = "--out"):
+    """A recorder with its file already open: a path that cannot be written, or an existing file
+    that is no recording, is one sentence now rather than a traceback at the first poll."""
+    from console.recording import Recorder, RecordingError, default_out
 
     path = Path(out).expanduser() if out else default_out()
     header = {"window_s": settings.window_s, "plan": settings.model_dump(mode="json", exclude={"engines"})}
-    return Recorder(path, poller.deriver.host, header, retention, secrets=_secrets(poller))
+    rec = Recorder(path, poller.deriver.host, header, retention, secrets=_secrets(poller))
+    try:
+        rec.write_header(time.time())
+    except RecordingError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write a recording there ({exc.strerror}).") from None
+    return rec
 
 
 def _secrets(poller: Poller) -> list[str]:
@@ -278,15 +290,17 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
     from screens.app import InferdeckApp
 
     if args.record is not None:
-        poller.recorder = _recorder(args.record, poller, settings)
+        poller.recorder = _recorder(args.record, poller, settings, flag="--record")
     try:
         mig = None
         if poller.nvml is not None and not args.read_only:
             from console.mig import MigManager
+            from console.recording import state_dir
 
             lib = poller.nvml.lib or (poller.nvml.read() and poller.nvml.lib)
-            snapdir = _snapshot_dir(settings)
-            mig = MigManager(lib, snapshot=lambda when: _mig_snapshot(poller, snapdir, when)) if lib else None
+            snapdir = state_dir(demo) / "snapshots" if demo else _snapshot_dir(settings)
+            mig = MigManager(lib, audit_path=state_dir(demo) / "mig-audit.jsonl", simulated=demo,
+                             snapshot=lambda when: _mig_snapshot(poller, snapdir, when, demo)) if lib else None
         poller.budget_s = max(0.2, settings.interval_s * 0.8)  # a hung engine never holds the screen
         app = InferdeckApp(poller, interval_s=settings.interval_s, title="inferdeck demo" if demo else "inferdeck",
                            read_only=args.read_only, snapshot_dir=_snapshot_dir(settings), secrets=_secrets(poller),
@@ -298,7 +312,7 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
     return app.return_code or 0  # a crash inside the app is 1, never 0
 
 
-def _mig_snapshot(poller: Poller, root: Path, when: str) -> Path | None:
+def _mig_snapshot(poller: Poller, root: Path, when: str, simulated: bool = False) -> Path | None:
     """The automatic bundle before and after a MIG change: the last frame, with the GPUs read
     afresh after the change."""
     from console.bundle import write_bundle
@@ -310,7 +324,7 @@ def _mig_snapshot(poller: Poller, root: Path, when: str) -> Path | None:
         source, gpus = poller.nvml.read()
         frame = frame.model_copy(update={"gpus": gpus, "gpu_source": source,
                                          "taken_at": datetime.now(tz=UTC)})
-    return write_bundle(root, frame, f"mig {when}", secrets=_secrets(poller))
+    return write_bundle(root, frame, f"mig {when}" + (" simulated" if simulated else ""), secrets=_secrets(poller))
 
 
 def _snapshot_dir(settings: Settings) -> Path:
@@ -329,10 +343,10 @@ def _record(args: argparse.Namespace) -> int:
     poller, node, settings = _build(args, args.demo)
     try:
         poller.recorder = rec = _recorder(args.out, poller, settings, args.retention)
-    except OSError as exc:
+    except UsageError:
         if node is not None:
             node.stop()
-        raise UsageError(f"--out {args.out}: cannot write a recording there ({exc.strerror}).") from None
+        raise
     stop = {"now": False}
 
     def halt(*_: object) -> None:

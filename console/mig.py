@@ -25,6 +25,7 @@ import yaml
 
 from console.gpucatalog import GpuModel, MigProfile, MigSpec, catalog, mig_profile_name
 from console.recording import state_dir
+from console.yamlfile import ConfigError, load_yaml
 
 CI_INDEX = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
 
@@ -184,6 +185,7 @@ class GpuMig:
     processes: dict[Instance, list[int]] = field(default_factory=dict)  # on each instance
     spec: MigSpec | None = None  # profiles and placements: from the driver, else the GPU catalogue
     spec_source: str = "none"
+    gi_ids: dict[Instance, int] = field(default_factory=dict)  # the driver's GPU instance id of each
 
 
 def model_for(name: str, total_bytes: int) -> GpuModel | None:
@@ -197,8 +199,9 @@ class MigManager:
     """Reads and changes one node's MIG layout through an NVML module (pynvml or the simulator)."""
 
     def __init__(self, lib: Any, audit_path: Path | None = None, user: str | None = None,
-                 snapshot: Callable[[str], Path | None] | None = None) -> None:
+                 snapshot: Callable[[str], Path | None] | None = None, simulated: bool = False) -> None:
         self.lib = lib
+        self.simulated = simulated  # the demo's GPUs: every audit entry says so
         self.audit_path = audit_path or state_dir() / "mig-audit.jsonl"
         self.user = user or getpass.getuser()
         self.snapshot = snapshot  # called with "before"/"after": writes a bundle, returns its path
@@ -234,6 +237,7 @@ class MigManager:
                                        memory_mib=int(info.memorySizeMB), max=int(info.instanceCount), size=size,
                                        starts=starts))
         layout: list[Instance] = []
+        gi_ids: dict[Instance, int] = {}
         processes: dict[Instance, list[int]] = {}
         if cur:
             by_id = {v: k for k, v in ids.items()}
@@ -250,7 +254,9 @@ class MigManager:
                     raise
                 for gi in arr[: n.value]:
                     info = lib.nvmlGpuInstanceGetInfo(gi)
-                    layout.append((by_id[int(info.profileId)], int(info.placement.start)))
+                    inst = (by_id[int(info.profileId)], int(info.placement.start))
+                    layout.append(inst)
+                    gi_ids[inst] = int(info.id)
             layout.sort(key=lambda x: x[1])
             # processes per MIG device, mapped to their instance
             starts = {}
@@ -275,7 +281,7 @@ class MigManager:
             spec, source = model.mig, "catalogue"
         else:
             spec, source = None, "none"
-        return GpuMig(index, uuid, model, bool(cur), bool(pend), layout, ids, slices, processes, spec, source)
+        return GpuMig(index, uuid, model, bool(cur), bool(pend), layout, ids, slices, processes, spec, source, gi_ids)
 
     def _placements(self, h: Any, profile_id: int) -> tuple[list[int], int]:
         """Possible placements of a profile from the driver ([] when it cannot say: not root)."""
@@ -471,14 +477,16 @@ class MigManager:
 
     def audit(self, report: dict) -> None:
         self.audit_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        entry = {"t": datetime.now(tz=UTC).isoformat(), **report}
+        entry = {"t": datetime.now(tz=UTC).isoformat(), **report, **({"simulated": True} if self.simulated else {})}
         fd = os.open(self.audit_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
 
 
-def nvidia_smi(index: int, current: list[Instance], target: list[Instance] | str, ids: dict[str, int]) -> list[str]:
-    """The equivalent nvidia-smi commands, for the operator's notes."""
+def nvidia_smi(index: int, current: list[Instance], target: list[Instance] | str, ids: dict[str, int],
+               gi_ids: dict[Instance, int] | None = None) -> list[str]:
+    """The equivalent nvidia-smi commands, runnable as printed: instances to destroy by their GPU
+    instance ids (as the driver reported them), new ones by profile id and placement."""
     if target == "disable":
         return [f"nvidia-smi mig -i {index} -dci", f"nvidia-smi mig -i {index} -dgi", f"nvidia-smi -i {index} -mig 0"]
     if target == "enable":
@@ -486,8 +494,10 @@ def nvidia_smi(index: int, current: list[Instance], target: list[Instance] | str
     _, destroy, create = MigManager.diff(current, target)
     cmds = []
     for name, start in destroy:
-        cmds.append(f"nvidia-smi mig -i {index} -dci -gi <GI id of {name}@{start}>")
-        cmds.append(f"nvidia-smi mig -i {index} -dgi -gi <GI id of {name}@{start}>")
+        gi = (gi_ids or {}).get((name, start))
+        ref = str(gi) if gi is not None else f"<GI id of {name}@{start}>"
+        cmds.append(f"nvidia-smi mig -i {index} -dci -gi {ref}")
+        cmds.append(f"nvidia-smi mig -i {index} -dgi -gi {ref}")
     for name, start in create:
         cmds.append(f"nvidia-smi mig -i {index} -cgi {ids.get(name, name)}:{start} -C")
     return cmds
@@ -510,40 +520,54 @@ def export_mig_parted(gpus: list[GpuMig], label: str = "current") -> str:
     return yaml.safe_dump({"version": "v1", "mig-configs": {label: specs}}, sort_keys=False)
 
 
-def import_mig_parted(text: str, label: str, gpus: list[GpuMig]) -> dict[int, list[Instance] | str]:
-    """Per GPU index, the layout (or mode word) a mig-parted config label asks for."""
+def import_mig_parted(text: str, label: str, gpus: list[GpuMig], source: str = "mig-parted config"
+                      ) -> dict[int, list[Instance] | str]:
+    """Per GPU index, the layout (or mode word) a mig-parted config label asks for. Errors are one
+    sentence naming ``source`` and the line."""
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise MigError(f"not valid YAML: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("version") != "v1" or "mig-configs" not in doc:
-        raise MigError("not a mig-parted config: expected `version: v1` and `mig-configs:`.")
+        doc, where = load_yaml(text, source)
+    except ConfigError as exc:
+        raise MigError(str(exc)) from None
+    if not isinstance(doc, dict) or doc.get("version") != "v1" or not isinstance(doc.get("mig-configs"), dict):
+        raise MigError(f"{source}: not a mig-parted config: expected `version: v1` and a `mig-configs:` mapping.")
     configs = doc["mig-configs"]
     if label not in configs:
-        raise MigError(f"no config labelled {label!r}; labels: {', '.join(configs)}.")
+        raise MigError(f"{source}: no config labelled {label!r}; labels: {', '.join(map(str, configs))}.")
+    if not isinstance(configs[label], list):
+        raise MigError(f"{where(('mig-configs', label))}: {label} should be a list of device specs.")
     out: dict[int, list[Instance] | str] = {}
-    for spec in configs[label]:
+    for i, spec in enumerate(configs[label]):
+        at = where(("mig-configs", label, i))
+        if not isinstance(spec, dict):
+            raise MigError(f"{at}: each entry of {label} should be a mapping (devices, mig-enabled, mig-devices).")
         unknown = set(spec) - {"device-filter", "devices", "mig-enabled", "mig-devices"}
         if unknown:
-            raise MigError(f"unknown field {sorted(unknown)[0]!r} in {label}.")
+            raise MigError(f"{at}: unknown field {sorted(unknown)[0]!r} in {label}.")
         filters = spec.get("device-filter")
         filters = [filters] if isinstance(filters, str) else (filters or [])
         devices = spec.get("devices")
+        if devices != "all" and not (isinstance(devices, list) and all(isinstance(d, int) for d in devices)):
+            raise MigError(f"{where(('mig-configs', label, i, 'devices'))}: devices should be `all` or a list of "
+                           "GPU indexes.")
+        counts = spec.get("mig-devices") or {}
+        if not isinstance(counts, dict) or not all(isinstance(c, int) and c >= 0 for c in counts.values()):
+            raise MigError(f"{where(('mig-configs', label, i, 'mig-devices'))}: mig-devices should map profile "
+                           "names to counts (e.g. 1g.24gb: 4).")
         for g in gpus:
-            if devices != "all" and g.index not in (devices or []):
+            if devices != "all" and g.index not in devices:
                 continue
             if filters and (g.model is None or g.model.pci_device_id.lower() not in [f.lower() for f in filters]):
                 continue
             if not spec.get("mig-enabled"):
                 out[g.index] = "disable"
                 continue
-            counts = spec.get("mig-devices") or {}
             if not counts:
                 out[g.index] = "enable"
                 continue
             if g.spec is None:
                 raise MigError(f"GPU {g.index}'s MIG profiles are unknown (not in the catalogue, driver silent).")
-            text_layout = "+".join(f"{n}*{c}" for n, c in counts.items() if c)
-            layout = parse_layout(text_layout, g.spec)
+            layout = parse_layout("+".join(f"{n}*{c}" for n, c in counts.items() if c), g.spec)
+            if isinstance(layout, str):
+                raise MigError(f"{where(('mig-configs', label, i, 'mig-devices'))}: GPU {g.index}: {layout}")
             out[g.index] = layout
     return out

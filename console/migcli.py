@@ -18,6 +18,7 @@ from console.mig import (
     placements,
     valid_layouts,
 )
+from console.recording import state_dir
 
 
 class MigUsageError(Exception):
@@ -47,8 +48,8 @@ def run_mig(args: argparse.Namespace) -> int:
         print(f"inferdeck: {exc}", file=sys.stderr)
         return 2
     try:
-        mm = MigManager(lib, audit_path=_state(args.demo) / "mig-audit.jsonl",
-                        snapshot=lambda when: _snapshot(lib, args.demo, when))
+        mm = MigManager(lib, audit_path=state_dir(args.demo) / "mig-audit.jsonl",
+                        snapshot=lambda when: _snapshot(lib, args.demo, when, node), simulated=args.demo)
         count = lib.nvmlDeviceGetCount()
         if hasattr(args, "gpu") and not 0 <= args.gpu < count:
             raise MigError(f"GPU {args.gpu} does not exist (this node has {count}, numbered from 0).")
@@ -98,7 +99,7 @@ def run_mig(args: argparse.Namespace) -> int:
                 raise MigError(f"{args.file}: not a text file; give a mig-parted YAML config "
                                "(`inferdeck mig export` writes one).") from None
             gpus = [mm.read(i) for i in range(count)]
-            targets = import_mig_parted(text, args.config_label, gpus)
+            targets = import_mig_parted(text, args.config_label, gpus, args.file)
             rc = 0
             for index, target in targets.items():
                 if target == "disable" and not gpus[index].mode_current and not gpus[index].mode_pending:
@@ -115,27 +116,25 @@ def run_mig(args: argparse.Namespace) -> int:
     return 0
 
 
-def _snapshot(lib, demo: bool, when: str) -> Path:
-    """The automatic bundle before and after a change: the node's GPUs as NVML reads them."""
-    import socket
-    from datetime import UTC, datetime
+def _snapshot(lib, demo: bool, when: str, node=None) -> Path:
+    """The automatic bundle before and after a change: one poll of the whole node — GPUs as NVML
+    reads them, the configured (or demo) engines, the plan — as the console would save it."""
+    import asyncio
 
-    from console import __version__
     from console.bundle import write_bundle
-    from console.frame import Frame
+    from console.cli import _secrets, config_targets, discover_targets, sample
     from console.nvml import NvmlReader
+    from console.poller import Poller
 
-    source, gpus = NvmlReader(lib, simulated=demo).read()
-    frame = Frame(taken_at=datetime.now(tz=UTC), host=socket.gethostname(), inferdeck_version=__version__,
-                  window_s=60.0, gpu_source=source, gpus=gpus)
-    return write_bundle(_state(demo) / "snapshots", frame, f"mig {when}" + (" simulated" if demo else ""))
-
-
-def _state(demo: bool) -> Path:
-    """The demo's MIG changes are simulated: their audit log and bundles live apart from the node's."""
-    from console.recording import state_dir
-
-    return state_dir() / "demo" if demo else state_dir()
+    settings = _plan(demo)
+    nvml = NvmlReader(lib, simulated=demo)
+    targets = config_targets(settings) + (node.targets() if node is not None else [])
+    if not targets and not demo and settings.discover:
+        targets = discover_targets(nvml)
+    poller = Poller(targets, nvml, window_s=settings.window_s, plan=settings)
+    frame = asyncio.run(sample(poller, 0.0, settings.interval_s))
+    return write_bundle(state_dir(demo) / "snapshots", frame, f"mig {when}" + (" simulated" if demo else ""),
+                        secrets=_secrets(poller))
 
 
 def _plan(demo: bool):
@@ -153,7 +152,7 @@ def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool, force: bool = Fa
     print(f"GPU {g.index}: {describe(g.layout)} -> {target if isinstance(target, str) else describe(target)}")
     if isinstance(target, list):
         print(f"  keep    {placements(keep) or '-'}\n  destroy {placements(destroy) or '-'}\n  create  {placements(create) or '-'}")
-    for c in nvidia_smi(g.index, g.layout, target, g.profile_ids):
+    for c in nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids):
         print(f"  $ {c}")
     problems = mm.precheck(g, target)
     for p in problems:

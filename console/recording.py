@@ -27,8 +27,10 @@ SCHEMA = "inferdeck.recording/1"
 SUFFIX = ".idrec.gz"
 
 
-def state_dir() -> Path:
-    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "inferdeck"
+def state_dir(demo: bool = False) -> Path:
+    """inferdeck's state folder; the demo's simulated MIG changes keep theirs apart, in demo/."""
+    root = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "inferdeck"
+    return root / "demo" if demo else root
 
 
 class Recorder:
@@ -81,6 +83,10 @@ class Recorder:
         self._file.write(text.encode() + b"\n")
         self._file.flush(zlib.Z_SYNC_FLUSH)
         self._raw.flush()
+
+    def write_header(self, t: float) -> None:
+        """Open the file now (its header first), so a path that cannot be written says so at once."""
+        self._open(t)
 
     def write(self, sample: Sample) -> None:
         self._open(sample.t)

@@ -174,7 +174,7 @@ class MigScreen(Screen[None]):
                 t.append(f"  {land['service']} lands on {land['lands_on']}: needs {land['required_gib']:.1f} of "
                          f"{land['capacity_gib']:.1f} GiB, headroom {land['headroom_gib']:.1f} GiB\n")
         t.append("  equivalent nvidia-smi:\n", style=c["dim"])
-        for cmd in nvidia_smi(g.index, g.layout, target, g.profile_ids):
+        for cmd in nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids):
             t.append(f"    $ {cmd}\n", style=c["dim"])
         problems = self.manager.precheck(g, target, self.app.read_only, self.commands)  # type: ignore[attr-defined]
         if problems:

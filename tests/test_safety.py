@@ -191,3 +191,46 @@ def test_mig_import_of_binary_and_the_round_trip_of_export(tmp_path):
     assert "stays off: no change" in res.stdout and "BLOCKED" not in res.stdout, res.stdout
     assert res.returncode == 0
     assert not (tmp_path / "state" / "inferdeck" / "mig-audit.jsonl").exists()  # the demo never writes the node's
+
+
+def test_dry_run_prints_runnable_commands_with_the_driver_s_gi_ids(tmp_path):
+    res = run("mig", "apply", "2", "2g.48gb@0,2g.48gb@6", "--demo", "--dry-run",
+              env={"XDG_STATE_HOME": str(tmp_path)})
+    assert "<GI id" not in res.stdout
+    assert "nvidia-smi mig -i 2 -dgi -gi 1" in res.stdout and "-cgi" in res.stdout
+
+
+def test_a_malformed_mig_parted_config_names_file_and_line(tmp_path):
+    bad = tmp_path / "mp.yaml"
+    bad.write_text("version: v1\nmig-configs:\n  x:\n    - devices: all\n      mig-enabled: true\n"
+                   "      mig-devices: {1g.24gb: many}\n")
+    res = run("mig", "import", str(bad), "--config-label", "x", "--demo", "--dry-run",
+              env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 2 and f"{bad}:6" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.integration
+def test_demo_mig_apply_writes_apart_marked_simulated_with_the_full_frame(tmp_path):
+    import json
+
+    res = run("mig", "apply", "2", "2g.48gb@0,2g.48gb@6", "--demo", "--yes", env={"XDG_STATE_HOME": str(tmp_path)},
+              timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    demo = tmp_path / "inferdeck" / "demo"
+    assert not (tmp_path / "inferdeck" / "mig-audit.jsonl").exists()
+    entries = [json.loads(line) for line in (demo / "mig-audit.jsonl").read_text().splitlines()]
+    assert entries and all(e.get("simulated") for e in entries)
+    bundles = sorted((demo / "snapshots").iterdir())
+    assert [b.name.endswith(("before-simulated", "after-simulated")) for b in bundles] == [True, True]
+    for b in bundles:
+        frame = json.loads((b / "frame.json").read_text())
+        assert len(frame["engines"]) == 3 and len(frame["services"]) == 3
+
+
+def test_record_to_a_file_that_is_no_recording_or_cannot_be_written(tmp_path):
+    junk = tmp_path / "x.idrec.gz"
+    junk.write_bytes(os.urandom(300))
+    res = run("record", "--demo", "--out", str(junk), "--duration", "1")
+    assert res.returncode == 2 and "not an inferdeck recording" in res.stderr and "Traceback" not in res.stderr
+    res = run("record", "--demo", "--out", "/proc/nope/x.idrec.gz", "--duration", "1")
+    assert res.returncode == 2 and "cannot write a recording there" in res.stderr
