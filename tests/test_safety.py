@@ -234,3 +234,27 @@ def test_record_to_a_file_that_is_no_recording_or_cannot_be_written(tmp_path):
     assert res.returncode == 2 and "not an inferdeck recording" in res.stderr and "Traceback" not in res.stderr
     res = run("record", "--demo", "--out", "/proc/nope/x.idrec.gz", "--duration", "1")
     assert res.returncode == 2 and "cannot write a recording there" in res.stderr
+
+
+@pytest.mark.integration
+def test_a_crashed_console_exits_non_zero(tmp_path):
+    """A bug inside the app (here planted: mounting raises) ends the process with a non-zero code."""
+    import pty
+
+    cfg = _empty_config(tmp_path)
+    code = ("import screens.app as a\n"
+            "def boom(self): raise RuntimeError('planted')\n"
+            "a.InferdeckApp.on_mount = boom\n"
+            "from console.cli import main\n"
+            f"raise SystemExit(main(['--no-gpu', '--config', {str(cfg)!r}]))\n")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=slave, stdout=slave, stderr=slave,
+                            env={**os.environ, "TERM": "xterm-256color"}, start_new_session=True)
+    os.close(slave)
+    try:
+        drain(master, 3)
+        assert proc.wait(timeout=20) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
