@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from console.demo import start_demo  # noqa: E402
 from console.nvml import NvmlReader  # noqa: E402
 from console.poller import Poller  # noqa: E402
 from console.settings import demo_settings  # noqa: E402
+from console.sim.demo import start_demo  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from console.nvml import NvmlReader  # noqa: E402
-from console.simnvml import DeviceLoad, SimNvml  # noqa: E402
+from console.sim.nvml import DeviceLoad, SimNvml  # noqa: E402
 
 
 def node() -> SimNvml:

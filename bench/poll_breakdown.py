@@ -27,7 +27,7 @@ from console.nvml import NvmlReader  # noqa: E402
 from console.promtext import parse  # noqa: E402
 from console.sample import EngineSample, Sample  # noqa: E402
 from console.scraper import scrape  # noqa: E402
-from console.simnvml import DeviceLoad, SimNvml  # noqa: E402
+from console.sim.nvml import DeviceLoad, SimNvml  # noqa: E402
 
 
 def sim(big: bool) -> SimNvml:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from console.simengine import TrafficSpec, start_engine  # noqa: E402
+from console.sim.engine import TrafficSpec, start_engine  # noqa: E402
 
 
 def main() -> None:

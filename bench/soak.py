@@ -27,8 +27,8 @@ import pynvml  # noqa: E402
 from console.frame import Frame  # noqa: E402
 from console.nvml import NvmlReader  # noqa: E402
 from console.poller import EngineTarget, Poller  # noqa: E402
-from console.simengine import page_for, start_engine  # noqa: E402
-from console.simnvml import DeviceLoad, SimNvml  # noqa: E402
+from console.sim.engine import page_for, start_engine  # noqa: E402
+from console.sim.nvml import DeviceLoad, SimNvml  # noqa: E402
 
 MODES = ("ok", "ok", "ok", "down", "garbage", "truncated", "huge", "slow", "restart")
 NVML_FAULTS = (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION, pynvml.NVML_ERROR_TIMEOUT,

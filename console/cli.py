@@ -26,7 +26,7 @@ from console.settings import (
     load_settings,
     token_headers,
 )
-from console.simtraffic import PROFILES
+from console.sim.traffic import PROFILES
 
 
 class UsageError(Exception):
@@ -177,13 +177,13 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settin
     node = None
     nvml = None
     if demo:
-        from console.demo import start_demo
+        from console.sim.demo import start_demo
 
         node = start_demo(settings)
         targets += node.targets()
         nvml = None if args.no_gpu else NvmlReader(node.nvml, simulated=True)
     elif getattr(args, "simulate_gpus", None):
-        from console.simnvml import DeviceLoad, SimNvml
+        from console.sim.nvml import DeviceLoad, SimNvml
 
         sim = SimNvml(load=lambda g, m: DeviceLoad(0.5, 8 * 2**30))
         if args.simulate_gpus == "demo":
@@ -254,7 +254,8 @@ def _secrets(poller: Poller) -> list[str]:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
-    from console.fleet import FleetSource, PromClient
+    from console.fleet.prom import PromClient
+    from console.fleet.source import FleetSource
     from screens.fleet import FleetApp
 
     settings = _settings(args)
@@ -294,7 +295,7 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
     try:
         mig = None
         if poller.nvml is not None and not args.read_only:
-            from console.mig import MigManager
+            from console.mig.manager import MigManager
             from console.recording import state_dir
 
             lib = poller.nvml.lib or (poller.nvml.read() and poller.nvml.lib)
@@ -481,7 +482,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from console.simengine import TrafficSpec, start_engine
+    from console.sim.engine import TrafficSpec, start_engine
 
     try:
         eng = start_engine(args.engine, TrafficSpec(rate_rps=args.rate, profile=args.profile), port=args.port)
@@ -510,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "replay":
             return _replay(args)
         if args.command == "mig":
-            from console.migcli import run_mig
+            from console.mig.cli import run_mig
 
             return run_mig(args)
         if args.command == "check":

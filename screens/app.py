@@ -31,7 +31,7 @@ from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
 
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
-    from console.mig import MigManager
+    from console.mig.manager import MigManager
     from console.replay import ReplaySource
 
 

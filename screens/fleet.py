@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -13,13 +14,16 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from console.fleet import FleetSource, FleetState
+from console.fleet.state import FleetState
 from console.frame import Frame
 from console.units import seconds
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
 from screens.panes import AlertPane
 from screens.widgets import KeyedTable, spark, theme_colors
+
+if TYPE_CHECKING:  # the source queries Prometheus: screens only hold it
+    from console.fleet.source import FleetSource
 
 COLUMNS = (("Node", "node", 16), ("GPUs", "gpus", 5), ("MIG", "mig", 4), ("Engines", "engines", 8),
            ("Worst", "worst", 9), ("TTFT p95", "ttft", 9), ("TTFT≤1s", "slo", 8), ("Tok/s", "tps", 7),

@@ -4,6 +4,8 @@ blocks the change), confirm by typing the GPU index, and watch the apply step by
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -12,9 +14,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 
-from console.mig import MigError, MigManager, describe, nvidia_smi, placements, valid_layouts
-from console.migpreview import landing
+from console.mig.layouts import MigError, describe, diff, placements, valid_layouts
+from console.mig.preview import landing
+from console.mig.script import nvidia_smi
 from screens.widgets import theme_colors
+
+if TYPE_CHECKING:  # the manager drives NVML: screens only hold it
+    from console.mig.manager import MigManager
 
 
 class ConfirmApply(ModalScreen[bool]):
@@ -161,7 +167,7 @@ class MigScreen(Screen[None]):
         t = Text()
         t.append("Preview\n", style="bold")
         if isinstance(target, list):
-            keep, destroy, create = self.manager.diff(g.layout, target)
+            keep, destroy, create = diff(g.layout, target)
             t.append(f"  keep     {placements(keep) or '-'}\n")
             t.append(f"  destroy  {placements(destroy) or '-'}\n", style=c["warning"] if destroy else "")
             t.append(f"  create   {placements(create) or '-'}\n")

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from console.alerts import AlertBook, Condition
-from console.demo import start_demo
 from console.nvml import NvmlReader
 from console.poller import Poller
 from console.settings import demo_settings
+from console.sim.demo import start_demo
 
 
 def test_for_and_clear_durations_prevent_flapping():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from console.demo import start_demo
 from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
+from console.sim.demo import start_demo
 from screens.app import InferdeckApp
 from screens.engines import EngineDetailScreen
 from screens.gpus import GpuDetailScreen

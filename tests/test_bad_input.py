@@ -6,7 +6,7 @@ import os
 import pytest
 
 from console.poller import EngineTarget, Poller
-from console.simengine import MetricsServer
+from console.sim.engine import MetricsServer
 from tests.conftest import fixture_text
 
 pytestmark = pytest.mark.integration

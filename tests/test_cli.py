@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from console.simengine import MetricsServer
+from console.sim.engine import MetricsServer
 from tests.conftest import ROOT, fixture_text
 
 pytestmark = pytest.mark.integration

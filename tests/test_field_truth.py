@@ -391,7 +391,7 @@ def test_snapshot_shows_the_5m_burn_of_an_engine_failing_one_in_101(tmp_path):
     import sys
     import time
 
-    from console.simengine import MetricsServer
+    from console.sim.engine import MetricsServer
     from tests.conftest import ROOT
 
     t0 = time.time()

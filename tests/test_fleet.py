@@ -12,11 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from console.fleet import FleetSource, PromClient, signal_query
+from console.fleet.prom import PromClient
+from console.fleet.promql import signal_query
+from console.fleet.source import FleetSource
 from console.poller import EngineTarget, Poller
-from console.simdcgm import start_dcgm
-from console.simengine import TrafficSpec, start_engine
-from console.simnvml import DeviceLoad, SimNvml
+from console.sim.dcgm import start_dcgm
+from console.sim.engine import TrafficSpec, start_engine
+from console.sim.nvml import DeviceLoad, SimNvml
 
 pytestmark = pytest.mark.integration
 

@@ -8,15 +8,10 @@ import pynvml
 import pytest
 
 from console.gpucatalog import catalog
-from console.mig import (
-    MigError,
-    MigManager,
-    export_mig_parted,
-    import_mig_parted,
-    parse_layout,
-    valid_layouts,
-)
-from console.simnvml import SimNvml
+from console.mig.layouts import MigError, parse_layout, valid_layouts
+from console.mig.manager import MigManager
+from console.mig.parted import export_mig_parted, import_mig_parted
+from console.sim.nvml import SimNvml
 
 MIG_MODELS = [k for k, m in sorted(catalog().items()) if m.mig]
 
@@ -210,10 +205,10 @@ def test_mig_parted_round_trip_and_reference_examples(tmp_path):
 
 
 async def test_menu_walk_preview_cancel_then_apply(tmp_path):
-    from console.demo import start_demo
     from console.nvml import NvmlReader
     from console.poller import Poller
     from console.settings import demo_settings
+    from console.sim.demo import start_demo
     from screens.app import InferdeckApp
     from screens.mig import ConfirmApply, MigScreen
     from screens.widgets import KeyedTable
@@ -269,7 +264,7 @@ def test_layouts_come_from_the_driver_with_the_catalogue_as_fallback(tmp_path):
 
 
 def test_preview_says_where_planned_services_land(tmp_path):
-    from console.migpreview import landing
+    from console.mig.preview import landing
     from console.plan import Node, Plan, Service
 
     sim, mm = manager(tmp_path, "rtx-pro-6000-se", mig=[("1g.24gb", s) for s in (0, 3, 6, 9)])

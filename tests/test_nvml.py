@@ -1,10 +1,10 @@
 import pynvml
 import pytest
 
-from console.demo import start_demo
 from console.gpucatalog import catalog, mig_profile_name
 from console.nvml import NvmlReader
-from console.simnvml import DeviceLoad, SimNvml
+from console.sim.demo import start_demo
+from console.sim.nvml import DeviceLoad, SimNvml
 
 GIB = 1024**3
 

@@ -7,7 +7,7 @@ import pytest
 
 from console.gpucatalog import catalog
 from console.nvml import LOST, NvmlReader
-from console.simnvml import DeviceLoad, SimNvml
+from console.sim.nvml import DeviceLoad, SimNvml
 
 GIB = 1024**3
 

@@ -14,12 +14,12 @@ import time
 import pytest
 
 from console.bundle import list_bundles, write_bundle
-from console.demo import start_demo
 from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
 from console.recording import Recorder, read
 from console.replay import ReplaySource
 from console.settings import demo_settings
+from console.sim.demo import start_demo
 from tests.conftest import ROOT
 from tests.frames import node_frame
 
@@ -155,7 +155,7 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
     token = "tok-VERY-secret-4711"
     api_key = "sk-proc-arg-0815"
     monkeypatch.setenv("ENGINE_TOKEN", token)
-    from console.simengine import start_engine
+    from console.sim.engine import start_engine
     eng = start_engine("vllm")
     cfg = tmp_path / "config.yaml"
     cfg.write_text(textwrap.dedent(f"""\
@@ -168,7 +168,7 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "vllm", "serve", "m",
                              "--api-key", api_key, "--port", str(eng.server.port)])
     try:
-        from console.simnvml import SimNvml
+        from console.sim.nvml import SimNvml
         sim = SimNvml()
         sim.add_gpu("l40s")
         sim.add_process(0, None, proc.pid, 1 << 30)

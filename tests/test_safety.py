@@ -17,7 +17,7 @@ from console.recording import RecordingError, read
 from console.replay import ReplaySource
 from console.scraper import without_credentials
 from console.settings import EngineConfig
-from console.simengine import MetricsServer
+from console.sim.engine import MetricsServer
 from tests.conftest import ROOT, fixture_text
 from tests.test_terminal import drain, start
 

@@ -8,7 +8,7 @@ import pytest
 
 from console.discovery import classify, from_processes, probe_ports, read_cmdline
 from console.settings import ConfigError, config_path, load_settings, token_headers
-from console.simengine import start_engine
+from console.sim.engine import start_engine
 from tests.conftest import ROOT
 
 
@@ -112,7 +112,7 @@ def test_discovers_a_running_engine_process_and_probes_ports():
 
 
 def test_snapshot_discovers_when_nothing_is_configured(tmp_path):
-    code = ("import sys, time; from console.simengine import start_engine; "
+    code = ("import sys, time; from console.sim.engine import start_engine; "
             "e = start_engine('vllm', port=int(sys.argv[-1])); time.sleep(60)")
     import socket
     with socket.socket() as s:

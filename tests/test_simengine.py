@@ -6,7 +6,7 @@ import pytest
 from console.engines import extract, profiles
 from console.enginestats import EngineHistory, derive, summed_buckets
 from console.promtext import parse
-from console.simengine import TrafficModel, TrafficSpec, page_for, start_engine
+from console.sim.engine import TrafficModel, TrafficSpec, page_for, start_engine
 from console.window import window_delta
 
 

@@ -6,8 +6,8 @@ import pytest
 from console.engines import KINDS, detect_kind, extract, needed_families, profiles
 from console.enginestats import EngineHistory, derive
 from console.promtext import parse
-from console.simengine import TrafficModel, TrafficSpec, page_for
-from console.simformats import FORMATS
+from console.sim.engine import TrafficModel, TrafficSpec, page_for
+from console.sim.formats import FORMATS
 
 
 class Clock:

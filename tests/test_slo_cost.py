@@ -12,7 +12,7 @@ from console.engines import extract, profiles
 from console.enginestats import EngineHistory
 from console.plan import Service, SloSpec
 from console.promtext import parse
-from console.simengine import TrafficModel, TrafficSpec, page_for
+from console.sim.engine import TrafficModel, TrafficSpec, page_for
 from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcome_series
 from console.window import fraction_at_or_below
 from tests.conftest import ROOT

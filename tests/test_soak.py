@@ -33,8 +33,8 @@ def test_sixty_second_soak_with_chaos():
 async def test_keys_answer_within_100_ms_while_an_engine_hangs_and_nvml_is_slow():
     from console.nvml import NvmlReader
     from console.poller import EngineTarget, Poller
-    from console.simengine import start_engine
-    from console.simnvml import SimNvml
+    from console.sim.engine import start_engine
+    from console.sim.nvml import SimNvml
     from screens.app import InferdeckApp
     from screens.help import HelpScreen
 

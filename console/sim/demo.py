@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 
 from console.plan import Plan, fit
 from console.poller import EngineTarget
-from console.simengine import SimEngine, TrafficSpec, start_engine
-from console.simnvml import DeviceLoad, SimNvml
+from console.sim.engine import SimEngine, TrafficSpec, start_engine
+from console.sim.nvml import DeviceLoad, SimNvml
 
 GPU_MEMORY_UTILIZATION = 0.90  # what vLLM preallocates on its device when no plan sizes it
 # activation/workspace memory per running sequence: a full batch eats into the planned margin

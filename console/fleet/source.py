@@ -8,128 +8,21 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-import httpx
-
 from console import __version__
 from console.cost import CostSpec, node_hourly, per_million
-from console.engines import EngineProfile, parse_selector, profiles
+from console.engines import profiles
+from console.fleet.prom import PromClient, PromError
+from console.fleet.promql import BY, detect_query, signal_query
+from console.fleet.state import FleetState
 from console.frame import Alert, Engine, Frame, Gpu, GpuSource, MigDevice, MigState, Percentiles
 from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
 
 MIB = 1024 * 1024
-BY = "instance, job, node"
 TTFT_TARGET_S = 1.0  # DESIGN's 8B-class TTFT limit: the fleet's SLO column (exact where 1.0 is a bound)
-
-
-class PromError(Exception):
-    """A query failed; the message is one sentence with the URL."""
-
-
-class PromClient:
-    def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True,
-                 timeout_s: float = 5.0) -> None:
-        self.url = url.rstrip("/")
-        self.headers = headers or {}
-        self.timeout_s = timeout_s
-        self._client = httpx.AsyncClient(verify=verify, headers=self.headers)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-    async def _get(self, path: str, params: dict) -> dict:
-        url = f"{self.url}{path}"
-        try:
-            resp = await self._client.get(url, params=params, timeout=self.timeout_s)
-        except httpx.TimeoutException:
-            raise PromError(f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s") from None
-        except httpx.HTTPError as exc:
-            raise PromError(f"cannot reach Prometheus at {self.url} ({type(exc).__name__})") from None
-        try:
-            doc = resp.json()
-        except ValueError:
-            raise PromError(f"{url} did not answer with JSON (HTTP {resp.status_code}): is this Prometheus?") from None
-        if doc.get("status") != "success":
-            raise PromError(f"Prometheus refused the query: {doc.get('error', resp.status_code)}")
-        return doc["data"]
-
-    async def query(self, q: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
-        params = {"query": q} if at is None else {"query": q, "time": at}
-        data = await self._get("/api/v1/query", params)
-        out = []
-        for r in data.get("result", []):
-            try:
-                out.append((r["metric"], float(r["value"][1])))
-            except (KeyError, ValueError, TypeError):
-                continue
-        return out
-
-    async def query_range(self, q: str, start: float, end: float, step: float) -> list[tuple[dict, list]]:
-        data = await self._get("/api/v1/query_range", {"query": q, "start": start, "end": end, "step": step})
-        return [(r["metric"], [(float(t), float(v)) for t, v in r.get("values", [])]) for r in data.get("result", [])]
-
-
-def _names(name: str) -> list[str]:
-    """A series name as scraped (``vllm:x`` is stored as is) and the underscore form some exporters
-    produce under OpenMetrics."""
-    return [name] if ":" not in name else [name, name.replace(":", "_")]
-
-
-def _sel(candidate: str, suffix: str = "") -> list[str]:
-    base, labels = parse_selector(candidate)
-    body = ",".join(f'{k}="{v}"' for k, v in labels)
-    return [f"{n}{suffix}{{{body}}}" if body else f"{n}{suffix}" for n in _names(base)]
-
-
-def signal_query(signal: str, how: str, window: str) -> str | None:
-    """One PromQL expression covering every engine kind's series for a signal (``or`` between
-    kinds; each instance is matched by the series its engine exports)."""
-    parts = []
-    for prof in profiles().values():
-        spec = prof.signals.get(signal)
-        if spec is None or spec.type == "info":
-            continue
-        for cand in spec.series:
-            suffix = "_bucket" if how.startswith(("q", "within")) else "_count" if how == "count" else ""
-            for sel in _sel(cand, suffix):
-                if how == "gauge":
-                    agg = "max" if spec.aggregate == "max" else "sum"
-                    parts.append(f"{agg} by ({BY}) ({sel})")
-                elif how == "rate":
-                    parts.append(f"sum by ({BY}) (rate({sel}[{window}]))")
-                elif how == "count":
-                    parts.append(f"sum by ({BY}) (increase({sel}[{window}]))")
-                elif how.startswith("within"):  # share of requests within a limit (le must be a bound)
-                    limit = float(how[6:]) / spec.scale
-                    le = f"{limit:.1f}" if limit == int(limit) else f"{limit:g}"
-                    base_sel = sel.removesuffix("_bucket")
-                    bucket = sel.replace("_bucket{", f'_bucket{{le="{le}",') if "{" in sel else f'{sel}{{le="{le}"}}'
-                    count = (base_sel.replace("{", "_count{", 1) if "{" in base_sel else f"{base_sel}_count")
-                    parts.append(f"sum by ({BY}) (rate({bucket}[{window}])) / sum by ({BY}) (rate({count}[{window}]))")
-                else:  # q0.95
-                    q = how[1:]
-                    scale = f" * {spec.scale:g}" if spec.scale != 1 else ""
-                    parts.append(f"histogram_quantile({q}, sum by ({BY}, le) (rate({sel}[{window}]))){scale}")
-    return " or ".join(parts) if parts else None
-
-
-def detect_query(prof: EngineProfile) -> str:
-    names = "|".join(n for d in prof.detect for n in _names(d))
-    return f'count by ({BY}) ({{__name__=~"{names}"}})'
-
-
-@dataclass
-class FleetState:
-    nodes: dict[str, Frame] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)  # query -> why it failed this poll
-    last_ok: float | None = None
-    taken_at: float = 0.0  # the time the figures describe (in the past while scrubbing)
-    trends: dict[str, list[float]] = field(default_factory=dict)  # node -> output tok/s, last hour
-    summary: dict[str, dict] = field(default_factory=dict)  # node -> SLO share and cost figures
 
 
 def _node(labels: dict[str, str]) -> str:

@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Callable
 
-from console.simtraffic import DEFAULT_BUCKETS, Histogram, TrafficModel
+from console.sim.traffic import DEFAULT_BUCKETS, Histogram, TrafficModel
 
 
 def _fmt(v: float, integer: bool = False) -> str:

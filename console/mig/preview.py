@@ -4,7 +4,8 @@ fit and headroom there (the plan's arithmetic), before anything is applied."""
 from __future__ import annotations
 
 from console.gpucatalog import MIB
-from console.mig import GpuMig, Instance
+from console.mig.layouts import Instance
+from console.mig.manager import GpuMig
 from console.plan import GIB, Plan, fit, parse_device
 
 

@@ -4,8 +4,8 @@ instances with GPU_I_PROFILE and GPU_I_ID), served like the real exporter on /me
 
 from __future__ import annotations
 
-from console.simengine import MetricsServer
-from console.simnvml import SimNvml
+from console.sim.engine import MetricsServer
+from console.sim.nvml import SimNvml
 
 
 def dcgm_page(sim: SimNvml, hostname: str) -> str:

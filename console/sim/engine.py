@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from console.simformats import FORMATS, llamacpp_slots
-from console.simtraffic import PROFILES, TrafficModel, TrafficSpec
+from console.sim.formats import FORMATS, llamacpp_slots
+from console.sim.traffic import PROFILES, TrafficModel, TrafficSpec
 
 __all__ = ["PROFILES", "MetricsServer", "SimEngine", "TrafficModel", "TrafficSpec", "page_for", "start_engine"]
 

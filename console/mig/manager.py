@@ -21,156 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pynvml
-import yaml
 
 from console.gpucatalog import GpuModel, MigProfile, MigSpec, catalog, mig_profile_name
+from console.mig.layouts import Instance, MigError, diff, placements
 from console.recording import state_dir
-from console.yamlfile import ConfigError, load_yaml
 
 CI_INDEX = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
 
-Instance = tuple[str, int]  # (profile name, placement start)
-
-
-class MigError(Exception):
-    """A re-layout cannot go ahead, or failed; the message is one sentence."""
-
-
-# --- the catalogue of valid layouts -------------------------------------------------------------
-
-def _base(name: str) -> str:
-    return name.split("+")[0].split("-")[0]
-
-
-def _fits(layout: list[Instance], p: MigProfile, start: int, profiles: dict[str, MigProfile], max_instances: int
-          ) -> bool:
-    if start not in p.starts or len(layout) >= max_instances:
-        return False
-    if sum(1 for n, _ in layout if n == p.name) >= p.max:
-        return False
-    if "+me" in p.name and any("+me" in n for n, _ in layout):
-        return False
-    lo, hi = start, start + p.size
-    return all(not (lo < s + profiles[n].size and s < hi) for n, s in layout)
-
-
-def _spec(model: GpuModel | MigSpec) -> MigSpec:
-    spec = model.mig if isinstance(model, GpuModel) else model
-    if spec is None:
-        raise MigError(f"{model.name if isinstance(model, GpuModel) else 'this GPU'} has no MIG.")
-    return spec
-
-
-def valid_layouts(model: GpuModel | MigSpec) -> list[list[Instance]]:
-    """Every maximal layout of the plain profiles, then the same layouts with each size class
-    switched, as a whole, to one attribute variant (+gfx, -me, +me.all, +me) within its counts."""
-    spec = _spec(model)
-    profiles = {p.name: p for p in spec.profiles}
-    plain = [p for p in spec.profiles if "+" not in p.name and "-" not in p.name]
-    grid = max(s + p.size for p in spec.profiles for s in p.starts)
-    found: set[tuple[Instance, ...]] = set()
-
-    def search(pos: int, layout: list[Instance]) -> None:
-        if pos >= grid:
-            found.add(tuple(sorted(layout, key=lambda x: (x[1], x[0]))))
-            return
-        for p in plain:
-            if _fits(layout, p, pos, profiles, spec.max_instances):
-                search(pos + p.size, layout + [(p.name, pos)])
-        search(pos + 1, layout)
-
-    search(0, [])
-
-    def maximal(layout: tuple[Instance, ...]) -> bool:
-        return not any(_fits(list(layout), p, s, profiles, spec.max_instances) for p in plain for s in p.starts)
-
-    base = sorted((list(x) for x in found if x and maximal(x)), key=lambda L: (-max(profiles[n].slices for n, _ in L),
-                                                                                 len(L), L))
-    out = [list(b) for b in base]
-    seen = {tuple(b) for b in base}
-    for layout in base:
-        for variant in spec.profiles:
-            if variant.name in (p.name for p in plain):
-                continue
-            base_name = _base(variant.name)
-            if not any(n == base_name for n, _ in layout):
-                continue
-            if variant.name.endswith("+me") or variant.name.endswith("+me.all"):
-                # one instance owns the media engines: swap only the first of that size
-                idx = next(i for i, (n, _) in enumerate(layout) if n == base_name)
-                cand = list(layout)
-                cand[idx] = (variant.name, cand[idx][1])
-            else:
-                cand = [(variant.name if n == base_name else n, s) for n, s in layout]
-            if sum(1 for n, _ in cand if n == variant.name) > variant.max:
-                continue
-            key = tuple(sorted(cand, key=lambda x: (x[1], x[0])))
-            if key not in seen:
-                seen.add(key)
-                out.append(list(key))
-    return out
-
-
-def describe(layout: list[Instance]) -> str:
-    """'2g.48gb + 1g.24gb x2' (counts, largest first)."""
-    if not layout:
-        return "no instances"
-    counts: dict[str, int] = {}
-    for n, _ in layout:
-        counts[n] = counts.get(n, 0) + 1
-    parts = sorted(counts.items(), key=lambda kv: (-int(kv[0].split("g.")[0]), kv[0]))
-    return " + ".join(n if c == 1 else f"{n} x{c}" for n, c in parts)
-
-
-def placements(layout: list[Instance]) -> str:
-    return ",".join(f"{n}@{s}" for n, s in sorted(layout, key=lambda x: x[1]))
-
-
-def parse_layout(text: str, model: GpuModel | MigSpec) -> list[Instance] | str:
-    """'2g.48gb@0,1g.24gb@6,1g.24gb@9' (explicit), '2g.48gb+1g.24gb*2' (counts: the catalogue's first
-    layout with them), or 'disable' / 'enable'. Returns the layout, or the mode word."""
-    t = text.strip().lower()
-    if t in ("disable", "enable"):
-        return t
-    layouts = valid_layouts(model)
-    if "@" in t:
-        inst = []
-        for part in t.split(","):
-            name, _, start = part.strip().partition("@")
-            if not start.isdigit():
-                raise MigError(f"{part!r}: give each instance as profile@start, e.g. 1g.24gb@6.")
-            inst.append((name, int(start)))
-        key = sorted(inst, key=lambda x: (x[1], x[0]))
-        if key not in [sorted(L, key=lambda x: (x[1], x[0])) for L in layouts] and not _valid_partial(key, model):
-            raise MigError(f"{text!r} is not a valid layout for this GPU; see `inferdeck mig layouts`.")
-        return key
-    want: dict[str, int] = {}
-    for part in t.replace(" ", "").split("+"):
-        name, _, count = part.partition("*")
-        name = name.removesuffix("x")
-        want[name] = want.get(name, 0) + (int(count) if count.isdigit() else 1)
-    for L in layouts:
-        got: dict[str, int] = {}
-        for n, _ in L:
-            got[n] = got.get(n, 0) + 1
-        if got == want:
-            return L
-    raise MigError(f"{text!r} is not a valid layout for this GPU; see `inferdeck mig layouts`.")
-
-
-def _valid_partial(layout: list[Instance], model: GpuModel | MigSpec) -> bool:
-    spec = _spec(model)
-    profiles = {p.name: p for p in spec.profiles}
-    acc: list[Instance] = []
-    for n, s in layout:
-        p = profiles.get(n)
-        if p is None or not _fits(acc, p, s, profiles, spec.max_instances):
-            return False
-        acc.append((n, s))
-    return True
-
-
-# --- reading and writing NVML -------------------------------------------------------------------
 
 @dataclass
 class GpuMig:
@@ -296,13 +153,6 @@ class MigManager:
         return sorted(st for st, _ in got), (got[0][1] if got else 0)
 
     # --- planning ---------------------------------------------------------------------------------
-    @staticmethod
-    def diff(current: list[Instance], target: list[Instance]) -> tuple[list[Instance], list[Instance], list[Instance]]:
-        """(keep, destroy, create)."""
-        cur, tgt = set(current), set(target)
-        return sorted(cur & tgt, key=lambda x: x[1]), sorted(cur - tgt, key=lambda x: x[1]), \
-            sorted(tgt - cur, key=lambda x: x[1])
-
     def precheck(self, g: GpuMig, target: list[Instance] | str, read_only: bool = False,
                  commands: dict[int, str] | None = None) -> list[str]:
         """Reasons the change must not go ahead (empty: it may)."""
@@ -317,7 +167,7 @@ class MigManager:
         if isinstance(target, str):
             affected = list(g.processes)
         else:
-            _, destroy, _ = self.diff(g.layout, target)
+            _, destroy, _ = diff(g.layout, target)
             affected = [k for k in g.processes if k in destroy]
         for key in affected:
             for pid in g.processes[key]:
@@ -416,7 +266,7 @@ class MigManager:
                   rollback: bool = False) -> None:
         lib = self.lib
         g = self.read(index)
-        _, destroy, create = self.diff(g.layout, target)
+        _, destroy, create = diff(g.layout, target)
         h = lib.nvmlDeviceGetHandleByIndex(index)
         tag = "rollback: " if rollback else ""
         for name, start in destroy:
@@ -481,93 +331,3 @@ class MigManager:
         fd = os.open(self.audit_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
-
-
-def nvidia_smi(index: int, current: list[Instance], target: list[Instance] | str, ids: dict[str, int],
-               gi_ids: dict[Instance, int] | None = None) -> list[str]:
-    """The equivalent nvidia-smi commands, runnable as printed: instances to destroy by their GPU
-    instance ids (as the driver reported them), new ones by profile id and placement."""
-    if target == "disable":
-        return [f"nvidia-smi mig -i {index} -dci", f"nvidia-smi mig -i {index} -dgi", f"nvidia-smi -i {index} -mig 0"]
-    if target == "enable":
-        return [f"nvidia-smi -i {index} -mig 1"]
-    _, destroy, create = MigManager.diff(current, target)
-    cmds = []
-    for name, start in destroy:
-        gi = (gi_ids or {}).get((name, start))
-        ref = str(gi) if gi is not None else f"<GI id of {name}@{start}>"
-        cmds.append(f"nvidia-smi mig -i {index} -dci -gi {ref}")
-        cmds.append(f"nvidia-smi mig -i {index} -dgi -gi {ref}")
-    for name, start in create:
-        cmds.append(f"nvidia-smi mig -i {index} -cgi {ids.get(name, name)}:{start} -C")
-    return cmds
-
-
-# --- mig-parted config ---------------------------------------------------------------------------
-
-def export_mig_parted(gpus: list[GpuMig], label: str = "current") -> str:
-    specs = []
-    for g in gpus:
-        spec: dict[str, Any] = {"devices": [g.index], "mig-enabled": g.mode_current}
-        if g.model is not None:
-            spec = {"device-filter": g.model.pci_device_id, **spec}
-        if g.mode_current:
-            counts: dict[str, int] = {}
-            for n, _ in g.layout:
-                counts[n] = counts.get(n, 0) + 1
-            spec["mig-devices"] = counts
-        specs.append(spec)
-    return yaml.safe_dump({"version": "v1", "mig-configs": {label: specs}}, sort_keys=False)
-
-
-def import_mig_parted(text: str, label: str, gpus: list[GpuMig], source: str = "mig-parted config"
-                      ) -> dict[int, list[Instance] | str]:
-    """Per GPU index, the layout (or mode word) a mig-parted config label asks for. Errors are one
-    sentence naming ``source`` and the line."""
-    try:
-        doc, where = load_yaml(text, source)
-    except ConfigError as exc:
-        raise MigError(str(exc)) from None
-    if not isinstance(doc, dict) or doc.get("version") != "v1" or not isinstance(doc.get("mig-configs"), dict):
-        raise MigError(f"{source}: not a mig-parted config: expected `version: v1` and a `mig-configs:` mapping.")
-    configs = doc["mig-configs"]
-    if label not in configs:
-        raise MigError(f"{source}: no config labelled {label!r}; labels: {', '.join(map(str, configs))}.")
-    if not isinstance(configs[label], list):
-        raise MigError(f"{where(('mig-configs', label))}: {label} should be a list of device specs.")
-    out: dict[int, list[Instance] | str] = {}
-    for i, spec in enumerate(configs[label]):
-        at = where(("mig-configs", label, i))
-        if not isinstance(spec, dict):
-            raise MigError(f"{at}: each entry of {label} should be a mapping (devices, mig-enabled, mig-devices).")
-        unknown = set(spec) - {"device-filter", "devices", "mig-enabled", "mig-devices"}
-        if unknown:
-            raise MigError(f"{at}: unknown field {sorted(unknown)[0]!r} in {label}.")
-        filters = spec.get("device-filter")
-        filters = [filters] if isinstance(filters, str) else (filters or [])
-        devices = spec.get("devices")
-        if devices != "all" and not (isinstance(devices, list) and all(isinstance(d, int) for d in devices)):
-            raise MigError(f"{where(('mig-configs', label, i, 'devices'))}: devices should be `all` or a list of "
-                           "GPU indexes.")
-        counts = spec.get("mig-devices") or {}
-        if not isinstance(counts, dict) or not all(isinstance(c, int) and c >= 0 for c in counts.values()):
-            raise MigError(f"{where(('mig-configs', label, i, 'mig-devices'))}: mig-devices should map profile "
-                           "names to counts (e.g. 1g.24gb: 4).")
-        for g in gpus:
-            if devices != "all" and g.index not in devices:
-                continue
-            if filters and (g.model is None or g.model.pci_device_id.lower() not in [f.lower() for f in filters]):
-                continue
-            if not spec.get("mig-enabled"):
-                out[g.index] = "disable"
-                continue
-            if not counts:
-                out[g.index] = "enable"
-                continue
-            if g.spec is None:
-                raise MigError(f"GPU {g.index}'s MIG profiles are unknown (not in the catalogue, driver silent).")
-            layout = parse_layout("+".join(f"{n}*{c}" for n, c in counts.items() if c), g.spec)
-            if isinstance(layout, str):
-                raise MigError(f"{where(('mig-configs', label, i, 'mig-devices'))}: GPU {g.index}: {layout}")
-            out[g.index] = layout
-    return out

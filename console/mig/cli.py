@@ -7,17 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from console.mig import (
-    MigError,
-    MigManager,
-    describe,
-    export_mig_parted,
-    import_mig_parted,
-    nvidia_smi,
-    parse_layout,
-    placements,
-    valid_layouts,
-)
+from console.mig.layouts import MigError, describe, diff, parse_layout, placements, valid_layouts
+from console.mig.manager import MigManager
+from console.mig.parted import export_mig_parted, import_mig_parted
+from console.mig.script import nvidia_smi
 from console.recording import state_dir
 
 
@@ -27,7 +20,7 @@ class MigUsageError(Exception):
 
 def _lib(demo: bool):
     if demo:
-        from console.demo import start_demo
+        from console.sim.demo import start_demo
 
         node = start_demo()
         node.nvml.nvmlInit()
@@ -148,7 +141,7 @@ def _plan(demo: bool):
 
 
 def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool, force: bool = False, plan=None) -> int:
-    keep, destroy, create = mm.diff(g.layout, target if isinstance(target, list) else [])
+    keep, destroy, create = diff(g.layout, target if isinstance(target, list) else [])
     print(f"GPU {g.index}: {describe(g.layout)} -> {target if isinstance(target, str) else describe(target)}")
     if isinstance(target, list):
         print(f"  keep    {placements(keep) or '-'}\n  destroy {placements(destroy) or '-'}\n  create  {placements(create) or '-'}")
@@ -159,7 +152,7 @@ def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool, force: bool = Fa
         print(f"  BLOCKED: {p}")
     warnings = []
     if plan is not None:
-        from console.migpreview import landing
+        from console.mig.preview import landing
 
         for land in landing(plan, g, target):
             if land["warning"]:

@@ -1,0 +1,53 @@
+"""A client of Prometheus' HTTP API: instant and range queries, each failing on its own with one
+sentence naming the URL."""
+
+from __future__ import annotations
+
+import httpx
+
+
+class PromError(Exception):
+    """A query failed; the message is one sentence with the URL."""
+
+
+class PromClient:
+    def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True,
+                 timeout_s: float = 5.0) -> None:
+        self.url = url.rstrip("/")
+        self.headers = headers or {}
+        self.timeout_s = timeout_s
+        self._client = httpx.AsyncClient(verify=verify, headers=self.headers)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _get(self, path: str, params: dict) -> dict:
+        url = f"{self.url}{path}"
+        try:
+            resp = await self._client.get(url, params=params, timeout=self.timeout_s)
+        except httpx.TimeoutException:
+            raise PromError(f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s") from None
+        except httpx.HTTPError as exc:
+            raise PromError(f"cannot reach Prometheus at {self.url} ({type(exc).__name__})") from None
+        try:
+            doc = resp.json()
+        except ValueError:
+            raise PromError(f"{url} did not answer with JSON (HTTP {resp.status_code}): is this Prometheus?") from None
+        if doc.get("status") != "success":
+            raise PromError(f"Prometheus refused the query: {doc.get('error', resp.status_code)}")
+        return doc["data"]
+
+    async def query(self, q: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
+        params = {"query": q} if at is None else {"query": q, "time": at}
+        data = await self._get("/api/v1/query", params)
+        out = []
+        for r in data.get("result", []):
+            try:
+                out.append((r["metric"], float(r["value"][1])))
+            except (KeyError, ValueError, TypeError):
+                continue
+        return out
+
+    async def query_range(self, q: str, start: float, end: float, step: float) -> list[tuple[dict, list]]:
+        data = await self._get("/api/v1/query_range", {"query": q, "start": start, "end": end, "step": step})
+        return [(r["metric"], [(float(t), float(v)) for t, v in r.get("values", [])]) for r in data.get("result", [])]

@@ -1,0 +1,57 @@
+"""PromQL for the engine profiles: each signal as Prometheus holds it (the `vllm:` names as
+scraped and the `vllm_` form some OpenMetrics exporters write), rates and quantiles done by the
+server."""
+
+from __future__ import annotations
+
+from console.engines import EngineProfile, parse_selector, profiles
+
+BY = "instance, job, node"
+
+def _names(name: str) -> list[str]:
+    """A series name as scraped (``vllm:x`` is stored as is) and the underscore form some exporters
+    produce under OpenMetrics."""
+    return [name] if ":" not in name else [name, name.replace(":", "_")]
+
+
+def _sel(candidate: str, suffix: str = "") -> list[str]:
+    base, labels = parse_selector(candidate)
+    body = ",".join(f'{k}="{v}"' for k, v in labels)
+    return [f"{n}{suffix}{{{body}}}" if body else f"{n}{suffix}" for n in _names(base)]
+
+
+def signal_query(signal: str, how: str, window: str) -> str | None:
+    """One PromQL expression covering every engine kind's series for a signal (``or`` between
+    kinds; each instance is matched by the series its engine exports)."""
+    parts = []
+    for prof in profiles().values():
+        spec = prof.signals.get(signal)
+        if spec is None or spec.type == "info":
+            continue
+        for cand in spec.series:
+            suffix = "_bucket" if how.startswith(("q", "within")) else "_count" if how == "count" else ""
+            for sel in _sel(cand, suffix):
+                if how == "gauge":
+                    agg = "max" if spec.aggregate == "max" else "sum"
+                    parts.append(f"{agg} by ({BY}) ({sel})")
+                elif how == "rate":
+                    parts.append(f"sum by ({BY}) (rate({sel}[{window}]))")
+                elif how == "count":
+                    parts.append(f"sum by ({BY}) (increase({sel}[{window}]))")
+                elif how.startswith("within"):  # share of requests within a limit (le must be a bound)
+                    limit = float(how[6:]) / spec.scale
+                    le = f"{limit:.1f}" if limit == int(limit) else f"{limit:g}"
+                    base_sel = sel.removesuffix("_bucket")
+                    bucket = sel.replace("_bucket{", f'_bucket{{le="{le}",') if "{" in sel else f'{sel}{{le="{le}"}}'
+                    count = (base_sel.replace("{", "_count{", 1) if "{" in base_sel else f"{base_sel}_count")
+                    parts.append(f"sum by ({BY}) (rate({bucket}[{window}])) / sum by ({BY}) (rate({count}[{window}]))")
+                else:  # q0.95
+                    q = how[1:]
+                    scale = f" * {spec.scale:g}" if spec.scale != 1 else ""
+                    parts.append(f"histogram_quantile({q}, sum by ({BY}, le) (rate({sel}[{window}]))){scale}")
+    return " or ".join(parts) if parts else None
+
+
+def detect_query(prof: EngineProfile) -> str:
+    names = "|".join(n for d in prof.detect for n in _names(d))
+    return f'count by ({BY}) ({{__name__=~"{names}"}})'
