@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from console.discovery import classify
+from console.cmdline import classify
 from console.frame import Engine, Gpu, GpuProcess
 
 LOCAL = {"127.0.0.1", "localhost", "0.0.0.0", "::1"}

@@ -21,8 +21,8 @@ from console.plan import Plan
 from console.promtext import parse
 from console.recording import Recorder
 from console.sample import EngineSample, Sample
-from console.scraper import ScrapeResult, scrape
-from console.triton import api_base, fetch_top_models
+from console.scraper import ScrapeResult, fetch_top_models, scrape
+from console.triton import api_base
 
 
 @dataclass

@@ -10,6 +10,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
+from console.triton import top_models
+
 ACCEPT = "text/plain;version=0.0.4"
 MAX_PAGE_BYTES = 16 * 1024 * 1024
 
@@ -109,3 +111,24 @@ async def scrape(
     except Exception as exc:  # noqa: BLE001 - every failure becomes a per-engine error
         return result(None, _describe(exc, url, timeout))
     return result(body.decode("utf-8", errors="replace"), None)
+
+
+async def fetch_top_models(client: httpx.AsyncClient, base: str, timeout_s: float,
+                           headers: dict[str, str] | None = None) -> list[str] | None:
+    """Triton's top-level models (those no ensemble calls), from its repository index and model
+    configuration API, or None when it cannot be read."""
+    try:
+        res = await client.post(f"{base}/v2/repository/index", json={}, timeout=timeout_s, headers=headers)
+        res.raise_for_status()
+        index = res.json()
+        configs = {}
+        for m in index:
+            name = m.get("name")
+            if name:
+                r = await client.get(f"{base}/v2/models/{name}/config", timeout=timeout_s, headers=headers)
+                if r.status_code == 200:
+                    configs[name] = r.json()
+        tops = top_models(index, configs)
+        return tops or None
+    except (httpx.HTTPError, ValueError, TypeError, AttributeError):
+        return None

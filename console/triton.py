@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from console.engines import Extract
 from console.promtext import label
 
@@ -31,26 +29,6 @@ def top_models(index: list[dict], configs: dict[str, dict]) -> list[str]:
     called = {str(step.get("model_name")) for cfg in configs.values()
               for step in ((cfg.get("ensemble_scheduling") or {}).get("step") or [])}
     return sorted(n for n in names if n not in called)
-
-
-async def fetch_top_models(client: httpx.AsyncClient, base: str, timeout_s: float,
-                           headers: dict[str, str] | None = None) -> list[str] | None:
-    """The top-level models from Triton's API, or None when it cannot be read."""
-    try:
-        res = await client.post(f"{base}/v2/repository/index", json={}, timeout=timeout_s, headers=headers)
-        res.raise_for_status()
-        index = res.json()
-        configs = {}
-        for m in index:
-            name = m.get("name")
-            if name:
-                r = await client.get(f"{base}/v2/models/{name}/config", timeout=timeout_s, headers=headers)
-                if r.status_code == 200:
-                    configs[name] = r.json()
-        tops = top_models(index, configs)
-        return tops or None
-    except (httpx.HTTPError, ValueError, TypeError, AttributeError):
-        return None
 
 
 def count_once(ex: Extract, signals: list[str], by: str, tops: list[str] | None) -> tuple[Extract, str | None]:

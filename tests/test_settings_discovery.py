@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from console.discovery import classify, from_processes, probe_ports, read_cmdline
+from console.cmdline import classify
+from console.discovery import from_processes, probe_ports, read_cmdline
 from console.settings import ConfigError, config_path, load_settings, token_headers
 from console.sim.engine import start_engine
 from tests.conftest import ROOT
