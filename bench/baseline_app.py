@@ -14,7 +14,9 @@ class Baseline(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.set_interval(1.0, lambda: self.query_one("#line", Static).update(f"baseline ready {time.time():.0f}"))
+        self.set_interval(
+            1.0, lambda: self.query_one("#line", Static).update(f"baseline ready {time.time():.0f}")
+        )
 
 
 if __name__ == "__main__":

@@ -37,9 +37,12 @@ def direct(i: int) -> dict:
         "uuid": get(pynvml.nvmlDeviceGetUUID),
         "memory_total_bytes": getattr(mem, "total", mem),
         "memory_used_bytes": getattr(mem, "used", mem),
-        "power_limit_w": (lambda v: v / 1000 if isinstance(v, int) else v)(get(pynvml.nvmlDeviceGetEnforcedPowerLimit)),
-        "temperature_slowdown_c": get(pynvml.nvmlDeviceGetTemperatureThreshold,
-                                      pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+        "power_limit_w": (lambda v: v / 1000 if isinstance(v, int) else v)(
+            get(pynvml.nvmlDeviceGetEnforcedPowerLimit)
+        ),
+        "temperature_slowdown_c": get(
+            pynvml.nvmlDeviceGetTemperatureThreshold, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+        ),
         "clock_sm_max_mhz": get(pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
         "mig": mig,
     }
@@ -50,8 +53,12 @@ def direct(i: int) -> dict:
                 mh = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
             except pynvml.NVMLError:
                 continue
-            devices.append({"uuid": pynvml.nvmlDeviceGetUUID(mh), "memory_total_bytes":
-                            pynvml.nvmlDeviceGetMemoryInfo(mh).total})
+            devices.append(
+                {
+                    "uuid": pynvml.nvmlDeviceGetUUID(mh),
+                    "memory_total_bytes": pynvml.nvmlDeviceGetMemoryInfo(mh).total,
+                }
+            )
         out["mig_devices"] = devices
     return out
 
@@ -67,18 +74,35 @@ def main() -> int:
         d = direct(g.index)
         print(f"\n=== GPU {g.index}: {g.name}")
         print(json.dumps(g.model_dump(mode="json", exclude={"processes"}), indent=1)[:6000])
-        for key in ("name", "uuid", "memory_total_bytes", "power_limit_w", "temperature_slowdown_c", "clock_sm_max_mhz"):
+        for key in (
+            "name",
+            "uuid",
+            "memory_total_bytes",
+            "power_limit_w",
+            "temperature_slowdown_c",
+            "clock_sm_max_mhz",
+        ):
             ours, theirs = getattr(g, key), d[key]
-            same = ours == theirs or (isinstance(theirs, float | int) and ours is not None and abs(ours - theirs) < 1e-6)
+            same = ours == theirs or (
+                isinstance(theirs, float | int) and ours is not None and abs(ours - theirs) < 1e-6
+            )
             mismatches += not same
-            print(f"  {key:<24} reader={ours!r:<40} pynvml={theirs!r} {'' if same else '  <-- differs'}")
+            print(
+                f"  {key:<24} reader={ours!r:<40} pynvml={theirs!r} {'' if same else '  <-- differs'}"
+            )
         if g.mig is not None:
-            print(f"  mig current/pending      reader={[g.mig.current, g.mig.pending]} pynvml={d['mig']}")
+            print(
+                f"  mig current/pending      reader={[g.mig.current, g.mig.pending]} pynvml={d['mig']}"
+            )
             for dev, raw in zip(g.mig.devices, d.get("mig_devices", []), strict=False):
-                same = dev.uuid == raw["uuid"] and dev.memory_total_bytes == raw["memory_total_bytes"]
+                same = (
+                    dev.uuid == raw["uuid"] and dev.memory_total_bytes == raw["memory_total_bytes"]
+                )
                 mismatches += not same
-                print(f"  MIG {dev.index}: {dev.profile}@{dev.placement_start} {dev.uuid} "
-                      f"{'' if same else '  <-- differs from ' + str(raw)}")
+                print(
+                    f"  MIG {dev.index}: {dev.profile}@{dev.placement_start} {dev.uuid} "
+                    f"{'' if same else '  <-- differs from ' + str(raw)}"
+                )
     print(f"\n{mismatches} mismatch(es)")
     return 1 if mismatches else 0
 

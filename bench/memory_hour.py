@@ -42,7 +42,9 @@ async def run(polls: int) -> dict[str, float]:
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock)
+    poller = Poller(
+        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
+    )
     marks: dict[str, float] = {}
     fill = min(polls, 1000)
     try:
@@ -51,7 +53,9 @@ async def run(polls: int) -> dict[str, float]:
             await poller.poll()
             if i in (9, fill - 1, polls - 1):
                 gc.collect()
-                marks[{9: "after 10 polls", fill - 1: "history full", polls - 1: "end"}[i]] = rss_mb()
+                marks[{9: "after 10 polls", fill - 1: "history full", polls - 1: "end"}[i]] = (
+                    rss_mb()
+                )
     finally:
         await poller.aclose()
         node.stop()
@@ -66,8 +70,10 @@ def main() -> None:
     for k, v in marks.items():
         print(f"{k:>16}: {v:7.1f} MB RSS")
     growth = marks["end"] - marks["history full"]
-    print(f"growth after the history filled: {growth:+.1f} MB over {args.polls - 1000} polls "
-          f"(target < 10 MB) -> {'ok' if growth < 10 else 'FAIL'}")
+    print(
+        f"growth after the history filled: {growth:+.1f} MB over {args.polls - 1000} polls "
+        f"(target < 10 MB) -> {'ok' if growth < 10 else 'FAIL'}"
+    )
 
 
 if __name__ == "__main__":

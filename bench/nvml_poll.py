@@ -59,8 +59,10 @@ def main() -> None:
     calls = sum(sim.calls.values()) / args.polls
     bare_s = cpu_per_call(lambda: bare(sim), args.polls)
     print("8 GPUs x 7 MIG devices, simulated NVML")
-    print(f"  inferdeck reader : {reader_s * 1e3:6.2f} ms CPU per poll ({calls:.0f} NVML calls)"
-          f"  target < 20 ms: {'OK' if reader_s < 0.020 else 'OVER'}")
+    print(
+        f"  inferdeck reader : {reader_s * 1e3:6.2f} ms CPU per poll ({calls:.0f} NVML calls)"
+        f"  target < 20 ms: {'OK' if reader_s < 0.020 else 'OVER'}"
+    )
     print(f"  bare NVML calls  : {bare_s * 1e3:6.2f} ms CPU per poll")
     print(f"  ratio            : {reader_s / bare_s:6.1f}x")
 

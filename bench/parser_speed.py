@@ -58,13 +58,17 @@ def main() -> None:
     live = FIXTURE.read_text(encoding="utf-8")
     big = multi_model_page(live)
     wanted = needed_families()
-    print(f"{'page':<24}{'bytes':>10}{'prometheus_client':>20}{'inferdeck':>12}{'ratio':>8}{'inferdeck+skip':>16}{'ratio':>8}")
+    print(
+        f"{'page':<24}{'bytes':>10}{'prometheus_client':>20}{'inferdeck':>12}{'ratio':>8}{'inferdeck+skip':>16}{'ratio':>8}"
+    )
     for label, text in (("vllm-live.prom", live), ("1 MB multi-model", big)):
         t_peer = timeit(peer, text)
         t_ours = timeit(parse, text)
         t_skip = timeit(lambda s: parse(s, keep=wanted.__contains__), text)
-        print(f"{label:<24}{len(text):>10,}{t_peer * 1e3:>17.2f} ms{t_ours * 1e3:>9.2f} ms"
-              f"{t_peer / t_ours:>7.1f}x{t_skip * 1e3:>13.2f} ms{t_peer / t_skip:>7.1f}x")
+        print(
+            f"{label:<24}{len(text):>10,}{t_peer * 1e3:>17.2f} ms{t_ours * 1e3:>9.2f} ms"
+            f"{t_peer / t_ours:>7.1f}x{t_skip * 1e3:>13.2f} ms{t_peer / t_skip:>7.1f}x"
+        )
 
 
 if __name__ == "__main__":

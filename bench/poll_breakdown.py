@@ -44,8 +44,11 @@ def sim(big: bool) -> SimNvml:
 
 
 async def run(n_engines: int, big: bool, polls: int) -> dict[str, float]:
-    farm = subprocess.Popen([sys.executable, str(ROOT / "bench" / "simfarm.py"), str(n_engines)],
-                            stdout=subprocess.PIPE, text=True)
+    farm = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "simfarm.py"), str(n_engines)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     urls = [farm.stdout.readline().strip() for _ in range(n_engines)]
     reader = NvmlReader(sim(big), simulated=True)
     deriver = Deriver()
@@ -73,16 +76,28 @@ async def run(n_engines: int, big: bool, polls: int) -> dict[str, float]:
                 for r in results:
                     page = parse(r.text or "", keep=needed_families().__contains__)
                     kind = detect_kind(page)
-                    engines.append(EngineSample(label=r.url, url=r.url, t=time.time(), up=True, kind=kind,
-                                                extract=extract(page, profiles()[kind], time.time())))
+                    engines.append(
+                        EngineSample(
+                            label=r.url,
+                            url=r.url,
+                            t=time.time(),
+                            up=True,
+                            kind=kind,
+                            extract=extract(page, profiles()[kind], time.time()),
+                        )
+                    )
                 c3 = time.process_time()
-                frame = deriver.frame(Sample(t=time.time(), source=source, gpus=gpus, engines=engines))
+                frame = deriver.frame(
+                    Sample(t=time.time(), source=source, gpus=gpus, engines=engines)
+                )
                 c4 = time.process_time()
                 app.show(frame)
                 await pilot.pause(0)
                 c5 = time.process_time()
                 if i >= 3:  # warm-up polls excluded
-                    for key, dt in zip(totals, (c1 - c0, c2 - c1, c3 - c2, c4 - c3, c5 - c4), strict=True):
+                    for key, dt in zip(
+                        totals, (c1 - c0, c2 - c1, c3 - c2, c4 - c3, c5 - c4), strict=True
+                    ):
                         totals[key] += dt
                 await asyncio.sleep(max(0.0, 1.0 - (time.process_time() - c0)))
     finally:
@@ -94,10 +109,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--polls", type=int, default=20)
     args = ap.parse_args()
-    print(f"{'scenario':<28}" + "".join(f"{k:>9}" for k in ("nvml", "scrape", "parse", "derive", "draw", "total")))
-    for name, n, big in (("b: demo node (3 engines)", 3, False), ("c: 32 engines, 8x7 MIG", 32, True)):
+    print(
+        f"{'scenario':<28}"
+        + "".join(f"{k:>9}" for k in ("nvml", "scrape", "parse", "derive", "draw", "total"))
+    )
+    for name, n, big in (
+        ("b: demo node (3 engines)", 3, False),
+        ("c: 32 engines, 8x7 MIG", 32, True),
+    ):
         t = asyncio.run(run(n, big, args.polls))
-        print(f"{name:<28}" + "".join(f"{v:>7.1f}ms" for v in t.values()) + f"{sum(t.values()):>7.1f}ms")
+        print(
+            f"{name:<28}"
+            + "".join(f"{v:>7.1f}ms" for v in t.values())
+            + f"{sum(t.values()):>7.1f}ms"
+        )
     print("(CPU ms per poll; the share of one core at 1 Hz is total / 10 %)")
 
 

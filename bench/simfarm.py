@@ -23,7 +23,9 @@ def main() -> None:
     ap.add_argument("--kinds", default="vllm")
     args = ap.parse_args()
     kinds = args.kinds.split(",")
-    engines = [start_engine(kinds[i % len(kinds)], TrafficSpec(seed=i, warmup_s=30)) for i in range(args.n)]
+    engines = [
+        start_engine(kinds[i % len(kinds)], TrafficSpec(seed=i, warmup_s=30)) for i in range(args.n)
+    ]
     for e in engines:
         print(e.url, flush=True)
     while True:

@@ -31,10 +31,22 @@ from console.sim.engine import page_for, start_engine  # noqa: E402
 from console.sim.nvml import DeviceLoad, SimNvml  # noqa: E402
 
 MODES = ("ok", "ok", "ok", "down", "garbage", "truncated", "huge", "slow", "restart")
-NVML_FAULTS = (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION, pynvml.NVML_ERROR_TIMEOUT,
-               pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_UNKNOWN, pynvml.NVML_ERROR_GPU_IS_LOST)
-NVML_FUNCTIONS = ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature",
-                  "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetClockInfo", "nvmlDeviceGetMigMode")
+NVML_FAULTS = (
+    pynvml.NVML_ERROR_NOT_SUPPORTED,
+    pynvml.NVML_ERROR_NO_PERMISSION,
+    pynvml.NVML_ERROR_TIMEOUT,
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+    pynvml.NVML_ERROR_UNKNOWN,
+    pynvml.NVML_ERROR_GPU_IS_LOST,
+)
+NVML_FUNCTIONS = (
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetMigMode",
+)
 HUGE = b"# filler\n" * 1_200_000  # over 10 MB
 
 
@@ -57,7 +69,9 @@ class Chaos:
         def page() -> str | bytes:
             mode = self.mode[i]
             if mode == "down":
-                raise ConnectionResetError("flapping")  # the handler dies: the client sees a broken answer
+                raise ConnectionResetError(
+                    "flapping"
+                )  # the handler dies: the client sees a broken answer
             if mode == "garbage":
                 return os.urandom(4000)
             text = page_for(eng.kind, eng.model)
@@ -66,6 +80,7 @@ class Chaos:
             if mode == "huge":
                 return HUGE
             return text
+
         return page
 
     def shuffle(self) -> None:
@@ -86,8 +101,16 @@ def check_frame(frame: Frame) -> list[str]:
     """Figures that must never be negative or NaN (signed headrooms are exempt by design)."""
     bad = []
     for e in frame.engines:
-        for name in ("requests_running", "requests_waiting", "kv_cache_usage", "prompt_tokens_per_s",
-                     "generation_tokens_per_s", "success_rate", "preemptions", "requests_finished"):
+        for name in (
+            "requests_running",
+            "requests_waiting",
+            "kv_cache_usage",
+            "prompt_tokens_per_s",
+            "generation_tokens_per_s",
+            "success_rate",
+            "preemptions",
+            "requests_finished",
+        ):
             v = getattr(e, name)
             if v is not None and (math.isnan(v) or v < 0):
                 bad.append(f"{e.name}.{name}={v}")
@@ -107,13 +130,22 @@ async def soak(seconds: float, engines: int = 4, seed: int = 7) -> dict:
     from screens.app import InferdeckApp
 
     rng = random.Random(seed)
-    chaos = Chaos(["vllm", "sglang", "tgi", "llamacpp", "triton"][:engines] if engines <= 5 else
-                  ["vllm"] * engines, rng)
+    chaos = Chaos(
+        ["vllm", "sglang", "tgi", "llamacpp", "triton"][:engines]
+        if engines <= 5
+        else ["vllm"] * engines,
+        rng,
+    )
     sim = SimNvml(load=lambda g, m: DeviceLoad(rng.random(), 8 * 2**30))
     for model in ("h100-80gb", "rtx-pro-6000-se", "a100-80gb", "l40s"):
         sim.add_gpu(model, mig=[("1g.10gb", 0), ("3g.40gb", 4)] if model == "a100-80gb" else None)
-    poller = Poller([EngineTarget(url=e.url, name=f"{e.kind}-{i}", timeout_s=2.0)
-                     for i, e in enumerate(chaos.engines)], NvmlReader(sim, simulated=True))
+    poller = Poller(
+        [
+            EngineTarget(url=e.url, name=f"{e.kind}-{i}", timeout_s=2.0)
+            for i, e in enumerate(chaos.engines)
+        ],
+        NvmlReader(sim, simulated=True),
+    )
     poller.budget_s = 0.8
     app = InferdeckApp(poller, interval_s=1.0)
     frames: list[Frame] = []  # only the latest: keeping every frame would be the harness's own leak
@@ -144,15 +176,21 @@ async def soak(seconds: float, engines: int = 4, seed: int = 7) -> dict:
                     next_shuffle = now + rng.uniform(2, 5)
                 if now >= next_fault:
                     sim.faults.clear()
-                    sim.inject(rng.choice(NVML_FAULTS), gpu=rng.randrange(len(sim.gpus)),
-                               function=rng.choice(NVML_FUNCTIONS), on_call=1)
+                    sim.inject(
+                        rng.choice(NVML_FAULTS),
+                        gpu=rng.randrange(len(sim.gpus)),
+                        function=rng.choice(NVML_FUNCTIONS),
+                        on_call=1,
+                    )
                     stats["nvml_faults"] += 1
                     next_fault = now + rng.uniform(1, 4)
                 if now >= next_resize:
                     await pilot.resize_terminal(*rng.choice(sizes))
                     stats["resizes"] += 1
                     next_resize = now + rng.uniform(0.5, 3)
-                if rss_start is None and now - start > min(960.0, seconds / 3):  # once the 15.5-min history is full
+                if rss_start is None and now - start > min(
+                    960.0, seconds / 3
+                ):  # once the 15.5-min history is full
                     rss_start = rss_mb()
                 await pilot.pause(0.25)
                 assert app.is_running, "the app exited"
@@ -183,8 +221,12 @@ def main() -> None:
     stats = asyncio.run(soak(args.seconds))
     for k, v in stats.items():
         print(f"{k:>18}: {v}")
-    ok = (stats["worker_alive"] and stats["fresh_at_end"] < 3 and not stats["bad_figures"]
-          and stats["rss_end_mb"] - (stats["rss_start_mb"] or stats["rss_end_mb"]) < 50)
+    ok = (
+        stats["worker_alive"]
+        and stats["fresh_at_end"] < 3
+        and not stats["bad_figures"]
+        and stats["rss_end_mb"] - (stats["rss_start_mb"] or stats["rss_end_mb"]) < 50
+    )
     print("PASS" if ok else "FAIL")
     raise SystemExit(0 if ok else 1)
 

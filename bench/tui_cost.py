@@ -26,7 +26,9 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def farm(n: int) -> tuple[subprocess.Popen, list[str]]:
-    proc = subprocess.Popen([PY, str(ROOT / "bench" / "simfarm.py"), str(n)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [PY, str(ROOT / "bench" / "simfarm.py"), str(n)], stdout=subprocess.PIPE, text=True
+    )
     urls = [proc.stdout.readline().strip() for _ in range(n)]
     return proc, urls
 
@@ -71,8 +73,13 @@ def measure(name: str, cmd: list[str], marker: str, seconds: float) -> dict:
         stamps.update(re.findall(r"\d\d:\d\d:\d\dZ", line[0] if line else ""))
         time.sleep(0.25)
     c1, t1 = cpu_s(pid), time.monotonic()
-    out = {"scenario": name, "first_frame_s": first, "cpu_pct": 100 * (c1 - c0) / (t1 - t0), "rss_mb": rss_mb(pid),
-           "refreshes_per_s": len(stamps) / (t1 - t0)}
+    out = {
+        "scenario": name,
+        "first_frame_s": first,
+        "cpu_pct": 100 * (c1 - c0) / (t1 - t0),
+        "rss_mb": rss_mb(pid),
+        "refreshes_per_s": len(stamps) / (t1 - t0),
+    }
     tmux("send-keys", "-t", session, "q")
     time.sleep(0.5)
     tmux("kill-session", "-t", session)
@@ -84,28 +91,57 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20)
     args = ap.parse_args()
     base = [PY, "-m", "console"]
-    rows = [measure("baseline", [PY, str(ROOT / "bench" / "baseline_app.py")], "baseline ready", args.seconds)]
+    rows = [
+        measure(
+            "baseline",
+            [PY, str(ROOT / "bench" / "baseline_app.py")],
+            "baseline ready",
+            args.seconds,
+        )
+    ]
     f1, u1 = farm(1)
     f3, u3 = farm(3)
     f32, u32 = farm(32)
     try:
         eng = lambda urls: sum((["--engine", u] for u in urls), [])  # noqa: E731
-        rows.append(measure("a: 1 engine, no GPU", base + eng(u1) + ["--no-gpu", "--no-discover"], r"Engines.*\n.*\n.*\d",
-                            args.seconds))
-        rows.append(measure("b: demo node", base + eng(u3) + ["--simulate-gpus", "demo", "--no-discover"],
-                            r"RTX PRO", args.seconds))
-        rows.append(measure("c: 32 engines, 8x7 MIG", base + eng(u32) + ["--simulate-gpus", "big", "--no-discover"],
-                            r"H100", args.seconds))
+        rows.append(
+            measure(
+                "a: 1 engine, no GPU",
+                base + eng(u1) + ["--no-gpu", "--no-discover"],
+                r"Engines.*\n.*\n.*\d",
+                args.seconds,
+            )
+        )
+        rows.append(
+            measure(
+                "b: demo node",
+                base + eng(u3) + ["--simulate-gpus", "demo", "--no-discover"],
+                r"RTX PRO",
+                args.seconds,
+            )
+        )
+        rows.append(
+            measure(
+                "c: 32 engines, 8x7 MIG",
+                base + eng(u32) + ["--simulate-gpus", "big", "--no-discover"],
+                r"H100",
+                args.seconds,
+            )
+        )
     finally:
         for f in (f1, f3, f32):
             f.kill()
     b = rows[0]
-    print(f"{'scenario':<26}{'first frame':>12}{'CPU % core':>12}{'x baseline':>11}{'RSS MB':>9}{'x baseline':>11}"
-          f"{'refresh/s':>11}")
+    print(
+        f"{'scenario':<26}{'first frame':>12}{'CPU % core':>12}{'x baseline':>11}{'RSS MB':>9}{'x baseline':>11}"
+        f"{'refresh/s':>11}"
+    )
     for r in rows:
         ff = f"{r['first_frame_s']:.2f} s" if r["first_frame_s"] is not None else "n/a"
-        print(f"{r['scenario']:<26}{ff:>12}{r['cpu_pct']:>11.2f}%{r['cpu_pct'] / max(b['cpu_pct'], 0.01):>10.1f}x"
-              f"{r['rss_mb']:>9.1f}{r['rss_mb'] / b['rss_mb']:>10.1f}x{r['refreshes_per_s']:>11.2f}")
+        print(
+            f"{r['scenario']:<26}{ff:>12}{r['cpu_pct']:>11.2f}%{r['cpu_pct'] / max(b['cpu_pct'], 0.01):>10.1f}x"
+            f"{r['rss_mb']:>9.1f}{r['rss_mb'] / b['rss_mb']:>10.1f}x{r['refreshes_per_s']:>11.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ def _utc(t: float) -> datetime:
 class AlertBook:
     tracks: dict[str, _Track] = field(default_factory=dict)
     cleared: list[Alert] = field(default_factory=list)
-    raised_now: list[Alert] = field(default_factory=list)  # raised by the last update (toasts, bell)
+    raised_now: list[Alert] = field(
+        default_factory=list
+    )  # raised by the last update (toasts, bell)
     max_for_s: float | None = None  # cap on every `for` (headless checks that sample briefly)
 
     def update(self, conditions: list[Condition], now: float) -> list[Alert]:
@@ -67,10 +69,17 @@ class AlertBook:
                 track.absent_since = now
             if now - track.absent_since >= track.cond.clear_s:
                 del self.tracks[key]
-                self.cleared.insert(0, self._alert(track).model_copy(update={"state": "cleared",
-                                                                           "cleared_at": _utc(now)}))
-        self.cleared = [a for a in self.cleared[:MAX_CLEARED]
-                        if a.cleared_at is not None and now - a.cleared_at.timestamp() < KEEP_CLEARED_S]
+                self.cleared.insert(
+                    0,
+                    self._alert(track).model_copy(
+                        update={"state": "cleared", "cleared_at": _utc(now)}
+                    ),
+                )
+        self.cleared = [
+            a
+            for a in self.cleared[:MAX_CLEARED]
+            if a.cleared_at is not None and now - a.cleared_at.timestamp() < KEEP_CLEARED_S
+        ]
         active = [self._alert(t) for t in self.tracks.values() if t.raised]
         active.sort(key=lambda a: (SEVERITY_ORDER[a.severity], a.since, a.key))
         return active + self.cleared
@@ -78,8 +87,14 @@ class AlertBook:
     @staticmethod
     def _alert(track: _Track) -> Alert:
         c = track.cond
-        return Alert(key=c.key, rule=c.rule, severity=c.severity, subject=c.subject, message=c.message,
-                     since=_utc(track.first_seen))
+        return Alert(
+            key=c.key,
+            rule=c.rule,
+            severity=c.severity,
+            subject=c.subject,
+            message=c.message,
+            since=_utc(track.first_seen),
+        )
 
 
 def worst(alerts: list[Alert]) -> str | None:

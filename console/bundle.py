@@ -31,11 +31,19 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_bundle(root: Path, frame: Frame, note: str = "", history: dict | None = None, svg: str | None = None,
-                 secrets: list[str] | None = None) -> Path:
+def write_bundle(
+    root: Path,
+    frame: Frame,
+    note: str = "",
+    history: dict | None = None,
+    svg: str | None = None,
+    secrets: list[str] | None = None,
+) -> Path:
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     stamp = frame.taken_at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = "-".join(x for x in (stamp, re.sub(r"[^A-Za-z0-9.-]+", "-", frame.host), slug(note)) if x)
+    name = "-".join(
+        x for x in (stamp, re.sub(r"[^A-Za-z0-9.-]+", "-", frame.host), slug(note)) if x
+    )
     path = root / name
     n = 1
     while path.exists():
@@ -43,8 +51,13 @@ def write_bundle(root: Path, frame: Frame, note: str = "", history: dict | None 
         n += 1
     path.mkdir(mode=0o700)
     commands = [p.command for g in frame.gpus for p in g.processes if p.command]
-    commands += [p.command for g in frame.gpus for d in (g.mig.devices if g.mig else []) for p in d.processes
-                 if p.command]
+    commands += [
+        p.command
+        for g in frame.gpus
+        for d in (g.mig.devices if g.mig else [])
+        for p in d.processes
+        if p.command
+    ]
     secrets = list(secrets or []) + secrets_in(commands)
     doc = json.loads(frame.to_json(indent=None))
     doc["note"] = note or None
@@ -67,6 +80,13 @@ def list_bundles(root: Path) -> list[dict]:
         except (OSError, ValueError):
             continue
         active = sum(1 for a in doc.get("alerts", []) if a.get("state", "active") == "active")
-        out.append({"path": d, "taken_at": doc.get("taken_at"), "note": doc.get("note") or "", "alerts": active,
-                    "host": doc.get("host")})
+        out.append(
+            {
+                "path": d,
+                "taken_at": doc.get("taken_at"),
+                "note": doc.get("note") or "",
+                "alerts": active,
+                "host": doc.get("host"),
+            }
+        )
     return out

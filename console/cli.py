@@ -40,7 +40,9 @@ def parse_engine(spec: str) -> EngineTarget:
     if "=" in spec.split("://", 1)[0]:
         kind, url = spec.split("=", 1)
         if kind not in KINDS:
-            raise UsageError(f"--engine {spec!r}: unknown engine kind {kind!r}; use one of {', '.join(KINDS)}.")
+            raise UsageError(
+                f"--engine {spec!r}: unknown engine kind {kind!r}; use one of {', '.join(KINDS)}."
+            )
     url, auth = without_credentials(url)
     try:
         check_url(url)
@@ -56,42 +58,94 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"inferdeck {__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--engine", action="append", default=[], metavar="[KIND=]URL",
-                        help="an engine's /metrics URL (repeatable); KIND is detected when omitted")
-    common.add_argument("--config", metavar="FILE", help="config file (default: $INFERDECK_CONFIG, "
-                        "~/.config/inferdeck/config.yaml, /etc/inferdeck/config.yaml)")
+    common.add_argument(
+        "--engine",
+        action="append",
+        default=[],
+        metavar="[KIND=]URL",
+        help="an engine's /metrics URL (repeatable); KIND is detected when omitted",
+    )
+    common.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $INFERDECK_CONFIG, "
+        "~/.config/inferdeck/config.yaml, /etc/inferdeck/config.yaml)",
+    )
     common.add_argument("--no-gpu", action="store_true", help="do not read NVML")
     common.add_argument("--no-discover", action="store_true", help="do not look for local engines")
-    common.add_argument("--simulate-gpus", choices=("demo", "big"), default=None,
-                        help="read a simulated NVML node instead of the driver (benchmarks): the demo's 4 GPUs, "
-                             "or 8 H100s with 7 MIG devices each")
-    common.add_argument("--interval", type=float, default=None, help="seconds between polls (default 1)")
-    common.add_argument("--window", default=None, metavar="DURATION",
-                        help="window for rates and percentiles: 1m (default), 5m, 15m, ...")
+    common.add_argument(
+        "--simulate-gpus",
+        choices=("demo", "big"),
+        default=None,
+        help="read a simulated NVML node instead of the driver (benchmarks): the demo's 4 GPUs, "
+        "or 8 H100s with 7 MIG devices each",
+    )
+    common.add_argument(
+        "--interval", type=float, default=None, help="seconds between polls (default 1)"
+    )
+    common.add_argument(
+        "--window",
+        default=None,
+        metavar="DURATION",
+        help="window for rates and percentiles: 1m (default), 5m, 15m, ...",
+    )
     tui = argparse.ArgumentParser(add_help=False)
-    tui.add_argument("--record", nargs="?", const="", default=None, metavar="DIR|FILE",
-                     help="record every poll while the console runs (default dir: $XDG_STATE_HOME/inferdeck/recordings)")
-    tui.add_argument("--read-only", action="store_true", help="hide every action that changes the node")
-    tui.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal (native selection)")
-    tui.add_argument("--prometheus", metavar="URL", help="the fleet view: read every node from this Prometheus")
+    tui.add_argument(
+        "--record",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR|FILE",
+        help="record every poll while the console runs (default dir: $XDG_STATE_HOME/inferdeck/recordings)",
+    )
+    tui.add_argument(
+        "--read-only", action="store_true", help="hide every action that changes the node"
+    )
+    tui.add_argument(
+        "--no-mouse", action="store_true", help="leave the mouse to the terminal (native selection)"
+    )
+    tui.add_argument(
+        "--prometheus", metavar="URL", help="the fleet view: read every node from this Prometheus"
+    )
     # top level runs the TUI too
     for action in common._actions + tui._actions:
         if action.dest != "help":
             p._add_action(action)
     sub = p.add_subparsers(dest="command")
     sub.add_parser("demo", parents=[common, tui], help="the console on a simulated node")
-    snap = sub.add_parser("snapshot", parents=[common], help="sample headless, then print one Frame")
+    snap = sub.add_parser(
+        "snapshot", parents=[common], help="sample headless, then print one Frame"
+    )
     snap.add_argument("--demo", action="store_true", help="read the simulated demo node")
-    snap.add_argument("--wait", type=float, default=3.0, help="seconds to sample before printing (default 3)")
+    snap.add_argument(
+        "--wait", type=float, default=3.0, help="seconds to sample before printing (default 3)"
+    )
     snap.add_argument("--format", choices=("json", "md"), default="json")
-    snap.add_argument("--out", metavar="DIR", help="write a bundle (snapshot.md + frame.json) under DIR instead")
-    snap.add_argument("--note", default="", help="a one-line note (incident id) for the bundle's name and header")
-    rec = sub.add_parser("record", parents=[common], help="record every poll, headless, until stopped")
+    snap.add_argument(
+        "--out", metavar="DIR", help="write a bundle (snapshot.md + frame.json) under DIR instead"
+    )
+    snap.add_argument(
+        "--note", default="", help="a one-line note (incident id) for the bundle's name and header"
+    )
+    rec = sub.add_parser(
+        "record", parents=[common], help="record every poll, headless, until stopped"
+    )
     rec.add_argument("--demo", action="store_true", help="record the simulated demo node")
-    rec.add_argument("--out", metavar="DIR|FILE", help="a directory (one file per run and day) or one .idrec.gz file")
-    rec.add_argument("--retention", type=float, default=None, metavar="HOURS",
-                     help="delete recording files older than this (directories only)")
-    rec.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after this long")
+    rec.add_argument(
+        "--out",
+        metavar="DIR|FILE",
+        help="a directory (one file per run and day) or one .idrec.gz file",
+    )
+    rec.add_argument(
+        "--retention",
+        type=float,
+        default=None,
+        metavar="HOURS",
+        help="delete recording files older than this (directories only)",
+    )
+    rec.add_argument(
+        "--duration", type=float, default=None, metavar="SECONDS", help="stop after this long"
+    )
     mig = sub.add_parser("mig", help="show, plan and change MIG layouts (root)")
     migsub = mig.add_subparsers(dest="mig_command", required=True)
     mig_common = argparse.ArgumentParser(add_help=False)
@@ -99,13 +153,23 @@ def _parser() -> argparse.ArgumentParser:
     migsub.add_parser("show", parents=[mig_common], help="every GPU's MIG mode and layout")
     lay = migsub.add_parser("layouts", parents=[mig_common], help="the valid layouts of a GPU")
     lay.add_argument("gpu", type=int)
-    app_ = migsub.add_parser("apply", parents=[mig_common], help="change a GPU's layout (or disable/enable MIG)")
+    app_ = migsub.add_parser(
+        "apply", parents=[mig_common], help="change a GPU's layout (or disable/enable MIG)"
+    )
     app_.add_argument("gpu", type=int)
-    app_.add_argument("layout", help="e.g. 2g.48gb@0,1g.24gb@6,1g.24gb@9 or 2g.48gb+1g.24gb*2, disable, enable")
-    app_.add_argument("--dry-run", action="store_true", help="show the plan and the nvidia-smi commands only")
+    app_.add_argument(
+        "layout", help="e.g. 2g.48gb@0,1g.24gb@6,1g.24gb@9 or 2g.48gb+1g.24gb*2, disable, enable"
+    )
+    app_.add_argument(
+        "--dry-run", action="store_true", help="show the plan and the nvidia-smi commands only"
+    )
     app_.add_argument("--yes", action="store_true", help="do not ask to type the GPU index")
-    app_.add_argument("--force", action="store_true", help="go ahead despite plan warnings (never over processes)")
-    exp = migsub.add_parser("export", parents=[mig_common], help="the node's layout as a mig-parted config")
+    app_.add_argument(
+        "--force", action="store_true", help="go ahead despite plan warnings (never over processes)"
+    )
+    exp = migsub.add_parser(
+        "export", parents=[mig_common], help="the node's layout as a mig-parted config"
+    )
     exp.add_argument("--format", choices=("mig-parted",), default="mig-parted")
     exp.add_argument("--out", metavar="FILE", help="write there instead of stdout")
     exp.add_argument("--config-label", default="current")
@@ -120,9 +184,13 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--config", metavar="FILE", help="config file with the plan")
     plan.add_argument("--demo", action="store_true", help="the demo node's plan")
     plan.add_argument("--format", choices=("text", "json"), default="text")
-    check = sub.add_parser("check", parents=[common], help="one poll (plus --wait), print alerts, exit 0/1/2")
+    check = sub.add_parser(
+        "check", parents=[common], help="one poll (plus --wait), print alerts, exit 0/1/2"
+    )
     check.add_argument("--demo", action="store_true", help="check the simulated demo node")
-    check.add_argument("--wait", type=float, default=0.0, help="seconds to sample first (default 0)")
+    check.add_argument(
+        "--wait", type=float, default=0.0, help="seconds to sample first (default 0)"
+    )
     sim = sub.add_parser("simulate", help="serve a simulated engine's /metrics until interrupted")
     sim.add_argument("--engine", choices=KINDS, default="vllm")
     sim.add_argument("--port", type=int, default=0)
@@ -133,10 +201,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _positive(value: float, flag: str, allow_zero: bool = False) -> None:
     if value < 0 or (value == 0 and not allow_zero):
-        raise UsageError(f"{flag} must be {'zero or more' if allow_zero else 'more than zero'}, not {value:g}.")
+        raise UsageError(
+            f"{flag} must be {'zero or more' if allow_zero else 'more than zero'}, not {value:g}."
+        )
 
 
-async def sample(poller: Poller, wait_s: float, interval_s: float, keys: KeySeries | None = None) -> Frame:
+async def sample(
+    poller: Poller, wait_s: float, interval_s: float, keys: KeySeries | None = None
+) -> Frame:
     """Poll for ``wait_s`` seconds (at least once) and return the last Frame."""
     try:
         deadline = time.monotonic() + wait_s
@@ -155,14 +227,18 @@ async def sample(poller: Poller, wait_s: float, interval_s: float, keys: KeySeri
 
 def _settings(args: argparse.Namespace, demo: bool = False) -> Settings:
     try:
-        settings = demo_settings() if demo and not args.config else load_settings(config_path(args.config))
+        settings = (
+            demo_settings() if demo and not args.config else load_settings(config_path(args.config))
+        )
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     if args.window is not None:
         try:
             parse_window(args.window)
         except (ValueError, KeyError, IndexError):
-            raise UsageError(f"--window {args.window!r}: use a duration like 1m, 5m, 15m or 1h.") from None
+            raise UsageError(
+                f"--window {args.window!r}: use a duration like 1m, 5m, 15m or 1h."
+            ) from None
         settings.window = args.window
     if args.interval is not None:
         _positive(args.interval, "--interval")
@@ -204,9 +280,22 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settin
 
 def config_targets(settings: Settings) -> list[EngineTarget]:
     """The config's engines, with their credentials as headers."""
-    return [EngineTarget(url=e.url, kind=e.kind, name=e.name, timeout_s=e.timeout_s, headers=token_headers(e),
-                         verify_tls=e.verify_tls, interval_s=e.interval_s, device=e.device, model=e.model,
-                         top_models=e.top_models, api_url=e.api_url) for e in settings.engines]
+    return [
+        EngineTarget(
+            url=e.url,
+            kind=e.kind,
+            name=e.name,
+            timeout_s=e.timeout_s,
+            headers=token_headers(e),
+            verify_tls=e.verify_tls,
+            interval_s=e.interval_s,
+            device=e.device,
+            model=e.model,
+            top_models=e.top_models,
+            api_url=e.api_url,
+        )
+        for e in settings.engines
+    ]
 
 
 def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
@@ -223,24 +312,37 @@ def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
                 for p in d.processes:
                     devices[p.pid] = f"{g.index}/{d.index}"
     found = asyncio.run(discover(gpu_pids=list(devices)))
-    return [EngineTarget(url=f.url, kind=f.kind, device=devices.get(f.pid) if f.pid else None) for f in found]
+    return [
+        EngineTarget(url=f.url, kind=f.kind, device=devices.get(f.pid) if f.pid else None)
+        for f in found
+    ]
 
 
-def _recorder(out: str | None, poller: Poller, settings: Settings, retention: float | None = None,
-              flag: str = "--out"):
+def _recorder(
+    out: str | None,
+    poller: Poller,
+    settings: Settings,
+    retention: float | None = None,
+    flag: str = "--out",
+):
     """A recorder with its file already open: a path that cannot be written, or an existing file
     that is no recording, is one sentence now rather than a traceback at the first poll."""
     from console.recording import Recorder, RecordingError, default_out
 
     path = Path(out).expanduser() if out else default_out()
-    header = {"window_s": settings.window_s, "plan": settings.model_dump(mode="json", exclude={"engines"})}
+    header = {
+        "window_s": settings.window_s,
+        "plan": settings.model_dump(mode="json", exclude={"engines"}),
+    }
     rec = Recorder(path, poller.deriver.host, header, retention, secrets=_secrets(poller))
     try:
         rec.write_header(time.time())
     except RecordingError as exc:
         raise UsageError(f"{flag}: {exc}") from None
     except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot write a recording there ({exc.strerror}).") from None
+        raise UsageError(
+            f"{flag} {path}: cannot write a recording there ({exc.strerror})."
+        ) from None
     return rec
 
 
@@ -279,8 +381,10 @@ def _run_fleet(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     if settings.services and settings.node.name:
         plans.setdefault(settings.node.name, settings)
-    FleetApp(FleetSource(client, window_s=settings.window_s, plans=plans, cost=settings.cost),
-             interval_s=max(settings.interval_s, 5.0)).run(mouse=not args.no_mouse)
+    FleetApp(
+        FleetSource(client, window_s=settings.window_s, plans=plans, cost=settings.cost),
+        interval_s=max(settings.interval_s, 5.0),
+    ).run(mouse=not args.no_mouse)
     return 0
 
 
@@ -300,12 +404,28 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
 
             lib = poller.nvml.lib or (poller.nvml.read() and poller.nvml.lib)
             snapdir = state_dir(demo) / "snapshots" if demo else _snapshot_dir(settings)
-            mig = MigManager(lib, audit_path=state_dir(demo) / "mig-audit.jsonl", simulated=demo,
-                             snapshot=lambda when: _mig_snapshot(poller, snapdir, when, demo)) if lib else None
-        poller.budget_s = max(0.2, settings.interval_s * 0.8)  # a hung engine never holds the screen
-        app = InferdeckApp(poller, interval_s=settings.interval_s, title="inferdeck demo" if demo else "inferdeck",
-                           read_only=args.read_only, snapshot_dir=_snapshot_dir(settings), secrets=_secrets(poller),
-                           mig=mig)
+            mig = (
+                MigManager(
+                    lib,
+                    audit_path=state_dir(demo) / "mig-audit.jsonl",
+                    simulated=demo,
+                    snapshot=lambda when: _mig_snapshot(poller, snapdir, when, demo),
+                )
+                if lib
+                else None
+            )
+        poller.budget_s = max(
+            0.2, settings.interval_s * 0.8
+        )  # a hung engine never holds the screen
+        app = InferdeckApp(
+            poller,
+            interval_s=settings.interval_s,
+            title="inferdeck demo" if demo else "inferdeck",
+            read_only=args.read_only,
+            snapshot_dir=_snapshot_dir(settings),
+            secrets=_secrets(poller),
+            mig=mig,
+        )
         app.run(mouse=not args.no_mouse)
     finally:
         if node is not None:
@@ -323,15 +443,22 @@ def _mig_snapshot(poller: Poller, root: Path, when: str, simulated: bool = False
         return None
     if when == "after" and poller.nvml is not None:
         source, gpus = poller.nvml.read()
-        frame = frame.model_copy(update={"gpus": gpus, "gpu_source": source,
-                                         "taken_at": datetime.now(tz=UTC)})
-    return write_bundle(root, frame, f"mig {when}" + (" simulated" if simulated else ""), secrets=_secrets(poller))
+        frame = frame.model_copy(
+            update={"gpus": gpus, "gpu_source": source, "taken_at": datetime.now(tz=UTC)}
+        )
+    return write_bundle(
+        root, frame, f"mig {when}" + (" simulated" if simulated else ""), secrets=_secrets(poller)
+    )
 
 
 def _snapshot_dir(settings: Settings) -> Path:
     from console.recording import state_dir
 
-    return Path(settings.snapshot_dir).expanduser() if settings.snapshot_dir else state_dir() / "snapshots"
+    return (
+        Path(settings.snapshot_dir).expanduser()
+        if settings.snapshot_dir
+        else state_dir() / "snapshots"
+    )
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -366,7 +493,11 @@ def _record(args: argparse.Namespace) -> int:
         finally:
             await poller.aclose()
 
-    print(f"recording to {rec.out} every {settings.interval_s:g} s (Ctrl-C stops)", file=sys.stderr, flush=True)
+    print(
+        f"recording to {rec.out} every {settings.interval_s:g} s (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         asyncio.run(loop())
     finally:
@@ -392,8 +523,13 @@ def _replay(args: argparse.Namespace) -> int:
     for note in header.get("truncated", []):
         print(f"inferdeck: {note}.", file=sys.stderr)
     source = ReplaySource(header, samples)
-    InferdeckApp(source, interval_s=0.25, title=f"inferdeck replay {header.get('host', '')}", read_only=True,
-                 replay=source).run()
+    InferdeckApp(
+        source,
+        interval_s=0.25,
+        title=f"inferdeck replay {header.get('host', '')}",
+        read_only=True,
+        replay=source,
+    ).run()
     return 0
 
 
@@ -401,12 +537,16 @@ def _writable_dir(out: str, flag: str) -> Path:
     """A folder to write into, checked before any sampling: one sentence when it cannot be."""
     path = Path(out).expanduser()
     if path.exists() and not path.is_dir():
-        raise UsageError(f"{flag} {out}: that is a file, not a folder; give a folder (it is created if missing).")
+        raise UsageError(
+            f"{flag} {out}: that is a file, not a folder; give a folder (it is created if missing)."
+        )
     probe = path
     while not probe.exists():
         probe = probe.parent
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {out}: {probe} is not writable by this user; pick another folder.")
+        raise UsageError(
+            f"{flag} {out}: {probe} is not writable by this user; pick another folder."
+        )
     return path
 
 
@@ -433,7 +573,9 @@ def _snapshot(args: argparse.Namespace) -> int:
         try:
             path = write_bundle(out, frame, note, keys.export(), secrets=_secrets(poller))
         except OSError as exc:
-            raise UsageError(f"--out {args.out}: cannot write the bundle there ({exc.strerror}).") from None
+            raise UsageError(
+                f"--out {args.out}: cannot write the bundle there ({exc.strerror})."
+            ) from None
         print(path)
         return 0
     if args.format == "md":
@@ -451,7 +593,9 @@ def _plan(args: argparse.Namespace) -> int:
     args.window = args.interval = None
     settings = _settings(args, args.demo)
     if not settings.services:
-        raise UsageError("the config has no services to plan; add a services: list (see config/example.yaml).")
+        raise UsageError(
+            "the config has no services to plan; add a services: list (see config/example.yaml)."
+        )
     sys.stdout.write(plan_json(settings) if args.format == "json" else plan_text(settings))
     return 1 if plan_fits(settings) is False else 0
 
@@ -470,14 +614,18 @@ def _check(args: argparse.Namespace) -> int:
             node.stop()
     if not frame.engines and not frame.gpus:  # nothing watched: no news is not good news
         reason = frame.gpu_source.error or "no GPU reading"
-        print(f"UNKNOWN {frame.host}: nothing to check — no engine found or configured, and {reason}")
+        print(
+            f"UNKNOWN {frame.host}: nothing to check — no engine found or configured, and {reason}"
+        )
         return 3
     active = [a for a in frame.alerts if a.state == "active"]
     for a in active:
         print(f"{a.severity.upper()} {a.subject}: {a.message}")
     level = worst(active)
     if level is None:
-        print(f"OK {frame.host}: no active alerts ({len(frame.engines)} engines, {len(frame.gpus)} GPUs)")
+        print(
+            f"OK {frame.host}: no active alerts ({len(frame.engines)} engines, {len(frame.gpus)} GPUs)"
+        )
     return {"critical": 2, "warning": 1}.get(level or "", 0)
 
 
@@ -485,9 +633,13 @@ def _simulate(args: argparse.Namespace) -> int:
     from console.sim.engine import TrafficSpec, start_engine
 
     try:
-        eng = start_engine(args.engine, TrafficSpec(rate_rps=args.rate, profile=args.profile), port=args.port)
+        eng = start_engine(
+            args.engine, TrafficSpec(rate_rps=args.rate, profile=args.profile), port=args.port
+        )
     except OSError as exc:
-        raise UsageError(f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); pick another --port.") from None
+        raise UsageError(
+            f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); pick another --port."
+        ) from None
     print(f"simulated {args.engine} ({args.profile}) serving {eng.url}  (Ctrl-C stops)", flush=True)
     try:
         while True:

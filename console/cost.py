@@ -21,7 +21,9 @@ class CostSpec(BaseModel):
     hourly_usd: float | None = Field(None, gt=0)  # or a price per hour (cloud, lease)
     horizon_h: float = Field(HORIZON_H, gt=0)
     usd_per_kwh: float | None = Field(None, ge=0)  # flat tariff
-    tariff_by_hour: list[float] | None = None  # 24 prices, local hour 0..23 (overrides the flat one)
+    tariff_by_hour: list[float] | None = (
+        None  # 24 prices, local hour 0..23 (overrides the flat one)
+    )
     pue: float = Field(1.54, ge=1.0)  # facility / IT energy; applied only when not already included
     facility_overhead_included: bool = True
     host_power_w: float | None = Field(None, ge=0)  # CPUs, fans, NICs: added to GPU board power
@@ -68,7 +70,11 @@ def tariff_at(spec: CostSpec, hour: int) -> float | None:
 
 
 def node_hourly(spec: CostSpec) -> float:
-    return spec.hourly_usd if spec.hourly_usd is not None else hourly_cost(spec.system_cost_usd or 0.0, spec.horizon_h)
+    return (
+        spec.hourly_usd
+        if spec.hourly_usd is not None
+        else hourly_cost(spec.system_cost_usd or 0.0, spec.horizon_h)
+    )
 
 
 def energy(spec: CostSpec, gpu_power_w: float | None, hour: int, node_share: float = 1.0) -> dict:
@@ -86,8 +92,12 @@ def energy(spec: CostSpec, gpu_power_w: float | None, hour: int, node_share: flo
         watts *= spec.pue
         basis += f" x PUE {spec.pue:g}"
     price = tariff_at(spec, hour)
-    return {"power_w": watts, "basis": basis, "usd_per_kwh": price,
-            "usd_per_h": watts / 1000 * price if price is not None else None}
+    return {
+        "power_w": watts,
+        "basis": basis,
+        "usd_per_kwh": price,
+        "usd_per_h": watts / 1000 * price if price is not None else None,
+    }
 
 
 def slice_share(slices: int, full_slices: int) -> float:

@@ -36,7 +36,9 @@ class _Track:
 
 
 class Deriver:
-    def __init__(self, plan: Plan | None = None, window_s: float = 60.0, host: str | None = None) -> None:
+    def __init__(
+        self, plan: Plan | None = None, window_s: float = 60.0, host: str | None = None
+    ) -> None:
         self.plan = plan or Plan()
         self.window_s = window_s
         self.host = host or socket.gethostname()
@@ -52,19 +54,37 @@ class Deriver:
         services, conditions = evaluate(self.plan, sample.source, gpus, engines, self.headroom, now)
         histories = {label: tr.history.points for label, tr in self.tracks.items()}
         kinds = {label: profiles()[tr.kind] for label, tr in self.tracks.items() if tr.kind}
-        services, node_cost, burn = service_meters(self.plan, services, histories, kinds, self.burn, gpus, now)
+        services, node_cost, burn = service_meters(
+            self.plan, services, histories, kinds, self.burn, gpus, now
+        )
         alerts = self.alerts.update(conditions + burn, now)
-        return Frame(taken_at=_utc(now), host=self.host, inferdeck_version=__version__, window_s=self.window_s,
-                     gpu_source=sample.source, gpus=gpus, engines=engines, services=services, cost=node_cost,
-                     alerts=alerts)
+        return Frame(
+            taken_at=_utc(now),
+            host=self.host,
+            inferdeck_version=__version__,
+            window_s=self.window_s,
+            gpu_source=sample.source,
+            gpus=gpus,
+            engines=engines,
+            services=services,
+            cost=node_cost,
+            alerts=alerts,
+        )
 
     def _engine(self, s: EngineSample) -> Engine:
         tr = self.tracks.setdefault(s.label, _Track(model=s.model))
         if not s.fresh:
             if tr.last is not None:
                 return tr.last
-            return Engine(name=s.label, url=s.url, device=s.device, kind=s.kind, model=s.model, up=False,
-                          error=s.error or "not polled yet")
+            return Engine(
+                name=s.label,
+                url=s.url,
+                device=s.device,
+                kind=s.kind,
+                model=s.model,
+                up=False,
+                error=s.error or "not polled yet",
+            )
         common = {"name": s.label, "url": s.url, "scrape_s": s.scrape_s, "device": s.device}
         if s.up and s.extract is not None and s.kind is not None:
             if tr.kind != s.kind:
@@ -74,11 +94,15 @@ class Deriver:
             ex = s.extract
             counted = None
             if profile.count_once and profile.count_once_label:
-                ex, counted = count_once(ex, profile.count_once, profile.count_once_label, s.top_models)
+                ex, counted = count_once(
+                    ex, profile.count_once, profile.count_once_label, s.top_models
+                )
             tr.model = ex.model or tr.model or s.model
             tr.history.add(ex)
             d = derive(tr.history.points, profile, self.window_s)
-            if ex.t in tr.history.points.restarts:  # when the new process began, not when it was seen
+            if (
+                ex.t in tr.history.points.restarts
+            ):  # when the new process began, not when it was seen
                 tr.restarted_at, tr.restart_seen = process_start(ex), ex.t
             elif d.reset_at is not None and d.reset_at != tr.restart_seen:
                 tr.restarted_at = d.reset_at
@@ -93,9 +117,19 @@ class Deriver:
                     d.unavailable.pop(key, None)
                 d.unavailable.update(s.slots.get("unavailable", {}))
                 series.update(s.slots.get("series", {}))
-            tr.last = Engine(**common, kind=s.kind, model=tr.model, version_hints=ex.hints, up=True,
-                             restarted_at=_utc(tr.restarted_at) if tr.restarted_at else None, series=series,
-                             unavailable=d.unavailable, **d.fields)
+            tr.last = Engine(
+                **common,
+                kind=s.kind,
+                model=tr.model,
+                version_hints=ex.hints,
+                up=True,
+                restarted_at=_utc(tr.restarted_at) if tr.restarted_at else None,
+                series=series,
+                unavailable=d.unavailable,
+                **d.fields,
+            )
         else:
-            tr.last = Engine(**common, kind=tr.kind or s.kind, model=tr.model, up=False, error=s.error)
+            tr.last = Engine(
+                **common, kind=tr.kind or s.kind, model=tr.model, up=False, error=s.error
+            )
         return tr.last

@@ -54,7 +54,9 @@ def from_processes(pids: Iterable[int], proc: Path = Path("/proc")) -> list[Foun
     return list(found.values())
 
 
-async def probe_ports(ports: Iterable[int], timeout_s: float = 0.5, skip: set[str] | None = None) -> list[Found]:
+async def probe_ports(
+    ports: Iterable[int], timeout_s: float = 0.5, skip: set[str] | None = None
+) -> list[Found]:
     """GET /metrics on 127.0.0.1:PORT for each port; keep those that serve a known engine."""
     urls = [f"http://127.0.0.1:{p}/metrics" for p in ports]
     urls = [u for u in urls if not skip or u not in skip]
@@ -70,8 +72,9 @@ async def probe_ports(ports: Iterable[int], timeout_s: float = 0.5, skip: set[st
     return out
 
 
-async def discover(gpu_pids: Iterable[int] = (), ports: Sequence[int] = DEFAULT_PORTS,
-                   proc: Path = Path("/proc")) -> list[Found]:
+async def discover(
+    gpu_pids: Iterable[int] = (), ports: Sequence[int] = DEFAULT_PORTS, proc: Path = Path("/proc")
+) -> list[Found]:
     """Engines on this node: GPU processes' command lines, every process's, then port probes."""
     gpu_pids = list(gpu_pids)
     found = {f.url: f for f in from_processes(gpu_pids, proc)}

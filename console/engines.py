@@ -19,7 +19,7 @@ from console.yamlfile import ConfigError, load_yaml, pydantic_error
 
 KINDS = ("vllm", "sglang", "tgi", "triton", "llamacpp")
 
-_SELECTOR = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$')
+_SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$")
 _PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"\s*(?:,|$)')
 
 
@@ -71,15 +71,25 @@ class SuccessSpec(_Strict):
         Aborts are the client's choice: counted apart, never as failures."""
         aborted = as_list(self.aborted)
         if self.finished:
+
             def by_reason(reason: str) -> tuple[float, float, float]:
-                return (1.0, 0.0, 0.0) if reason in self.good else (0.0, 0.0, 1.0) if reason in aborted \
+                return (
+                    (1.0, 0.0, 0.0)
+                    if reason in self.good
+                    else (0.0, 0.0, 1.0)
+                    if reason in aborted
                     else (0.0, 1.0, 0.0)
+                )
+
             return [(self.finished, by_reason)]
         if self.total:  # good = total - aborted
-            return [(self.total, lambda _: (1.0, 0.0, 0.0))] + [(n, lambda _: (-1.0, 0.0, 1.0)) for n in aborted]
+            return [(self.total, lambda _: (1.0, 0.0, 0.0))] + [
+                (n, lambda _: (-1.0, 0.0, 1.0)) for n in aborted
+            ]
         if self.ok:
-            return [(self.ok, lambda _: (1.0, 0.0, 0.0))] + [(n, lambda _: (0.0, 1.0, 0.0))
-                                                             for n in as_list(self.failed)]
+            return [(self.ok, lambda _: (1.0, 0.0, 0.0))] + [
+                (n, lambda _: (0.0, 1.0, 0.0)) for n in as_list(self.failed)
+            ]
         return []
 
 
@@ -148,7 +158,9 @@ def needed_families() -> frozenset[str]:
         for spec in prof.signals.values():
             for s in spec.series + (spec.parts or []):
                 base = parse_selector(s)[0]
-                names.update({base, base + "_bucket", base + "_count", base + "_sum", base + "_total"})
+                names.update(
+                    {base, base + "_bucket", base + "_count", base + "_sum", base + "_total"}
+                )
     return frozenset(names)
 
 
@@ -170,7 +182,11 @@ def detect_kind(page: Page) -> str | None:
 
 def version_hints(page: Page, profile: EngineProfile) -> list[str]:
     names = page.samples.keys()
-    return [hint for series, hint in profile.hints.items() if series in names or series + "_bucket" in names]
+    return [
+        hint
+        for series, hint in profile.hints.items()
+        if series in names or series + "_bucket" in names
+    ]
 
 
 @dataclass(slots=True)
@@ -186,7 +202,9 @@ class Extract:
     info: dict[str, Labels] = field(default_factory=dict)
     model: str | None = None
     hints: list[str] = field(default_factory=list)
-    problems: dict[str, str] = field(default_factory=dict)  # signal -> why a present series was unusable
+    problems: dict[str, str] = field(
+        default_factory=dict
+    )  # signal -> why a present series was unusable
 
 
 _INTERNED: dict = {}
@@ -195,7 +213,9 @@ _INTERNED: dict = {}
 def _intern(x):
     """One shared copy of a label set or bucket bounds: the history holds 15 minutes of scrapes that
     repeat the same keys, and each would otherwise keep its own."""
-    if len(_INTERNED) > 50_000:  # label churn (a new pod name per restart) must not grow this forever
+    if (
+        len(_INTERNED) > 50_000
+    ):  # label churn (a new pod name per restart) must not grow this forever
         _INTERNED.clear()
     return _INTERNED.setdefault(x, x)
 
@@ -204,11 +224,16 @@ def _select(rows: list[tuple[Labels, float]], selector: Labels) -> list[tuple[La
     if not selector:
         return rows
     keys = tuple(k for k, _ in selector)
-    return [(without(lab, *keys), v) for lab, v in rows if all(label(lab, k) == want for k, want in selector)]
+    return [
+        (without(lab, *keys), v)
+        for lab, v in rows
+        if all(label(lab, k) == want for k, want in selector)
+    ]
 
 
-def histogram(page: Page, selector: str, scale: float = 1.0
-              ) -> tuple[dict[Labels, Vector], dict[Labels, tuple[float, ...]]] | None:
+def histogram(
+    page: Page, selector: str, scale: float = 1.0
+) -> tuple[dict[Labels, Vector], dict[Labels, tuple[float, ...]]] | None:
     """Per-series cumulative bucket vectors (+ count last) and their bounds, or None if absent."""
     base, sel = parse_selector(selector)
     buckets = _select(page.get(base + "_bucket"), sel)
@@ -267,7 +292,9 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                 if spec.type == "gauge":
                     ex.gauges[signal] = {_intern(lab): v * spec.scale for lab, v in rows}
                 elif spec.type == "counter":
-                    ex.counters[signal] = {_intern(lab): array("d", (v * spec.scale,)) for lab, v in rows}
+                    ex.counters[signal] = {
+                        _intern(lab): array("d", (v * spec.scale,)) for lab, v in rows
+                    }
                 else:
                     ex.info[signal] = rows[0][0]
             ex.series[signal] = cand
@@ -290,8 +317,9 @@ def _model(page: Page, model_labels: list[str]) -> str | None:
     return None
 
 
-def gauge_value(values: dict[Labels, float], aggregate: str, replica_labels: list[str] | tuple[str, ...] = ()
-                ) -> float | None:
+def gauge_value(
+    values: dict[Labels, float], aggregate: str, replica_labels: list[str] | tuple[str, ...] = ()
+) -> float | None:
     """Combine a gauge across DP engines and ranks; NaN samples are ignored.
 
     Series that differ only in ``replica_labels`` (TP/PP ranks, pids) repeat one figure and count
@@ -313,5 +341,18 @@ def rank_key(labels: Labels, rank_labels: list[str]) -> str:
     return ",".join(parts) or "all"
 
 
-__all__ = ["ConfigError", "EngineProfile", "Extract", "KINDS", "ProfileError", "detect_kind", "extract",
-           "gauge_value", "histogram", "needed_families", "parse_selector", "profiles", "rank_key"]
+__all__ = [
+    "ConfigError",
+    "EngineProfile",
+    "Extract",
+    "KINDS",
+    "ProfileError",
+    "detect_kind",
+    "extract",
+    "gauge_value",
+    "histogram",
+    "needed_families",
+    "parse_selector",
+    "profiles",
+    "rank_key",
+]

@@ -16,8 +16,13 @@ from console.window import Delta, histogram_quantiles, quantile_bucket, rate, wi
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 FEW_OBSERVATIONS = 20
 WINDOWS_S = (60.0, 300.0, 900.0)
-HISTOGRAM_FIELDS = (("ttft_s", "ttft"), ("tpot_s", "tpot"), ("itl_s", "itl"), ("e2e_s", "e2e"),
-                    ("queue_time_s", "queue_time"))
+HISTOGRAM_FIELDS = (
+    ("ttft_s", "ttft"),
+    ("tpot_s", "tpot"),
+    ("itl_s", "itl"),
+    ("e2e_s", "e2e"),
+    ("queue_time_s", "queue_time"),
+)
 
 
 def window_label(window_s: float) -> str:
@@ -74,7 +79,9 @@ def restart_times(history: Sequence[Extract]) -> frozenset[float]:
     known = getattr(history, "restarts", None)
     if known is not None:
         return frozenset(known)
-    return frozenset(b.t for a, b in zip(history, list(history)[1:], strict=False) if restarted(a, b))
+    return frozenset(
+        b.t for a, b in zip(history, list(history)[1:], strict=False) if restarted(a, b)
+    )
 
 
 def process_start(ex: Extract) -> float | None:
@@ -97,8 +104,13 @@ def _points(history: Sequence[Extract], kind: str, signal: str) -> list[tuple[fl
     return out
 
 
-def signal_delta(history: Sequence[Extract], kind: str, signal: str, window_s: float,
-                 restarts: frozenset[float] | None = None) -> Delta | None:
+def signal_delta(
+    history: Sequence[Extract],
+    kind: str,
+    signal: str,
+    window_s: float,
+    restarts: frozenset[float] | None = None,
+) -> Delta | None:
     """The windowed per-series increase of one signal of one engine (None if it never showed)."""
     points = _points(history, kind, signal)
     if not points:
@@ -106,7 +118,9 @@ def signal_delta(history: Sequence[Extract], kind: str, signal: str, window_s: f
     return window_delta(points, window_s, restart_times(history) if restarts is None else restarts)
 
 
-def summed_buckets(delta: Delta, bounds: dict[Labels, tuple[float, ...]]) -> list[tuple[float, float]]:
+def summed_buckets(
+    delta: Delta, bounds: dict[Labels, tuple[float, ...]]
+) -> list[tuple[float, float]]:
     """``sum by (le)`` of per-series bucket increases (cumulative counts per bound)."""
     per_le: dict[float, float] = {}
     for lab, vec in delta.values.items():
@@ -118,11 +132,15 @@ def summed_buckets(delta: Delta, bounds: dict[Labels, tuple[float, ...]]) -> lis
     return sorted(per_le.items())
 
 
-def percentiles(buckets: list[tuple[float, float]], window: str, approx: bool = False) -> Percentiles:
+def percentiles(
+    buckets: list[tuple[float, float]], window: str, approx: bool = False
+) -> Percentiles:
     values: dict[str, float | None] = {}
     lower: list[str] = []
     spread: dict[str, tuple[float, float]] = {}
-    for (name, _), (value, ge) in zip(QUANTILES, histogram_quantiles([q for _, q in QUANTILES], buckets), strict=True):
+    for (name, _), (value, ge) in zip(
+        QUANTILES, histogram_quantiles([q for _, q in QUANTILES], buckets), strict=True
+    ):
         values[name] = value
         if ge:
             lower.append(name)
@@ -131,8 +149,14 @@ def percentiles(buckets: list[tuple[float, float]], window: str, approx: bool = 
             if bucket is not None and wide(bucket, value):
                 spread[name] = bucket
     observations = buckets[-1][1] if buckets else 0.0
-    return Percentiles(window=window, observations=observations, lower_bound_only=lower, approx=approx,
-                       buckets=spread, **values)
+    return Percentiles(
+        window=window,
+        observations=observations,
+        lower_bound_only=lower,
+        approx=approx,
+        buckets=spread,
+        **values,
+    )
 
 
 @dataclass
@@ -172,7 +196,9 @@ class _Deriver:
         self.out.fields[fld] = value
         return value
 
-    def increase(self, signal: str, by: str | None = None) -> tuple[dict[str, float] | None, Delta | None]:
+    def increase(
+        self, signal: str, by: str | None = None
+    ) -> tuple[dict[str, float] | None, Delta | None]:
         """Window increase of a counter, summed (key "") or per value of label ``by``."""
         delta = signal_delta(self.h, "counters", signal, self.w, self.restarts)
         if delta is None:
@@ -203,17 +229,30 @@ class _Deriver:
         if spec is not None and spec.parts and f"{signal}#0" in self.newest.histograms:
             parts = [self._window_buckets(f"{signal}#{i}") for i in range(len(spec.parts))]
             labelled = [percentiles(b, w) for b, w in parts]
-            sums = {name: (None if any(getattr(p, name) is None for p in labelled)
-                           else sum(getattr(p, name) for p in labelled)) for name, _ in QUANTILES}
+            sums = {
+                name: (
+                    None
+                    if any(getattr(p, name) is None for p in labelled)
+                    else sum(getattr(p, name) for p in labelled)
+                )
+                for name, _ in QUANTILES
+            }
             if all(v is None for v in sums.values()):
                 window = parts[0][1]
-                self.out.unavailable[fld] = ("no observations since the engine started" if window == "since_start"
-                                             else f"no observations in the last {window_label(self.w)}")
+                self.out.unavailable[fld] = (
+                    "no observations since the engine started"
+                    if window == "since_start"
+                    else f"no observations in the last {window_label(self.w)}"
+                )
                 return
             self.out.fields[fld] = Percentiles(
-                window=parts[0][1], observations=labelled[0].observations, approx=True,
+                window=parts[0][1],
+                observations=labelled[0].observations,
+                approx=True,
                 lower_bound_only=sorted({n for p in labelled for n in p.lower_bound_only}),
-                note="approx.: " + " + ".join(spec.parts) + " quantiles", **sums)
+                note="approx.: " + " + ".join(spec.parts) + " quantiles",
+                **sums,
+            )
             return
         if signal not in self.newest.histograms:
             self.out.unavailable[fld] = self.missing(signal)
@@ -232,8 +271,12 @@ class _Deriver:
         bounds = self.newest.bounds.get(signal, {})
         buckets = summed_buckets(delta, bounds)
         since_start = delta.since_start
-        if (not since_start and (not buckets or buckets[-1][1] <= 0) and delta.span_s < self.w
-                and delta.reset_at is None):
+        if (
+            not since_start
+            and (not buckets or buckets[-1][1] <= 0)
+            and delta.span_s < self.w
+            and delta.reset_at is None
+        ):
             # watched for less than one window and nothing finished yet: the engine's own
             # since-start buckets say more than nothing, and are labelled as such
             since_start = True
@@ -260,8 +303,15 @@ class _Deriver:
             for key, v in sums.items():
                 for j, w in enumerate(weigh(key)):
                     totals[j] += w * v
-                name = key if spec.finished else "success" if signal == spec.ok else (key or "failed") \
-                    if signal in as_list(spec.failed) else None
+                name = (
+                    key
+                    if spec.finished
+                    else "success"
+                    if signal == spec.ok
+                    else (key or "failed")
+                    if signal in as_list(spec.failed)
+                    else None
+                )
                 if name is not None:
                     reasons[name] = reasons.get(name, 0.0) + v
         good, bad, aborted = max(0.0, totals[0]), totals[1], totals[2]
@@ -284,7 +334,9 @@ class _Deriver:
             if q > 0:
                 self.out.fields["prefix_cache_hit_rate"] = sum(hits.values()) / q
             else:
-                self.out.unavailable["prefix_cache_hit_rate"] = "no prefix-cache queries in the window"
+                self.out.unavailable["prefix_cache_hit_rate"] = (
+                    "no prefix-cache queries in the window"
+                )
         elif "prefix_cache_hit_rate" in self.newest.gauges:
             self.gauge("prefix_cache_hit_rate", "prefix_cache_hit_rate")
         else:
@@ -295,7 +347,10 @@ class _Deriver:
         self.gauge("kv_cache_usage", "kv_cache_usage")
         if usage and len(usage) > 1:
             self.out.fields["kv_cache_usage_by_rank"] = {
-                rank_key(lab, self.p.rank_labels): v for lab, v in usage.items() if not math.isnan(v)}
+                rank_key(lab, self.p.rank_labels): v
+                for lab, v in usage.items()
+                if not math.isnan(v)
+            }
         spec = self.p.signals.get("kv_capacity_tokens")
         info = self.newest.info.get("kv_capacity_tokens")
         if spec is not None and spec.labels_product and info is not None:
@@ -308,10 +363,14 @@ class _Deriver:
                     return
             except ValueError:
                 pass
-            self.out.unavailable["kv_capacity_tokens"] = f"{'/'.join(spec.labels_product)} not numeric"
+            self.out.unavailable["kv_capacity_tokens"] = (
+                f"{'/'.join(spec.labels_product)} not numeric"
+            )
         elif "kv_blocks_max" in self.newest.gauges:
             blocks = gauge_value(self.newest.gauges["kv_blocks_max"], "sum", self.p.replica_labels)
-            per = gauge_value(self.newest.gauges.get("kv_tokens_per_block", {}), "max", self.p.replica_labels)
+            per = gauge_value(
+                self.newest.gauges.get("kv_tokens_per_block", {}), "max", self.p.replica_labels
+            )
             if blocks is not None and per is not None:
                 self.out.fields["kv_capacity_tokens"] = blocks * per
         elif spec is not None and spec.type == "gauge":
@@ -332,7 +391,9 @@ class _Deriver:
             elif n > 0:
                 self.out.fields[fld] = sum(total.values()) / n
             else:
-                self.out.unavailable[fld] = f"no successful requests in the last {window_label(self.w)}"
+                self.out.unavailable[fld] = (
+                    f"no successful requests in the last {window_label(self.w)}"
+                )
 
 
 def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) -> Derived:
@@ -357,7 +418,9 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
     return d.out
 
 
-def by_model(history: Sequence[Extract], profile: EngineProfile, window_s: float) -> dict[str, float] | None:
+def by_model(
+    history: Sequence[Extract], profile: EngineProfile, window_s: float
+) -> dict[str, float] | None:
     """Successful requests in the window per model (Triton: every model, ensemble steps included)."""
     spec = profile.success
     signal = spec.ok if spec is not None else None

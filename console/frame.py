@@ -107,7 +107,9 @@ class Gpu(_Model):
     retired_pages: int | None = None
     remapped_rows: RemappedRows | None = None
     mig: MigState | None = None
-    processes: list[GpuProcess] = Field(default_factory=list)  # whole-GPU processes (MIG: per device)
+    processes: list[GpuProcess] = Field(
+        default_factory=list
+    )  # whole-GPU processes (MIG: per device)
     fault: str | None = None  # a device-level fault (GPU lost); the GPU is no longer polled
     unavailable: dict[str, str] = Field(default_factory=dict)
 

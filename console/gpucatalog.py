@@ -14,8 +14,18 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 # GI profile index constant -> name attribute suffix (go-nvlib's rule; REV2 is the double-memory 1g)
-INDEX_ATTRS = {7: "+me", 8: "+me", 10: "+gfx", 11: "+gfx", 12: "+gfx", 13: "-me", 14: "-me",
-               15: "+me.all", 16: "+me.all", 17: "+gfx"}
+INDEX_ATTRS = {
+    7: "+me",
+    8: "+me",
+    10: "+gfx",
+    11: "+gfx",
+    12: "+gfx",
+    13: "-me",
+    14: "-me",
+    15: "+me.all",
+    16: "+me.all",
+    17: "+gfx",
+}
 
 
 class MigProfile(BaseModel):
@@ -72,7 +82,9 @@ def catalog() -> dict[str, GpuModel]:
     return {k: GpuModel.model_validate(v) for k, v in (yaml.safe_load(text) or {}).items()}
 
 
-def mig_profile_name(slices: int, memory_mib: int, total_bytes: int, index: int | None = None) -> str:
+def mig_profile_name(
+    slices: int, memory_mib: int, total_bytes: int, index: int | None = None
+) -> str:
     """``<slices>g.<GB>gb[+attr]`` with GB computed as mig-parted does, so names match its configs."""
     frac = math.ceil(memory_mib * MIB / total_bytes * 8) / 8
     gb = math.floor(frac * math.ceil(total_bytes / GIB) + 0.5)  # Go's math.Round

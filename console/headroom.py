@@ -26,7 +26,9 @@ class HeadroomState:
 
     prev_waiting: dict[str, float] = field(default_factory=dict)
     down_since: dict[str, float] = field(default_factory=dict)
-    recovered: dict[str, tuple[float, float]] = field(default_factory=dict)  # engine -> (at, took_s)
+    recovered: dict[str, tuple[float, float]] = field(
+        default_factory=dict
+    )  # engine -> (at, took_s)
 
 
 def _utc(t: float) -> datetime:
@@ -37,35 +39,67 @@ def _fmt_gib(v: float) -> str:
     return f"{v / GIB:,.1f} GiB"
 
 
-def evaluate(plan: Plan, source: GpuSource, gpus: list[Gpu], engines: list[Engine], state: HeadroomState,
-             now: float) -> tuple[list[ServiceStatus], list[Condition]]:
+def evaluate(
+    plan: Plan,
+    source: GpuSource,
+    gpus: list[Gpu],
+    engines: list[Engine],
+    state: HeadroomState,
+    now: float,
+) -> tuple[list[ServiceStatus], list[Condition]]:
     r = plan.alerts
     conds: list[Condition] = []
 
     def cond(key: str, severity: str, subject: str, message: str, rule: str) -> None:
         rule_cfg = getattr(r, rule)
         if rule_cfg.enabled:
-            conds.append(Condition(key, severity, subject, message, rule, rule_cfg.for_s, rule_cfg.clear_s))
+            conds.append(
+                Condition(key, severity, subject, message, rule, rule_cfg.for_s, rule_cfg.clear_s)
+            )
 
     # node faults
     if source.kind == "none" and source.error:
         conds.append(Condition("gpu-source", "warning", "GPUs", source.error, "gpu"))
     for g in gpus:
         if g.fault:
-            conds.append(Condition(f"gpu-fault:{g.index}", "critical", f"GPU {g.index}", g.fault, "gpu"))
+            conds.append(
+                Condition(f"gpu-fault:{g.index}", "critical", f"GPU {g.index}", g.fault, "gpu")
+            )
         _gpu_conditions(g, plan, cond)
     by_name = {e.name: e for e in engines}
     planned = {s.engine_name for s in plan.services}
     for e in engines:
         _outage(e, state, now)
         if not e.up and e.name not in planned:
-            cond(f"engine-down:{e.url}", "critical", e.name, f"engine down: {e.error}", "engine_down")
+            cond(
+                f"engine-down:{e.url}", "critical", e.name, f"engine down: {e.error}", "engine_down"
+            )
         if e.up and e.restarted_at is not None and now - e.restarted_at.timestamp() < 300:
-            conds.append(Condition(f"engine-restart:{e.url}", "info", e.name,
-                                   f"engine restarted at {e.restarted_at:%H:%M:%S}Z: counters reset, windows "
-                                   "restart there", "engine_restart", 0.0, 0.0))
-    services = [_service(svc, plan, gpus, by_name.get(svc.engine_name), state, now, cond,
-                         [by_name[n] for n in svc.engine_names if n in by_name]) for svc in plan.services]
+            conds.append(
+                Condition(
+                    f"engine-restart:{e.url}",
+                    "info",
+                    e.name,
+                    f"engine restarted at {e.restarted_at:%H:%M:%S}Z: counters reset, windows "
+                    "restart there",
+                    "engine_restart",
+                    0.0,
+                    0.0,
+                )
+            )
+    services = [
+        _service(
+            svc,
+            plan,
+            gpus,
+            by_name.get(svc.engine_name),
+            state,
+            now,
+            cond,
+            [by_name[n] for n in svc.engine_names if n in by_name],
+        )
+        for svc in plan.services
+    ]
     return services, conds
 
 
@@ -83,22 +117,52 @@ def _gpu_conditions(g: Gpu, plan: Plan, cond) -> None:
     if g.power_w is not None and g.power_limit_w:
         near = g.power_w >= g.power_limit_w * (1 - r.power_within_pct / 100)
         if near or "power cap" in events:
-            why = "power-cap clock events" if "power cap" in events else f"within {r.power_within_pct:g}% of the limit"
-            cond(f"power:{g.index}", "warning", f"GPU {g.index}",
-                 f"power {g.power_w:.0f} W of {g.power_limit_w:.0f} W enforced ({why}): clocks are being held back; "
-                 "check the load balance or the power limit", "power")
+            why = (
+                "power-cap clock events"
+                if "power cap" in events
+                else f"within {r.power_within_pct:g}% of the limit"
+            )
+            cond(
+                f"power:{g.index}",
+                "warning",
+                f"GPU {g.index}",
+                f"power {g.power_w:.0f} W of {g.power_limit_w:.0f} W enforced ({why}): clocks are being held back; "
+                "check the load balance or the power limit",
+                "power",
+            )
     if g.temperature_c is not None:
         if events & THERMAL_EVENTS:
-            cond(f"thermal:{g.index}", "critical", f"GPU {g.index}",
-                 f"thermal slowdown active at {g.temperature_c:.0f} °C: check cooling and airflow now", "thermal")
-        elif g.temperature_slowdown_c and g.temperature_c >= g.temperature_slowdown_c - r.thermal_within_c:
-            cond(f"thermal:{g.index}", "warning", f"GPU {g.index}",
-                 f"temperature {g.temperature_c:.0f} °C is within {r.thermal_within_c:g} °C of slowdown "
-                 f"({g.temperature_slowdown_c:.0f} °C): check cooling", "thermal")
+            cond(
+                f"thermal:{g.index}",
+                "critical",
+                f"GPU {g.index}",
+                f"thermal slowdown active at {g.temperature_c:.0f} °C: check cooling and airflow now",
+                "thermal",
+            )
+        elif (
+            g.temperature_slowdown_c
+            and g.temperature_c >= g.temperature_slowdown_c - r.thermal_within_c
+        ):
+            cond(
+                f"thermal:{g.index}",
+                "warning",
+                f"GPU {g.index}",
+                f"temperature {g.temperature_c:.0f} °C is within {r.thermal_within_c:g} °C of slowdown "
+                f"({g.temperature_slowdown_c:.0f} °C): check cooling",
+                "thermal",
+            )
 
 
-def _service(svc: Service, plan: Plan, gpus: list[Gpu], engine: Engine | None, state: HeadroomState, now: float,
-             cond, replicas: list[Engine] | None = None) -> ServiceStatus:
+def _service(
+    svc: Service,
+    plan: Plan,
+    gpus: list[Gpu],
+    engine: Engine | None,
+    state: HeadroomState,
+    now: float,
+    cond,
+    replicas: list[Engine] | None = None,
+) -> ServiceStatus:
     ref = parse_device(svc.device)
     device_id, capacity, used, parent = live_device(ref, gpus)
     source = "driver"
@@ -115,39 +179,85 @@ def _service(svc: Service, plan: Plan, gpus: list[Gpu], engine: Engine | None, s
     # engine found and up
     down_since = None
     if engine is None:
-        heads.append(Headroom(name="engine", state="critical", detail=f"no engine named {svc.engine_name!r} is watched"))
-        cond(f"service-engine:{svc.name}", "critical", subject,
-             f"engine {svc.engine_name!r} is not found: add it to engines in the config (or check its name)",
-             "engine_down")
+        heads.append(
+            Headroom(
+                name="engine",
+                state="critical",
+                detail=f"no engine named {svc.engine_name!r} is watched",
+            )
+        )
+        cond(
+            f"service-engine:{svc.name}",
+            "critical",
+            subject,
+            f"engine {svc.engine_name!r} is not found: add it to engines in the config (or check its name)",
+            "engine_down",
+        )
     elif not engine.up:
         began = state.down_since.get(engine.name, now)
         down_since = _utc(began)
-        heads.append(Headroom(name="engine", state="critical", value=now - began, unit="s down", detail=engine.error or ""))
-        cond(f"service-down:{svc.name}", "critical", subject,
-             f"engine {engine.name} down for {now - began:.0f} s: {engine.error}", "engine_down")
+        heads.append(
+            Headroom(
+                name="engine",
+                state="critical",
+                value=now - began,
+                unit="s down",
+                detail=engine.error or "",
+            )
+        )
+        cond(
+            f"service-down:{svc.name}",
+            "critical",
+            subject,
+            f"engine {engine.name} down for {now - began:.0f} s: {engine.error}",
+            "engine_down",
+        )
     else:
         heads.append(Headroom(name="engine", state="ok", detail="up"))
     recovered = state.recovered.get(engine.name) if engine is not None else None
     if recovered is not None and now - recovered[0] < 300:
-        cond(f"service-recovered:{svc.name}", "info", subject,
-             f"engine {engine.name} recovered after {recovered[1]:.0f} s down", "engine_down")
+        cond(
+            f"service-recovered:{svc.name}",
+            "info",
+            subject,
+            f"engine {engine.name} recovered after {recovered[1]:.0f} s down",
+            "engine_down",
+        )
 
     # memory: device used vs planned required
     if device_id is None and gpus:
         na["device"] = f"planned device {svc.device} is not on this node"
-        cond(f"service-device:{svc.name}", "critical", subject,
-             f"planned device {svc.device} is not on this node: check the MIG layout or the plan's device", "memory")
+        cond(
+            f"service-device:{svc.name}",
+            "critical",
+            subject,
+            f"planned device {svc.device} is not on this node: check the MIG layout or the plan's device",
+            "memory",
+        )
     if used is not None:
         head = f.required_bytes - used
         margin = f.margin_bytes
         st = "critical" if head < 0 else "warning" if head < margin else "ok"
-        heads.append(Headroom(name="memory", value=head / GIB, budget=margin / GIB, unit="GiB", state=st,
-                              detail=f"{_fmt_gib(used)} used of {_fmt_gib(f.required_bytes)} planned"))
+        heads.append(
+            Headroom(
+                name="memory",
+                value=head / GIB,
+                budget=margin / GIB,
+                unit="GiB",
+                state=st,
+                detail=f"{_fmt_gib(used)} used of {_fmt_gib(f.required_bytes)} planned",
+            )
+        )
         if st != "ok":
-            cond(f"memory:{svc.name}", st, subject,
-                 f"memory headroom {head / GIB:.1f} GiB on {device_id} < planned margin {margin / GIB:.1f} GiB "
-                 f"({_fmt_gib(used)} used, plan {_fmt_gib(f.required_bytes)}): check other processes on the device "
-                 "and the engine's memory settings", "memory")
+            cond(
+                f"memory:{svc.name}",
+                st,
+                subject,
+                f"memory headroom {head / GIB:.1f} GiB on {device_id} < planned margin {margin / GIB:.1f} GiB "
+                f"({_fmt_gib(used)} used, plan {_fmt_gib(f.required_bytes)}): check other processes on the device "
+                "and the engine's memory settings",
+                "memory",
+            )
     else:
         heads.append(Headroom(name="memory", state="unknown", detail="device memory not readable"))
 
@@ -155,7 +265,9 @@ def _service(svc: Service, plan: Plan, gpus: list[Gpu], engine: Engine | None, s
     if engine is not None and engine.up:
         seqs_needed = svc.concurrent_sequences
         # separate replicas (endpoints) each hold their own KV cache: their capacities add up
-        caps = [e.kv_capacity_tokens for e in (replicas or [engine]) if e.up and e.kv_capacity_tokens]
+        caps = [
+            e.kv_capacity_tokens for e in (replicas or [engine]) if e.up and e.kv_capacity_tokens
+        ]
         if caps:
             seqs = sum(caps) / svc.tokens_per_sequence
             st = "warning" if seqs < seqs_needed else "ok"
@@ -166,48 +278,121 @@ def _service(svc: Service, plan: Plan, gpus: list[Gpu], engine: Engine | None, s
             prev = state.prev_waiting.get(engine.name)
             waiting = engine.requests_waiting or 0
             growing = waiting > 0 and prev is not None and waiting >= prev
-            if usage is not None and usage >= plan.alerts.kv_usage_critical and (growing or (engine.preemptions or 0) > 0):
+            if (
+                usage is not None
+                and usage >= plan.alerts.kv_usage_critical
+                and (growing or (engine.preemptions or 0) > 0)
+            ):
                 st = "critical"
-                cond(f"kv:{svc.name}", "critical", subject,
-                     f"KV cache {usage * 100:.0f}% full with "
-                     + ("a growing queue" if growing else f"{engine.preemptions:.0f} preemptions")
-                     + f" ({waiting:.0f} waiting): shed load, add a replica, or lower max-num-seqs", "kv")
+                cond(
+                    f"kv:{svc.name}",
+                    "critical",
+                    subject,
+                    f"KV cache {usage * 100:.0f}% full with "
+                    + ("a growing queue" if growing else f"{engine.preemptions:.0f} preemptions")
+                    + f" ({waiting:.0f} waiting): shed load, add a replica, or lower max-num-seqs",
+                    "kv",
+                )
             elif seqs < seqs_needed:
-                cond(f"kv:{svc.name}", "warning", subject,
-                     f"KV capacity {seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens < plan {seqs_needed}: lower "
-                     "max-model-len or raise gpu-memory-utilization", "kv")
-            heads.append(Headroom(name="kv", value=seqs - seqs_needed, budget=float(seqs_needed), unit="seqs",
-                                  state=st, detail=detail))
+                cond(
+                    f"kv:{svc.name}",
+                    "warning",
+                    subject,
+                    f"KV capacity {seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens < plan {seqs_needed}: lower "
+                    "max-model-len or raise gpu-memory-utilization",
+                    "kv",
+                )
+            heads.append(
+                Headroom(
+                    name="kv",
+                    value=seqs - seqs_needed,
+                    budget=float(seqs_needed),
+                    unit="seqs",
+                    state=st,
+                    detail=detail,
+                )
+            )
         else:
-            heads.append(Headroom(name="kv", state="unknown",
-                                  detail=engine.unavailable.get("kv_capacity_tokens", "engine reports no KV capacity")))
+            heads.append(
+                Headroom(
+                    name="kv",
+                    state="unknown",
+                    detail=engine.unavailable.get(
+                        "kv_capacity_tokens", "engine reports no KV capacity"
+                    ),
+                )
+            )
         waiting = engine.requests_waiting
         state.prev_waiting[engine.name] = waiting or 0
         if waiting is not None:
             st = "warning" if waiting > 0 else "ok"
-            heads.append(Headroom(name="queue", value=waiting, budget=0.0, unit="waiting", state=st,
-                                  detail=f"{waiting:.0f} waiting"))
+            heads.append(
+                Headroom(
+                    name="queue",
+                    value=waiting,
+                    budget=0.0,
+                    unit="waiting",
+                    state=st,
+                    detail=f"{waiting:.0f} waiting",
+                )
+            )
             if waiting > 0:
-                cond(f"queue:{svc.name}", "warning", subject,
-                     f"{waiting:.0f} requests waiting for over {plan.alerts.queue.for_s:.0f} s: the service is at "
-                     "capacity; check KV use and the arrival rate", "queue")
+                cond(
+                    f"queue:{svc.name}",
+                    "warning",
+                    subject,
+                    f"{waiting:.0f} requests waiting for over {plan.alerts.queue.for_s:.0f} s: the service is at "
+                    "capacity; check KV use and the arrival rate",
+                    "queue",
+                )
 
     # the parent GPU's power and thermal headroom, for the pulse view
     if parent is not None:
         if parent.power_w is not None and parent.power_limit_w:
             lim = parent.power_limit_w
-            st = "warning" if parent.power_w >= lim * (1 - plan.alerts.power_within_pct / 100) else "ok"
-            heads.append(Headroom(name="power", value=lim - parent.power_w, budget=lim * plan.alerts.power_within_pct / 100,
-                                  unit="W", state=st, detail=f"{parent.power_w:.0f} of {lim:.0f} W"))
+            st = (
+                "warning"
+                if parent.power_w >= lim * (1 - plan.alerts.power_within_pct / 100)
+                else "ok"
+            )
+            heads.append(
+                Headroom(
+                    name="power",
+                    value=lim - parent.power_w,
+                    budget=lim * plan.alerts.power_within_pct / 100,
+                    unit="W",
+                    state=st,
+                    detail=f"{parent.power_w:.0f} of {lim:.0f} W",
+                )
+            )
         if parent.temperature_c is not None and parent.temperature_slowdown_c:
             head = parent.temperature_slowdown_c - parent.temperature_c
             hot = bool(set(parent.clock_events or []) & THERMAL_EVENTS)
             st = "critical" if hot else "warning" if head <= plan.alerts.thermal_within_c else "ok"
-            heads.append(Headroom(name="thermal", value=head, budget=plan.alerts.thermal_within_c, unit="°C", state=st,
-                                  detail=f"{parent.temperature_c:.0f} °C, slowdown {parent.temperature_slowdown_c:.0f} °C"))
+            heads.append(
+                Headroom(
+                    name="thermal",
+                    value=head,
+                    budget=plan.alerts.thermal_within_c,
+                    unit="°C",
+                    state=st,
+                    detail=f"{parent.temperature_c:.0f} °C, slowdown {parent.temperature_slowdown_c:.0f} °C",
+                )
+            )
     shape(svc)  # validated already; keeps the catalog warm
     return ServiceStatus(
-        name=svc.name, engine=svc.engine_name, device=svc.device, device_id=device_id, model=model_name,
-        required_bytes=f.required_bytes, capacity_bytes=f.capacity_bytes, planned_headroom_bytes=f.headroom_bytes,
-        fits=f.fits, engine_up=engine.up if engine is not None else None, down_since=down_since,
-        last_recovery_s=recovered[1] if recovered else None, headroom=heads, unavailable=na)
+        name=svc.name,
+        engine=svc.engine_name,
+        device=svc.device,
+        device_id=device_id,
+        model=model_name,
+        required_bytes=f.required_bytes,
+        capacity_bytes=f.capacity_bytes,
+        planned_headroom_bytes=f.headroom_bytes,
+        fits=f.fits,
+        engine_up=engine.up if engine is not None else None,
+        down_since=down_since,
+        last_recovery_s=recovered[1] if recovered else None,
+        headroom=heads,
+        unavailable=na,
+    )

@@ -43,5 +43,8 @@ class KeySeries:
         names: list[str] = []
         for _, values in self.points:
             names += [n for n in values if n not in names]
-        return {"seconds": self.keep_s, "t": [t for t, _ in self.points],
-                "series": {n: [values.get(n) for _, values in self.points] for n in names}}
+        return {
+            "seconds": self.keep_s,
+            "t": [t for t, _ in self.points],
+            "series": {n: [values.get(n) for _, values in self.points] for n in names},
+        }

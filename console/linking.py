@@ -48,10 +48,22 @@ def link(gpus: list[Gpu], engines: list[Engine]) -> tuple[list[Gpu], list[Engine
         procs = [match(p, str(g.index)) for p in g.processes]
         mig = g.mig
         if mig is not None and mig.devices:
-            devices = [d.model_copy(update={"processes": [match(p, f"{g.index}/{d.index}") for p in d.processes]})
-                       for d in mig.devices]
+            devices = [
+                d.model_copy(
+                    update={"processes": [match(p, f"{g.index}/{d.index}") for p in d.processes]}
+                )
+                for d in mig.devices
+            ]
             mig = mig.model_copy(update={"devices": devices})
-        out_gpus.append(g.model_copy(update={"processes": procs, "mig": mig}) if procs or mig is not g.mig else g)
-    out_engines = [e.model_copy(update={"device": found_device[e.url]}) if not e.device and e.url in found_device
-                   else e for e in engines]
+        out_gpus.append(
+            g.model_copy(update={"processes": procs, "mig": mig})
+            if procs or mig is not g.mig
+            else g
+        )
+    out_engines = [
+        e.model_copy(update={"device": found_device[e.url]})
+        if not e.device and e.url in found_device
+        else e
+        for e in engines
+    ]
     return out_gpus, out_engines

@@ -49,8 +49,14 @@ def device_share(svc: Service, plan: Plan, gpus: list[Gpu]) -> float:
     if ref.profile is not None:
         slices = int(ref.profile.split("g.", 1)[0])
         gpu = next((g for g in gpus if g.index == ref.gpu), None)
-        full = max((int(i.profile.split("g.", 1)[0]) for i in (gpu.mig.instances if gpu and gpu.mig else [])
-                    if i.profile), default=0)
+        full = max(
+            (
+                int(i.profile.split("g.", 1)[0])
+                for i in (gpu.mig.instances if gpu and gpu.mig else [])
+                if i.profile
+            ),
+            default=0,
+        )
         from console.gpucatalog import catalog
 
         model = catalog().get(plan.node.gpu_model or "")
@@ -60,9 +66,15 @@ def device_share(svc: Service, plan: Plan, gpus: list[Gpu]) -> float:
     return share
 
 
-def service_meters(plan: Plan, services: list[ServiceStatus], histories: dict[str, Sequence[Extract]],
-                   profiles: dict[str, EngineProfile], burn_hist: dict[str, OutcomeHistory], gpus: list[Gpu],
-                   now: float) -> tuple[list[ServiceStatus], dict | None, list[Condition]]:
+def service_meters(
+    plan: Plan,
+    services: list[ServiceStatus],
+    histories: dict[str, Sequence[Extract]],
+    profiles: dict[str, EngineProfile],
+    burn_hist: dict[str, OutcomeHistory],
+    gpus: list[Gpu],
+    now: float,
+) -> tuple[list[ServiceStatus], dict | None, list[Condition]]:
     conds: list[Condition] = []
     out = []
     hour = dt.datetime.fromtimestamp(now).hour
@@ -73,12 +85,25 @@ def service_meters(plan: Plan, services: list[ServiceStatus], histories: dict[st
         hourly = node_hourly(spec)
         e = energy(spec, total_w, hour)
         per_gpu = []
-        for g in gpus:  # each GPU on the node's basis: its board power, a GPU's share of the host, PUE
+        for (
+            g
+        ) in gpus:  # each GPU on the node's basis: its board power, a GPU's share of the host, PUE
             ge = energy(spec, g.power_w, hour, node_share=1 / len(gpus))
-            per_gpu.append({"gpu": g.index, "usd_per_h": hourly / len(gpus), "energy_usd_per_h": ge["usd_per_h"],
-                            "energy_basis": ge["basis"]})
-        node = {"usd_per_h": hourly, "horizon_h": spec.horizon_h, "energy": e,
-                "total_usd_per_h": hourly + (e["usd_per_h"] or 0.0), "per_gpu": per_gpu}
+            per_gpu.append(
+                {
+                    "gpu": g.index,
+                    "usd_per_h": hourly / len(gpus),
+                    "energy_usd_per_h": ge["usd_per_h"],
+                    "energy_basis": ge["basis"],
+                }
+            )
+        node = {
+            "usd_per_h": hourly,
+            "horizon_h": spec.horizon_h,
+            "energy": e,
+            "total_usd_per_h": hourly + (e["usd_per_h"] or 0.0),
+            "per_gpu": per_gpu,
+        }
     by_name = {s.name: s for s in plan.services}
     for status in services:
         svc = by_name[status.name]
@@ -100,8 +125,17 @@ def service_meters(plan: Plan, services: list[ServiceStatus], histories: dict[st
                 slo_doc["burn"] = burn_rates(hist, default_slo(svc).completion)
                 hit = burn_alert(slo_doc["burn"])
                 if hit is not None and plan.alerts.burn.enabled:
-                    conds.append(Condition(f"burn:{svc.name}", hit[0], svc.name, hit[1], "burn",
-                                           plan.alerts.burn.for_s, plan.alerts.burn.clear_s))
+                    conds.append(
+                        Condition(
+                            f"burn:{svc.name}",
+                            hit[0],
+                            svc.name,
+                            hit[1],
+                            "burn",
+                            plan.alerts.burn.for_s,
+                            plan.alerts.burn.clear_s,
+                        )
+                    )
         cost_doc = None
         if spec is not None and node is not None:
             share = device_share(svc, plan, gpus)
@@ -123,15 +157,20 @@ def service_meters(plan: Plan, services: list[ServiceStatus], histories: dict[st
                 good = slo_doc.get("goodput_tokens_per_s")
                 if good:
                     cost_doc["usd_per_m_compliant_tokens"] = {
-                        "low": per_million(hourly, good["high"], 1.0),  # more good tokens -> cheaper
-                        "high": per_million(hourly, good["low"], 1.0)}
+                        "low": per_million(
+                            hourly, good["high"], 1.0
+                        ),  # more good tokens -> cheaper
+                        "high": per_million(hourly, good["low"], 1.0),
+                    }
                 o = outcomes(hists, prof, w_s)
                 e = cost_doc.get("energy") or {}
                 if o is not None and e.get("power_w") and rate:
                     cost_doc["joules_per_output_token"] = e["power_w"] / rate
                     done = o.good + o.failed
                     if done > 0 and o.span_s > 0:
-                        cost_doc["wh_per_1000_requests"] = e["power_w"] * o.span_s / 3600 / done * 1000
+                        cost_doc["wh_per_1000_requests"] = (
+                            e["power_w"] * o.span_s / 3600 / done * 1000
+                        )
         out.append(status.model_copy(update={"slo": slo_doc, "cost": cost_doc}))
     return out, node, conds
 

@@ -36,8 +36,14 @@ LOST = "GPU is lost (fell off the bus or hung): not polled again until inferdeck
 NEEDS_ROOT = "needs root (the mig/config capability)"
 
 CLOCK_EVENTS = (  # bit, name
-    (0x1, "idle"), (0x2, "applications clocks"), (0x4, "power cap"), (0x8, "HW slowdown"),
-    (0x10, "sync boost"), (0x20, "thermal (SW)"), (0x40, "thermal (HW)"), (0x80, "power brake (HW)"),
+    (0x1, "idle"),
+    (0x2, "applications clocks"),
+    (0x4, "power cap"),
+    (0x8, "HW slowdown"),
+    (0x10, "sync boost"),
+    (0x20, "thermal (SW)"),
+    (0x40, "thermal (HW)"),
+    (0x80, "power brake (HW)"),
     (0x100, "display clocks"),
 )
 ARCH_NAMES = {7: "ampere", 8: "ada", 9: "hopper", 10: "blackwell"}
@@ -146,8 +152,11 @@ class NvmlReader:
     def source(self) -> GpuSource:
         if not self._started:
             return GpuSource(kind="none", error=self._error)
-        return GpuSource(kind="simulated" if self._simulated else "nvml", driver_version=self._driver,
-                         cuda_driver_version=self._cuda)
+        return GpuSource(
+            kind="simulated" if self._simulated else "nvml",
+            driver_version=self._driver,
+            cuda_driver_version=self._cuda,
+        )
 
     @property
     def lib(self) -> Any:
@@ -166,18 +175,26 @@ class NvmlReader:
         try:
             count = int(lib.nvmlDeviceGetCount())
         except Exception as exc:  # noqa: BLE001
-            return GpuSource(kind="none", error=f"NVML could not count GPUs ({type(exc).__name__}: {exc})."), []
+            return GpuSource(
+                kind="none", error=f"NVML could not count GPUs ({type(exc).__name__}: {exc})."
+            ), []
         gpus = []
         self._pids_seen = self._pids_visible = 0
         for i in range(count):
             try:
                 gpus.append(self._read_gpu(i))
             except Exception as exc:  # noqa: BLE001 - one unreadable GPU never hides the others
-                gpus.append(Gpu(index=i, unavailable={"gpu": f"reader error: {type(exc).__name__}: {exc}"}))
+                gpus.append(
+                    Gpu(index=i, unavailable={"gpu": f"reader error: {type(exc).__name__}: {exc}"})
+                )
         source = self.source()
         if self._pids_seen and not self._pids_visible and not self._simulated:
-            source = source.model_copy(update={"note": "GPU process IDs are the host's and none is visible here: "
-                                               "running in a container without the host PID namespace?"})
+            source = source.model_copy(
+                update={
+                    "note": "GPU process IDs are the host's and none is visible here: "
+                    "running in a container without the host PID namespace?"
+                }
+            )
         return source, gpus
 
     def _call(self, fn: str, *args: Any, field: str, na: dict[str, str]) -> Any:
@@ -205,8 +222,13 @@ class NvmlReader:
                 na[field] = _text(exc)
         return None
 
-    def _probe(self, key: str, variants: Sequence[tuple[str, Callable[[Any], Any]]], field: str,
-               na: dict[str, str]) -> Any:
+    def _probe(
+        self,
+        key: str,
+        variants: Sequence[tuple[str, Callable[[Any], Any]]],
+        field: str,
+        na: dict[str, str],
+    ) -> Any:
         """Call the first variant this driver has; remember it (probe once, fall back to older)."""
         lib = self._lib
         chosen = self._variant.get(key)
@@ -222,11 +244,15 @@ class NvmlReader:
                 code = getattr(exc, "value", None)
                 if code in (lib.NVML_ERROR_GPU_IS_LOST, lib.NVML_ERROR_UNKNOWN):
                     raise _Lost() from None
-                if chosen is None and code in (lib.NVML_ERROR_FUNCTION_NOT_FOUND,
-                                               getattr(lib, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", -1)):
+                if chosen is None and code in (
+                    lib.NVML_ERROR_FUNCTION_NOT_FOUND,
+                    getattr(lib, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", -1),
+                ):
                     continue  # older driver: try the older call
-                na[field] = {lib.NVML_ERROR_NOT_SUPPORTED: "not supported",
-                             lib.NVML_ERROR_NO_PERMISSION: "needs root"}.get(code, _text(exc))
+                na[field] = {
+                    lib.NVML_ERROR_NOT_SUPPORTED: "not supported",
+                    lib.NVML_ERROR_NO_PERMISSION: "needs root",
+                }.get(code, _text(exc))
                 return None
             except lib.NVMLLibraryMismatchError:
                 if chosen is None:
@@ -257,7 +283,9 @@ class NvmlReader:
                 na["utilization_gpu_pct"] = na["utilization_memory_pct"] = "n/a under MIG"
                 na.pop("ecc_corrected_volatile", None)
                 if fast.get("ecc_corrected_volatile") is None:
-                    na["ecc_corrected_volatile"] = na["ecc_uncorrected_volatile"] = "n/a under MIG (per device)"
+                    na["ecc_corrected_volatile"] = na["ecc_uncorrected_volatile"] = (
+                        "n/a under MIG (per device)"
+                    )
                 procs: list[GpuProcess] = []
             else:
                 procs = self._processes(handle, na)
@@ -279,22 +307,42 @@ class NvmlReader:
         pci = self._call("nvmlDeviceGetPciInfo", h, field="pci_bus_id", na=na)
         f["pci_bus_id"] = _text(pci.busId) if pci is not None else None
         arch = self._call("nvmlDeviceGetArchitecture", h, field="architecture", na=na)
-        f["architecture"] = ARCH_NAMES.get(int(arch), f"arch {int(arch)}") if arch is not None else None
-        f["clock_sm_max_mhz"] = self._call("nvmlDeviceGetMaxClockInfo", h, lib.NVML_CLOCK_SM, field="clock_sm_max_mhz", na=na)
-        f["clock_mem_max_mhz"] = self._call("nvmlDeviceGetMaxClockInfo", h, lib.NVML_CLOCK_MEM, field="clock_mem_max_mhz", na=na)
-        limit = self._call("nvmlDeviceGetPowerManagementDefaultLimit", h, field="power_default_limit_w", na=na)
+        f["architecture"] = (
+            ARCH_NAMES.get(int(arch), f"arch {int(arch)}") if arch is not None else None
+        )
+        f["clock_sm_max_mhz"] = self._call(
+            "nvmlDeviceGetMaxClockInfo", h, lib.NVML_CLOCK_SM, field="clock_sm_max_mhz", na=na
+        )
+        f["clock_mem_max_mhz"] = self._call(
+            "nvmlDeviceGetMaxClockInfo", h, lib.NVML_CLOCK_MEM, field="clock_mem_max_mhz", na=na
+        )
+        limit = self._call(
+            "nvmlDeviceGetPowerManagementDefaultLimit", h, field="power_default_limit_w", na=na
+        )
         f["power_default_limit_w"] = limit / 1000.0 if limit is not None else None
-        for fld, which in (("temperature_slowdown_c", lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
-                           ("temperature_shutdown_c", lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)):
+        for fld, which in (
+            ("temperature_slowdown_c", lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+            ("temperature_shutdown_c", lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+        ):
             v = self._call("nvmlDeviceGetTemperatureThreshold", h, which, field=fld, na=na)
             f[fld] = float(v) if v is not None else None
         ecc = self._call("nvmlDeviceGetEccMode", h, field="ecc_enabled", na=na)
-        f["ecc_enabled"], f["ecc_pending"] = (bool(ecc[0]), bool(ecc[1])) if ecc is not None else (None, None)
+        f["ecc_enabled"], f["ecc_pending"] = (
+            (bool(ecc[0]), bool(ecc[1])) if ecc is not None else (None, None)
+        )
         if ecc is None:
             na["ecc_pending"] = na["ecc_enabled"]
         rows = self._call("nvmlDeviceGetRemappedRows", h, field="remapped_rows", na=na)
-        f["remapped_rows"] = (RemappedRows(correctable=int(rows[0]), uncorrectable=int(rows[1]),
-                                           pending=bool(rows[2]), failure=bool(rows[3])) if rows is not None else None)
+        f["remapped_rows"] = (
+            RemappedRows(
+                correctable=int(rows[0]),
+                uncorrectable=int(rows[1]),
+                pending=bool(rows[2]),
+                failure=bool(rows[3]),
+            )
+            if rows is not None
+            else None
+        )
         pages = None
         if rows is None:
             cause = getattr(lib, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1)
@@ -310,8 +358,15 @@ class NvmlReader:
         lib = self._lib
         f: dict[str, Any] = {}
         v2 = getattr(lib, "nvmlMemory_v2", None)
-        mem = self._probe("memory", [("nvmlDeviceGetMemoryInfo", lambda fn: fn(h, version=v2) if v2 else fn(h)),
-                                     ("nvmlDeviceGetMemoryInfo", lambda fn: fn(h))], "memory_used_bytes", na)
+        mem = self._probe(
+            "memory",
+            [
+                ("nvmlDeviceGetMemoryInfo", lambda fn: fn(h, version=v2) if v2 else fn(h)),
+                ("nvmlDeviceGetMemoryInfo", lambda fn: fn(h)),
+            ],
+            "memory_used_bytes",
+            na,
+        )
         if mem is not None:
             f["memory_total_bytes"], f["memory_used_bytes"] = int(mem.total), int(mem.used)
             f["memory_reserved_bytes"] = int(mem.reserved) if hasattr(mem, "reserved") else None
@@ -324,11 +379,18 @@ class NvmlReader:
             f["bar1_total_bytes"], f["bar1_used_bytes"] = int(bar.bar1Total), int(bar.bar1Used)
         rates = self._call("nvmlDeviceGetUtilizationRates", h, field="utilization_gpu_pct", na=na)
         if rates is not None:
-            f["utilization_gpu_pct"], f["utilization_memory_pct"] = float(rates.gpu), float(rates.memory)
+            f["utilization_gpu_pct"], f["utilization_memory_pct"] = (
+                float(rates.gpu),
+                float(rates.memory),
+            )
         else:
             na["utilization_memory_pct"] = na["utilization_gpu_pct"]
-        f["clock_sm_mhz"] = self._call("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM, field="clock_sm_mhz", na=na)
-        f["clock_mem_mhz"] = self._call("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM, field="clock_mem_mhz", na=na)
+        f["clock_sm_mhz"] = self._call(
+            "nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM, field="clock_sm_mhz", na=na
+        )
+        f["clock_mem_mhz"] = self._call(
+            "nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM, field="clock_mem_mhz", na=na
+        )
         f["pstate"] = self._call("nvmlDeviceGetPerformanceState", h, field="pstate", na=na)
         power = self._call("nvmlDeviceGetPowerUsage", h, field="power_w", na=na)
         f["power_w"] = power / 1000.0 if power is not None else None
@@ -337,19 +399,39 @@ class NvmlReader:
         energy = self._call("nvmlDeviceGetTotalEnergyConsumption", h, field="energy_j", na=na)
         f["energy_j"] = energy / 1000.0 if energy is not None else None
         gpu_sensor = lib.NVML_TEMPERATURE_GPU
-        temp = self._probe("temperature", [("nvmlDeviceGetTemperatureV", lambda fn: fn(h, gpu_sensor)),
-                                           ("nvmlDeviceGetTemperature", lambda fn: fn(h, gpu_sensor))],
-                           "temperature_c", na)
+        temp = self._probe(
+            "temperature",
+            [
+                ("nvmlDeviceGetTemperatureV", lambda fn: fn(h, gpu_sensor)),
+                ("nvmlDeviceGetTemperature", lambda fn: fn(h, gpu_sensor)),
+            ],
+            "temperature_c",
+            na,
+        )
         f["temperature_c"] = float(temp) if temp is not None else None
         fan = self._call("nvmlDeviceGetFanSpeed", h, field="fan_pct", na=na)
         f["fan_pct"] = float(fan) if fan is not None else None
-        reasons = self._probe("clock_events", [("nvmlDeviceGetCurrentClocksEventReasons", lambda fn: fn(h)),
-                                               ("nvmlDeviceGetCurrentClocksThrottleReasons", lambda fn: fn(h))],
-                              "clock_events", na)
-        f["clock_events"] = [name for bit, name in CLOCK_EVENTS if int(reasons) & bit] if reasons is not None else None
-        for fld, kind in (("ecc_corrected_volatile", lib.NVML_MEMORY_ERROR_TYPE_CORRECTED),
-                          ("ecc_uncorrected_volatile", lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
-            v = self._call("nvmlDeviceGetTotalEccErrors", h, kind, lib.NVML_VOLATILE_ECC, field=fld, na=na)
+        reasons = self._probe(
+            "clock_events",
+            [
+                ("nvmlDeviceGetCurrentClocksEventReasons", lambda fn: fn(h)),
+                ("nvmlDeviceGetCurrentClocksThrottleReasons", lambda fn: fn(h)),
+            ],
+            "clock_events",
+            na,
+        )
+        f["clock_events"] = (
+            [name for bit, name in CLOCK_EVENTS if int(reasons) & bit]
+            if reasons is not None
+            else None
+        )
+        for fld, kind in (
+            ("ecc_corrected_volatile", lib.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+            ("ecc_uncorrected_volatile", lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED),
+        ):
+            v = self._call(
+                "nvmlDeviceGetTotalEccErrors", h, kind, lib.NVML_VOLATILE_ECC, field=fld, na=na
+            )
             f[fld] = int(v) if v is not None else None
         return f
 
@@ -361,8 +443,14 @@ class NvmlReader:
             user, command = proc_info(int(p.pid)) if not self._simulated else (None, None)
             self._pids_seen += 1
             self._pids_visible += command is not None
-            out.append(GpuProcess(pid=int(p.pid), used_memory_bytes=int(used) if used is not None else None,
-                                  user=user, command=command))
+            out.append(
+                GpuProcess(
+                    pid=int(p.pid),
+                    used_memory_bytes=int(used) if used is not None else None,
+                    user=user,
+                    command=command,
+                )
+            )
         return out
 
     # --- MIG -------------------------------------------------------------------------------
@@ -375,7 +463,9 @@ class NvmlReader:
         note = None
         if current != pending:
             note = f"MIG {'enable' if pending else 'disable'} pending — needs a GPU reset or reboot"
-        elif current and (self._slow.get(index, (0, {}, {}))[1].get("architecture") in ("hopper", "blackwell")):
+        elif current and (
+            self._slow.get(index, (0, {}, {}))[1].get("architecture") in ("hopper", "blackwell")
+        ):
             note = "MIG mode is lost on driver reload"
         if not current:
             self._walk.pop(index, None)
@@ -386,7 +476,9 @@ class NvmlReader:
         uuids: list[str] = []
         for i in range(int(count)):
             dev_na: dict[str, str] = {}
-            mh = self._call("nvmlDeviceGetMigDeviceHandleByIndex", handle, i, field="handle", na=dev_na)
+            mh = self._call(
+                "nvmlDeviceGetMigDeviceHandleByIndex", handle, i, field="handle", na=dev_na
+            )
             if mh is None:
                 continue  # NOT_FOUND: no MIG device at this index (indices can be sparse)
             devices.append(self._read_mig_device(i, mh, dev_na))
@@ -394,14 +486,29 @@ class NvmlReader:
         walked = self._walk.get(index)
         key = tuple(uuids)
         errors = any(d.unavailable.get("handle") for d in devices)
-        if walked is None or walked[1] != key or errors or time.monotonic() - walked[0] > SLOW_TTL_S:
+        if (
+            walked is None
+            or walked[1] != key
+            or errors
+            or time.monotonic() - walked[0] > SLOW_TTL_S
+        ):
             instances, walk_na = self._walk_instances(handle, profiles)
-            self._walk[index] = (time.monotonic(), key, MigState(instances=instances, unavailable=walk_na))
+            self._walk[index] = (
+                time.monotonic(),
+                key,
+                MigState(instances=instances, unavailable=walk_na),
+            )
         instances = self._walk[index][2].instances
         na.update(self._walk[index][2].unavailable)
         devices = [self._place(d, instances, profiles) for d in devices]
-        return MigState(current=current, pending=pending, note=note, instances=instances, devices=devices,
-                        unavailable=na)
+        return MigState(
+            current=current,
+            pending=pending,
+            note=note,
+            instances=instances,
+            devices=devices,
+            unavailable=na,
+        )
 
     def _profile_list(self, index: int, handle: Any, total: int | None) -> list[_Profile]:
         """The GPU's GI profiles (the profile-info loop mig-parted uses): static, read once."""
@@ -413,18 +520,31 @@ class NvmlReader:
             try:
                 info = lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, p)
             except lib.NVMLError as exc:
-                if getattr(exc, "value", None) in (lib.NVML_ERROR_GPU_IS_LOST, lib.NVML_ERROR_UNKNOWN):
+                if getattr(exc, "value", None) in (
+                    lib.NVML_ERROR_GPU_IS_LOST,
+                    lib.NVML_ERROR_UNKNOWN,
+                ):
                     raise _Lost() from None
                 continue
             if total:
                 name = mig_profile_name(int(info.sliceCount), int(info.memorySizeMB), total, p)
-                out.append(_Profile(p, int(info.id), int(info.sliceCount), name, int(info.instanceCount),
-                                    int(info.memorySizeMB)))
+                out.append(
+                    _Profile(
+                        p,
+                        int(info.id),
+                        int(info.sliceCount),
+                        name,
+                        int(info.instanceCount),
+                        int(info.memorySizeMB),
+                    )
+                )
         if out:
             self._profiles[index] = out
         return out
 
-    def _walk_instances(self, handle: Any, profiles: list[_Profile]) -> tuple[list[GpuInstance], dict[str, str]]:
+    def _walk_instances(
+        self, handle: Any, profiles: list[_Profile]
+    ) -> tuple[list[GpuInstance], dict[str, str]]:
         """GPU instances and their compute instances (mig-parted's walk). Needs root."""
         na: dict[str, str] = {}
         out: list[GpuInstance] = []
@@ -432,7 +552,15 @@ class NvmlReader:
             pid, slices, name, count = prof.id, prof.slices, prof.name, max(1, prof.count)
             arr = (self._lib.c_nvmlGpuInstance_t * count)()
             n = ctypes.c_uint(count)
-            got = self._call("nvmlDeviceGetGpuInstances", handle, pid, arr, ctypes.byref(n), field="instances", na=na)
+            got = self._call(
+                "nvmlDeviceGetGpuInstances",
+                handle,
+                pid,
+                arr,
+                ctypes.byref(n),
+                field="instances",
+                na=na,
+            )
             if got is None and "instances" in na:
                 if na["instances"] == "needs root":
                     na["instances"] = f"GPU-instance list {NEEDS_ROOT}"
@@ -441,10 +569,16 @@ class NvmlReader:
                 info = self._call("nvmlGpuInstanceGetInfo", gi, field="instances", na=na)
                 if info is None:
                     continue
-                out.append(GpuInstance(id=int(info.id), profile=name, profile_id=pid,
-                                       placement_start=int(info.placement.start),
-                                       placement_size=int(info.placement.size),
-                                       compute_instances=self._walk_cis(gi, name, slices)))
+                out.append(
+                    GpuInstance(
+                        id=int(info.id),
+                        profile=name,
+                        profile_id=pid,
+                        placement_start=int(info.placement.start),
+                        placement_size=int(info.placement.size),
+                        compute_instances=self._walk_cis(gi, name, slices),
+                    )
+                )
         out.sort(key=lambda g: (g.placement_start or 0, g.id))
         return out, na
 
@@ -453,14 +587,26 @@ class NvmlReader:
         out = []
         for c in range(getattr(lib, "NVML_COMPUTE_INSTANCE_PROFILE_COUNT", 9)):
             dummy: dict[str, str] = {}
-            info = self._call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, c, 0, field="ci", na=dummy)
+            info = self._call(
+                "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, c, 0, field="ci", na=dummy
+            )
             if info is None:
                 continue
             count = max(1, int(info.instanceCount))
             arr = (self._lib.c_nvmlComputeInstance_t * count)()
             n = ctypes.c_uint(count)
-            if self._call("nvmlGpuInstanceGetComputeInstances", gi, int(info.id), arr, ctypes.byref(n),
-                          field="ci", na=dummy) is None:
+            if (
+                self._call(
+                    "nvmlGpuInstanceGetComputeInstances",
+                    gi,
+                    int(info.id),
+                    arr,
+                    ctypes.byref(n),
+                    field="ci",
+                    na=dummy,
+                )
+                is None
+            ):
                 continue
             slices = int(info.sliceCount)
             name = gi_name if slices == gi_slices else f"{slices}c.{gi_name}"
@@ -476,11 +622,16 @@ class NvmlReader:
         ci_id = self._call("nvmlDeviceGetComputeInstanceId", mh, field="compute_instance_id", na=na)
         mem = self._call("nvmlDeviceGetMemoryInfo", mh, field="memory_used_bytes", na=na)
         procs = self._processes(mh, na)
-        return MigDevice(index=i, uuid=uuid, processes=procs,
-                         gpu_instance_id=int(gi_id) if gi_id is not None else None,
-                         compute_instance_id=int(ci_id) if ci_id is not None else None,
-                         memory_total_bytes=int(mem.total) if mem is not None else None,
-                         memory_used_bytes=int(mem.used) if mem is not None else None, unavailable=na)
+        return MigDevice(
+            index=i,
+            uuid=uuid,
+            processes=procs,
+            gpu_instance_id=int(gi_id) if gi_id is not None else None,
+            compute_instance_id=int(ci_id) if ci_id is not None else None,
+            memory_total_bytes=int(mem.total) if mem is not None else None,
+            memory_used_bytes=int(mem.used) if mem is not None else None,
+            unavailable=na,
+        )
 
     @staticmethod
     def _place(d: MigDevice, instances: list[GpuInstance], profiles: list[_Profile]) -> MigDevice:
@@ -488,12 +639,24 @@ class NvmlReader:
         gi = next((g for g in instances if g.id == d.gpu_instance_id), None)
         if gi is not None:
             ci = next((c for c in gi.compute_instances if c.id == d.compute_instance_id), None)
-            return d.model_copy(update={"profile": ci.profile if ci else gi.profile,
-                                        "placement_start": gi.placement_start, "placement_size": gi.placement_size})
+            return d.model_copy(
+                update={
+                    "profile": ci.profile if ci else gi.profile,
+                    "placement_start": gi.placement_start,
+                    "placement_size": gi.placement_size,
+                }
+            )
         # without the GI walk: the plain profile whose memory matches; placement unknown
         na = dict(d.unavailable)
         mib = (d.memory_total_bytes or 0) // (1024 * 1024)
-        profile = next((p.name for p in profiles if p.memory_mib == mib and not any(c in p.name for c in "+-")), None)
+        profile = next(
+            (
+                p.name
+                for p in profiles
+                if p.memory_mib == mib and not any(c in p.name for c in "+-")
+            ),
+            None,
+        )
         na["placement_start"] = na["placement_size"] = f"GPU-instance list {NEEDS_ROOT}"
         if profile is None:
             na["profile"] = f"GPU-instance list {NEEDS_ROOT}"

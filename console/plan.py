@@ -24,7 +24,9 @@ from console.frame import Gpu
 from console.gpucatalog import MIB, catalog
 
 GIB = 2**30
-DEVICE_RE = re.compile(r"^(?:(?P<gpu>\d+)(?::(?P<profile>\d+g\.\d+gb[^@]*)@(?P<start>\d+))?|(?P<uuid>(?:GPU|MIG)-[0-9a-fA-F-]+))$")
+DEVICE_RE = re.compile(
+    r"^(?:(?P<gpu>\d+)(?::(?P<profile>\d+g\.\d+gb[^@]*)@(?P<start>\d+))?|(?P<uuid>(?:GPU|MIG)-[0-9a-fA-F-]+))$"
+)
 
 
 class _Strict(BaseModel):
@@ -58,12 +60,18 @@ class SloSpec(_Strict):
 
 class Service(_Strict):
     name: str
-    engine: str | None = None  # the engine's name (config engines[].name); default: the service name
-    replicas: list[str] | None = None  # several engines serving this service (SLOs sum their buckets)
+    engine: str | None = (
+        None  # the engine's name (config engines[].name); default: the service name
+    )
+    replicas: list[str] | None = (
+        None  # several engines serving this service (SLOs sum their buckets)
+    )
     device: str
     model: str | ModelShape
     weight_bits: float | None = Field(None, gt=0, le=32)
-    weights_gib: float | None = Field(None, gt=0)  # a measured checkpoint size instead of the arithmetic
+    weights_gib: float | None = Field(
+        None, gt=0
+    )  # a measured checkpoint size instead of the arithmetic
     weight_overhead: float = Field(0.0, ge=0, le=1)  # allowance for scales and unquantised tensors
     kv_bits: float = Field(16, gt=0, le=32)
     tokens_per_sequence: int = Field(gt=0)
@@ -76,13 +84,17 @@ class Service(_Strict):
     @classmethod
     def _device(cls, v: str) -> str:
         if not DEVICE_RE.match(v):
-            raise ValueError(f"{v!r} is not a GPU index (0), a MIG device (1:2g.48gb@0) or a GPU/MIG uuid")
+            raise ValueError(
+                f"{v!r} is not a GPU index (0), a MIG device (1:2g.48gb@0) or a GPU/MIG uuid"
+            )
         return v
 
     @model_validator(mode="after")
     def _weights(self) -> Service:
         if (self.weight_bits is None) == (self.weights_gib is None):
-            raise ValueError("give weight_bits or weights_gib (a measured checkpoint size), exactly one")
+            raise ValueError(
+                "give weight_bits or weights_gib (a measured checkpoint size), exactly one"
+            )
         return self
 
     @property
@@ -128,6 +140,7 @@ class Plan(_Strict):
 
 
 # --- arithmetic -------------------------------------------------------------------------------
+
 
 def shape(svc: Service) -> ModelShape:
     if isinstance(svc.model, ModelShape):
@@ -177,11 +190,23 @@ def fit(svc: Service, capacity_bytes: float | None, capacity_source: str, device
     per_token = kv_bytes_per_token(m, svc.kv_bits)
     kv = per_token * svc.tokens_per_sequence * svc.concurrent_sequences
     runtime, margin = svc.runtime_reserve_gib * GIB, svc.margin_gib * GIB
-    return Fit(svc.name, svc.device, w, per_token, kv, runtime, margin, w + kv + runtime + margin,
-               capacity_bytes, capacity_source, device_label)
+    return Fit(
+        svc.name,
+        svc.device,
+        w,
+        per_token,
+        kv,
+        runtime,
+        margin,
+        w + kv + runtime + margin,
+        capacity_bytes,
+        capacity_source,
+        device_label,
+    )
 
 
 # --- devices ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DeviceRef:
@@ -198,7 +223,9 @@ def parse_device(text: str) -> DeviceRef:
     if m.group("uuid"):
         return DeviceRef(None, uuid=m.group("uuid"))
     start = m.group("start")
-    return DeviceRef(int(m.group("gpu")), m.group("profile"), int(start) if start is not None else None)
+    return DeviceRef(
+        int(m.group("gpu")), m.group("profile"), int(start) if start is not None else None
+    )
 
 
 def catalog_capacity(ref: DeviceRef, node: Node) -> tuple[float | None, str]:
@@ -215,7 +242,9 @@ def catalog_capacity(ref: DeviceRef, node: Node) -> tuple[float | None, str]:
     return prof.memory_mib * MIB, f"GPU {ref.gpu} MIG {ref.profile}@{ref.start}"
 
 
-def live_device(ref: DeviceRef, gpus: list[Gpu]) -> tuple[str | None, float | None, float | None, Gpu | None]:
+def live_device(
+    ref: DeviceRef, gpus: list[Gpu]
+) -> tuple[str | None, float | None, float | None, Gpu | None]:
     """(device id like "1/0", capacity bytes, used bytes, parent GPU) on the live node, or Nones."""
     for g in gpus:
         if ref.uuid is not None and g.uuid == ref.uuid:
@@ -223,8 +252,12 @@ def live_device(ref: DeviceRef, gpus: list[Gpu]) -> tuple[str | None, float | No
         for d in g.mig.devices if g.mig else []:
             if ref.uuid is not None and d.uuid == ref.uuid:
                 return f"{g.index}/{d.index}", d.memory_total_bytes, d.memory_used_bytes, g
-            if (ref.gpu == g.index and ref.profile is not None and d.profile == ref.profile
-                    and d.placement_start == ref.start):
+            if (
+                ref.gpu == g.index
+                and ref.profile is not None
+                and d.profile == ref.profile
+                and d.placement_start == ref.start
+            ):
                 return f"{g.index}/{d.index}", d.memory_total_bytes, d.memory_used_bytes, g
         if ref.uuid is None and ref.profile is None and ref.gpu == g.index:
             return str(g.index), g.memory_total_bytes, g.memory_used_bytes, g
@@ -241,28 +274,40 @@ def check_plan(plan: Plan, where: object = None) -> None:
     names: set[str] = set()
     for i, svc in enumerate(plan.services):
         if svc.name in names:
-            raise ConfigError(f"{at(('services', i, 'name'))}services.{i}.name: {svc.name!r} is used twice; "
-                              "give each service its own name.")
+            raise ConfigError(
+                f"{at(('services', i, 'name'))}services.{i}.name: {svc.name!r} is used twice; "
+                "give each service its own name."
+            )
         names.add(svc.name)
         if isinstance(svc.model, str) and svc.model not in model_catalog():
             known = ", ".join(sorted(model_catalog()))
-            raise ConfigError(f"{at(('services', i, 'model'))}services.{i}.model: unknown model {svc.model!r}; "
-                              f"use one of {known}, or give layers/kv_heads/head_dim/params_b inline.")
+            raise ConfigError(
+                f"{at(('services', i, 'model'))}services.{i}.model: unknown model {svc.model!r}; "
+                f"use one of {known}, or give layers/kv_heads/head_dim/params_b inline."
+            )
         ref = parse_device(svc.device)
         if plan.node.gpus is not None and ref.gpu is not None and ref.gpu >= plan.node.gpus:
-            raise ConfigError(f"{at(('services', i, 'device'))}services.{i}.device: GPU {ref.gpu} does not exist "
-                              f"(node.gpus is {plan.node.gpus}; GPUs are numbered from 0).")
+            raise ConfigError(
+                f"{at(('services', i, 'device'))}services.{i}.device: GPU {ref.gpu} does not exist "
+                f"(node.gpus is {plan.node.gpus}; GPUs are numbered from 0)."
+            )
         if plan.node.gpu_model is not None:
             if plan.node.gpu_model not in catalog():
-                raise ConfigError(f"{at(('node', 'gpu_model'))}node.gpu_model: unknown GPU {plan.node.gpu_model!r}; "
-                                  f"use one of {', '.join(sorted(catalog()))}.")
+                raise ConfigError(
+                    f"{at(('node', 'gpu_model'))}node.gpu_model: unknown GPU {plan.node.gpu_model!r}; "
+                    f"use one of {', '.join(sorted(catalog()))}."
+                )
             model = catalog()[plan.node.gpu_model]
             if ref.profile is not None:
                 profiles = {p.name: p for p in (model.mig.profiles if model.mig else [])}
                 prof = profiles.get(ref.profile)
                 if prof is None:
-                    raise ConfigError(f"{at(('services', i, 'device'))}services.{i}.device: {model.name} has no MIG "
-                                      f"profile {ref.profile!r}; use one of {', '.join(profiles) or 'none (no MIG)'}.")
+                    raise ConfigError(
+                        f"{at(('services', i, 'device'))}services.{i}.device: {model.name} has no MIG "
+                        f"profile {ref.profile!r}; use one of {', '.join(profiles) or 'none (no MIG)'}."
+                    )
                 if ref.start not in prof.starts:
-                    raise ConfigError(f"{at(('services', i, 'device'))}services.{i}.device: {ref.profile} cannot "
-                                      f"start at {ref.start}; valid placements are {prof.starts}.")
+                    raise ConfigError(
+                        f"{at(('services', i, 'device'))}services.{i}.device: {ref.profile} cannot "
+                        f"start at {ref.start}; valid placements are {prof.starts}."
+                    )

@@ -155,24 +155,47 @@ class Poller:
                 try:
                     engines.append(task.result())
                 except Exception as exc:  # noqa: BLE001 - a poll bug shows as this engine's error
-                    engines.append(EngineSample(label=state.target.label, url=state.target.url, t=now, up=False,
-                                                error=f"inferdeck error while polling: {type(exc).__name__}: {exc}"))
+                    engines.append(
+                        EngineSample(
+                            label=state.target.label,
+                            url=state.target.url,
+                            t=now,
+                            up=False,
+                            error=f"inferdeck error while polling: {type(exc).__name__}: {exc}",
+                        )
+                    )
             else:
-                engines.append(EngineSample(label=state.target.label, url=state.target.url, t=now, fresh=False,
-                                            device=state.target.device, model=state.target.model,
-                                            error="still waiting for its answer"))
+                engines.append(
+                    EngineSample(
+                        label=state.target.label,
+                        url=state.target.url,
+                        t=now,
+                        fresh=False,
+                        device=state.target.device,
+                        model=state.target.model,
+                        error="still waiting for its answer",
+                    )
+                )
         if self._nvml_task is not None and self._nvml_task.done():
             try:
                 self._gpu_reading = self._nvml_task.result()
             except Exception as exc:  # noqa: BLE001
-                self._gpu_reading = (GpuSource(kind="none", error=f"NVML read failed: {type(exc).__name__}: {exc}"), [])
+                self._gpu_reading = (
+                    GpuSource(kind="none", error=f"NVML read failed: {type(exc).__name__}: {exc}"),
+                    [],
+                )
             self._nvml_task = None
         source, gpus = self._gpu_reading
         return Sample(t=self.clock(), source=source, gpus=gpus, engines=engines)
 
     async def _poll_engine(self, state: _EngineState, now: float) -> EngineSample:
         target = state.target
-        base = {"label": target.label, "url": target.url, "device": target.device, "model": target.model}
+        base = {
+            "label": target.label,
+            "url": target.url,
+            "device": target.device,
+            "model": target.model,
+        }
         if state.polled and target.interval_s and now < state.next_due:
             return EngineSample(**base, t=now, fresh=False)
         state.next_due = now + (target.interval_s or 0.0)
@@ -181,17 +204,29 @@ class Poller:
         if state.kind == "llamacpp":
             res, slots = await asyncio.gather(
                 scrape(client, target.url, target.timeout_s, headers=target.headers),
-                scrape(client, slots_url(target.url), target.timeout_s, headers=target.headers))
+                scrape(client, slots_url(target.url), target.timeout_s, headers=target.headers),
+            )
         else:
-            res, slots = await scrape(client, target.url, target.timeout_s, headers=target.headers), None
-        if state.kind == "triton" and target.top_models is None and state.tops is None and now >= state.tops_next:
+            res, slots = (
+                await scrape(client, target.url, target.timeout_s, headers=target.headers),
+                None,
+            )
+        if (
+            state.kind == "triton"
+            and target.top_models is None
+            and state.tops is None
+            and now >= state.tops_next
+        ):
             state.tops_next = now + 60.0  # the API may be off or elsewhere: ask again in a minute
-            state.tops = await fetch_top_models(client, target.api_url or api_base(target.url), target.timeout_s,
-                                                target.headers)
+            state.tops = await fetch_top_models(
+                client, target.api_url or api_base(target.url), target.timeout_s, target.headers
+            )
         base["top_models"] = target.top_models or state.tops
         return self._engine(state, res, slots, base)
 
-    def _engine(self, state: _EngineState, res: ScrapeResult, slots: ScrapeResult | None, base: dict) -> EngineSample:
+    def _engine(
+        self, state: _EngineState, res: ScrapeResult, slots: ScrapeResult | None, base: dict
+    ) -> EngineSample:
         target = state.target
         t = self.clock()
         error = res.error
@@ -203,13 +238,24 @@ class Poller:
             elif found is None:
                 error = f"{target.url} serves no series of a known engine ({', '.join(profiles())})"
             elif target.kind is not None and found != target.kind:
-                error = f"{target.url} serves {found} metrics, not {target.kind}: fix the engine kind"
+                error = (
+                    f"{target.url} serves {found} metrics, not {target.kind}: fix the engine kind"
+                )
             else:
                 state.kind = found
                 ex = extract(page, profiles()[found], t)
-                return EngineSample(**base, t=t, scrape_s=res.elapsed_s, up=True, kind=found, extract=ex,
-                                    slots=self._slots(slots) if slots is not None else None)
-        return EngineSample(**base, t=t, scrape_s=res.elapsed_s, up=False, error=error, kind=state.kind)
+                return EngineSample(
+                    **base,
+                    t=t,
+                    scrape_s=res.elapsed_s,
+                    up=True,
+                    kind=found,
+                    extract=ex,
+                    slots=self._slots(slots) if slots is not None else None,
+                )
+        return EngineSample(
+            **base, t=t, scrape_s=res.elapsed_s, up=False, error=error, kind=state.kind
+        )
 
     @staticmethod
     def _slots(res: ScrapeResult) -> dict:
@@ -222,5 +268,9 @@ class Poller:
             usage, capacity = slots_kv(res.text)
         except ValueError as exc:
             return {"unavailable": {"kv_cache_usage": f"unexpected /slots answer ({exc})"}}
-        return {"fields": {"kv_cache_usage": usage, "kv_capacity_tokens": capacity},
-                "series": {"kv_cache_usage": "GET /slots (prompt + decoded tokens of busy slots / n_ctx)"}}
+        return {
+            "fields": {"kv_cache_usage": usage, "kv_capacity_tokens": capacity},
+            "series": {
+                "kv_cache_usage": "GET /slots (prompt + decoded tokens of busy slots / n_ctx)"
+            },
+        }

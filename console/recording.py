@@ -34,8 +34,14 @@ def state_dir(demo: bool = False) -> Path:
 
 
 class Recorder:
-    def __init__(self, out: Path, host: str, header: dict | None = None, retention_h: float | None = None,
-                 secrets: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        out: Path,
+        host: str,
+        header: dict | None = None,
+        retention_h: float | None = None,
+        secrets: list[str] | None = None,
+    ) -> None:
         self.out = out
         self.host = host
         self.header = header or {}
@@ -68,8 +74,13 @@ class Recorder:
         self._raw = os.fdopen(fd, "ab")
         self._file = gzip.GzipFile(fileobj=self._raw, mode="ab", compresslevel=6)
         self._day = day
-        head = {"schema": SCHEMA, "host": self.host, "inferdeck_version": __version__,
-                "started_at": datetime.fromtimestamp(t, tz=UTC).isoformat(), **self.header}
+        head = {
+            "schema": SCHEMA,
+            "host": self.host,
+            "inferdeck_version": __version__,
+            "started_at": datetime.fromtimestamp(t, tz=UTC).isoformat(),
+            **self.header,
+        }
         self._line(head)
         self.prune(t)
 
@@ -122,7 +133,9 @@ def _lines(path: Path, cut: list[bool] | None = None) -> Iterator[str]:
     ends inside a stream or a line (a kill mid-write)."""
     data = path.read_bytes()
     if data[:2] != b"\x1f\x8b":
-        raise RecordingError(f"{path}: not an inferdeck recording (not a gzip file; recordings end in {SUFFIX}).")
+        raise RecordingError(
+            f"{path}: not an inferdeck recording (not a gzip file; recordings end in {SUFFIX})."
+        )
     out = bytearray()
     truncated = False
     while data:
@@ -147,7 +160,9 @@ def files(path: Path) -> list[Path]:
     if path.is_dir():
         return sorted(path.glob(f"*{SUFFIX}"), key=lambda p: p.name)
     if not path.exists():
-        raise RecordingError(f"{path}: no such recording; give a .idrec.gz file or a directory of them.")
+        raise RecordingError(
+            f"{path}: no such recording; give a .idrec.gz file or a directory of them."
+        )
     return [path]
 
 
@@ -164,7 +179,9 @@ def read(path: Path) -> tuple[dict, list[Sample]]:
                 doc = json.loads(line)
             except json.JSONDecodeError:
                 if i == 0:
-                    raise RecordingError(f"{f}: not an inferdeck recording (no {SCHEMA} header).") from None
+                    raise RecordingError(
+                        f"{f}: not an inferdeck recording (no {SCHEMA} header)."
+                    ) from None
                 cut.append(True)
                 break
             if i == 0:
@@ -179,8 +196,14 @@ def read(path: Path) -> tuple[dict, list[Sample]]:
                 cut.append(True)
                 break
         if any(cut):
-            when = datetime.fromtimestamp(samples[-1].t, tz=UTC).strftime("%H:%M:%S") if n else "its header"
-            notes.append(f"{f.name} is truncated after frame {n} at {when} (UTC); what came before is replayed")
+            when = (
+                datetime.fromtimestamp(samples[-1].t, tz=UTC).strftime("%H:%M:%S")
+                if n
+                else "its header"
+            )
+            notes.append(
+                f"{f.name} is truncated after frame {n} at {when} (UTC); what came before is replayed"
+            )
     if header is None:
         raise RecordingError(f"{path}: holds no complete recording yet (no header line).")
     if notes:

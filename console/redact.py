@@ -8,11 +8,22 @@ import re
 MASK = "***"
 _PATTERNS = [
     # --api-key X, --token=X, --hf-token X, --password X, --secret X (also in JSON-escaped command lines)
-    (re.compile(r"(--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|token|password|passwd|secret|credentials?))((?:[= ]|&#160;)+)"
-                r"(?!\*\*\*)([^\s\"',&<]+)", re.I), r"\1\2" + MASK),
+    (
+        re.compile(
+            r"(--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|token|password|passwd|secret|credentials?))((?:[= ]|&#160;)+)"
+            r"(?!\*\*\*)([^\s\"',&<]+)",
+            re.I,
+        ),
+        r"\1\2" + MASK,
+    ),
     # key=value and key: value forms
-    (re.compile(r"\b((?:[a-z0-9]+_)*(?:api_?key|token|password|passwd|secret|access_key))(=|: ?)(?!\*\*\*)([^\s\"'&,;]+)",
-                re.I), r"\1\2" + MASK),
+    (
+        re.compile(
+            r"\b((?:[a-z0-9]+_)*(?:api_?key|token|password|passwd|secret|access_key))(=|: ?)(?!\*\*\*)([^\s\"'&,;]+)",
+            re.I,
+        ),
+        r"\1\2" + MASK,
+    ),
     # Authorization: Bearer X
     (re.compile(r"(Bearer\s+)(?!\*\*\*)[A-Za-z0-9._~+/=-]+"), r"\1" + MASK),
     # scheme://user:password@host
@@ -30,8 +41,10 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
     return text
 
 
-_FLAG_VALUE = re.compile(r"--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|token|password|passwd|secret|credentials?)[= ]+([^\s\"',]+)",
-                         re.I)
+_FLAG_VALUE = re.compile(
+    r"--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|token|password|passwd|secret|credentials?)[= ]+([^\s\"',]+)",
+    re.I,
+)
 
 
 def secrets_in(texts: list[str]) -> list[str]:

@@ -26,8 +26,9 @@ class ReplaySource:
         self.samples = samples
         self.times = [s.t for s in samples]
         try:
-            self.plan = Plan.model_validate({k: v for k, v in (header.get("plan") or {}).items()
-                                             if k in Plan.model_fields})
+            self.plan = Plan.model_validate(
+                {k: v for k, v in (header.get("plan") or {}).items() if k in Plan.model_fields}
+            )
         except ValidationError:
             self.plan = Plan()
         self._window_s = float(header.get("window_s", 60.0))
@@ -124,7 +125,9 @@ class ReplaySource:
             h, m, s = (int(p) for p in parts + ["0"] * (3 - len(parts)))
             if h > 23 or m > 59 or s > 59:
                 return f"{text!r} is not a time of day: type HH:MM[:SS] (UTC), hours 0-23."
-            when = datetime.fromtimestamp(self.cursor, tz=UTC).replace(hour=h, minute=m, second=s, microsecond=0)
+            when = datetime.fromtimestamp(self.cursor, tz=UTC).replace(
+                hour=h, minute=m, second=s, microsecond=0
+            )
         t = when.timestamp()
         self.seek(t)
         if not self.times[0] <= t <= self.times[-1]:

@@ -38,16 +38,25 @@ class Sample:
 
 
 def _pairs(values: dict) -> list:
-    return [[[list(p) for p in labels], list(vec) if isinstance(vec, (tuple, array)) else vec] for labels, vec in values.items()]
+    return [
+        [[list(p) for p in labels], list(vec) if isinstance(vec, (tuple, array)) else vec]
+        for labels, vec in values.items()
+    ]
 
 
 def _unpairs(rows: list, tuples: bool) -> dict:
-    return {tuple(tuple(p) for p in labels): (tuple(vec) if tuples else vec) for labels, vec in rows}
+    return {
+        tuple(tuple(p) for p in labels): (tuple(vec) if tuples else vec) for labels, vec in rows
+    }
 
 
 def extract_to_json(ex: Extract) -> dict:
     return {
-        "t": ex.t, "series": ex.series, "model": ex.model, "hints": ex.hints, "problems": ex.problems,
+        "t": ex.t,
+        "series": ex.series,
+        "model": ex.model,
+        "hints": ex.hints,
+        "problems": ex.problems,
         "gauges": {k: _pairs(v) for k, v in ex.gauges.items()},
         "counters": {k: _pairs(v) for k, v in ex.counters.items()},
         "histograms": {k: _pairs(v) for k, v in ex.histograms.items()},
@@ -58,7 +67,11 @@ def extract_to_json(ex: Extract) -> dict:
 
 def extract_from_json(d: dict) -> Extract:
     return Extract(
-        t=d["t"], series=d["series"], model=d.get("model"), hints=d.get("hints", []), problems=d.get("problems", {}),
+        t=d["t"],
+        series=d["series"],
+        model=d.get("model"),
+        hints=d.get("hints", []),
+        problems=d.get("problems", {}),
         gauges={k: _unpairs(v, False) for k, v in d["gauges"].items()},
         counters={k: _unpairs(v, True) for k, v in d["counters"].items()},
         histograms={k: _unpairs(v, True) for k, v in d["histograms"].items()},
@@ -72,8 +85,13 @@ def sample_to_json(s: Sample) -> dict:
         "t": s.t,
         "source": s.source.model_dump(mode="json"),
         "gpus": [g.model_dump(mode="json", exclude_defaults=True) for g in s.gpus],
-        "engines": [{**{k: v for k, v in e.__dict__.items() if k != "extract"},
-                     "extract": extract_to_json(e.extract) if e.extract is not None else None} for e in s.engines],
+        "engines": [
+            {
+                **{k: v for k, v in e.__dict__.items() if k != "extract"},
+                "extract": extract_to_json(e.extract) if e.extract is not None else None,
+            }
+            for e in s.engines
+        ],
     }
 
 
@@ -81,6 +99,12 @@ def sample_from_json(d: dict) -> Sample:
     engines = []
     for e in d["engines"]:
         ex = e.get("extract")
-        engines.append(EngineSample(**{**e, "extract": extract_from_json(ex) if ex is not None else None}))
-    return Sample(t=d["t"], source=GpuSource.model_validate(d["source"]),
-                  gpus=[Gpu.model_validate(g) for g in d["gpus"]], engines=engines)
+        engines.append(
+            EngineSample(**{**e, "extract": extract_from_json(ex) if ex is not None else None})
+        )
+    return Sample(
+        t=d["t"],
+        source=GpuSource.model_validate(d["source"]),
+        gpus=[Gpu.model_validate(g) for g in d["gpus"]],
+        engines=engines,
+    )

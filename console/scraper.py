@@ -30,7 +30,9 @@ def check_url(url: str) -> str:
     try:
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
-        raise UrlError(f"{url!r} has an invalid port; give one like http://127.0.0.1:8000/metrics.") from None
+        raise UrlError(
+            f"{url!r} has an invalid port; give one like http://127.0.0.1:8000/metrics."
+        ) from None
     return url
 
 
@@ -67,7 +69,11 @@ def _describe(exc: Exception, url: str, timeout: float) -> str:
         chain: BaseException | None = exc
         refused = False
         while chain is not None:
-            refused = refused or isinstance(chain, ConnectionRefusedError) or "refused" in str(chain).lower()
+            refused = (
+                refused
+                or isinstance(chain, ConnectionRefusedError)
+                or "refused" in str(chain).lower()
+            )
             chain = chain.__cause__ or chain.__context__
         if refused:
             return f"connection refused at {url} (is the engine running on that port?)"
@@ -97,7 +103,10 @@ async def scrape(
                     return result(None, f"HTTP {resp.status_code} from {url}")
                 declared = resp.headers.get("content-length")
                 if declared and declared.isdigit() and int(declared) > max_bytes:
-                    return result(None, f"page at {url} is {int(declared):,} bytes, over the {max_bytes:,}-byte limit")
+                    return result(
+                        None,
+                        f"page at {url} is {int(declared):,} bytes, over the {max_bytes:,}-byte limit",
+                    )
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in resp.aiter_bytes():
@@ -113,19 +122,24 @@ async def scrape(
     return result(body.decode("utf-8", errors="replace"), None)
 
 
-async def fetch_top_models(client: httpx.AsyncClient, base: str, timeout_s: float,
-                           headers: dict[str, str] | None = None) -> list[str] | None:
+async def fetch_top_models(
+    client: httpx.AsyncClient, base: str, timeout_s: float, headers: dict[str, str] | None = None
+) -> list[str] | None:
     """Triton's top-level models (those no ensemble calls), from its repository index and model
     configuration API, or None when it cannot be read."""
     try:
-        res = await client.post(f"{base}/v2/repository/index", json={}, timeout=timeout_s, headers=headers)
+        res = await client.post(
+            f"{base}/v2/repository/index", json={}, timeout=timeout_s, headers=headers
+        )
         res.raise_for_status()
         index = res.json()
         configs = {}
         for m in index:
             name = m.get("name")
             if name:
-                r = await client.get(f"{base}/v2/models/{name}/config", timeout=timeout_s, headers=headers)
+                r = await client.get(
+                    f"{base}/v2/models/{name}/config", timeout=timeout_s, headers=headers
+                )
                 if r.status_code == 200:
                     configs[name] = r.json()
         tops = top_models(index, configs)

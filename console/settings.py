@@ -58,7 +58,9 @@ class EngineConfig(_HasUrl):
     interval_s: float | None = Field(None, gt=0)
     device: str | None = None
     model: str | None = None
-    top_models: list[str] | None = None  # Triton: the models clients call (ensembles), not their steps
+    top_models: list[str] | None = (
+        None  # Triton: the models clients call (ensembles), not their steps
+    )
     api_url: str | None = None  # Triton's HTTP API, for its ensemble structure (default: port 8000)
 
     @model_validator(mode="after")
@@ -87,7 +89,9 @@ class Settings(Plan):
     discover: bool = True
     engines: list[EngineConfig] = Field(default_factory=list)
     prometheus: PrometheusConfig | None = None
-    node_plans: dict[str, str] = Field(default_factory=dict)  # fleet: node name -> that node's config file
+    node_plans: dict[str, str] = Field(
+        default_factory=dict
+    )  # fleet: node name -> that node's config file
 
     @field_validator("window")
     @classmethod
@@ -114,7 +118,9 @@ def config_path(explicit: str | None = None) -> Path | None:
     if env:
         p = Path(env).expanduser()
         if not p.is_file():
-            raise ConfigError(f"{p}: no such config file (from $INFERDECK_CONFIG); fix or unset the variable.")
+            raise ConfigError(
+                f"{p}: no such config file (from $INFERDECK_CONFIG); fix or unset the variable."
+            )
         return p
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     for p in (xdg / "inferdeck" / "config.yaml", Path("/etc/inferdeck/config.yaml")):
@@ -129,12 +135,16 @@ def load_settings(path: Path | None) -> Settings:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror}); check its permissions.") from None
+        raise ConfigError(
+            f"{path}: cannot read it ({exc.strerror}); check its permissions."
+        ) from None
     data, where = load_yaml(text, str(path))
     if data is None:
         return Settings()
     if not isinstance(data, dict):
-        raise ConfigError(f"{where(())}: the config must be a mapping of keys (window, engines, ...).")
+        raise ConfigError(
+            f"{where(())}: the config must be a mapping of keys (window, engines, ...)."
+        )
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
@@ -157,7 +167,9 @@ def demo_settings() -> Settings:
     return settings
 
 
-def token_headers(eng: EngineConfig | PrometheusConfig, where: object = None) -> dict[str, str] | None:
+def token_headers(
+    eng: EngineConfig | PrometheusConfig, where: object = None
+) -> dict[str, str] | None:
     """Authorization header from the token's env var or file (errors name the config line), else
     the user:password that came in the URL."""
 
@@ -168,14 +180,18 @@ def token_headers(eng: EngineConfig | PrometheusConfig, where: object = None) ->
     if eng.token_env:
         token = os.environ.get(eng.token_env)
         if not token:
-            raise ConfigError(f"{at('token_env')}engines: environment variable {eng.token_env} is not set; "
-                              "export it or use token_file.")
+            raise ConfigError(
+                f"{at('token_env')}engines: environment variable {eng.token_env} is not set; "
+                "export it or use token_file."
+            )
     elif eng.token_file:
         try:
             token = Path(eng.token_file).expanduser().read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise ConfigError(f"{at('token_file')}engines: cannot read token file {eng.token_file} "
-                              f"({exc.strerror}); check the path and its permissions.") from None
+            raise ConfigError(
+                f"{at('token_file')}engines: cannot read token file {eng.token_file} "
+                f"({exc.strerror}); check the path and its permissions."
+            ) from None
         if not token:
             raise ConfigError(f"{at('token_file')}engines: token file {eng.token_file} is empty.")
     if token:
@@ -186,11 +202,21 @@ def token_headers(eng: EngineConfig | PrometheusConfig, where: object = None) ->
 
         password = os.environ.get(getattr(eng, "password_env", None) or "", "")
         if not password:
-            raise ConfigError(f"{at('password_env')}prometheus: set password_env to an environment variable "
-                              "holding the password for basic auth.")
+            raise ConfigError(
+                f"{at('password_env')}prometheus: set password_env to an environment variable "
+                "holding the password for basic auth."
+            )
         pair = base64.b64encode(f"{username}:{password}".encode()).decode()
         return {"Authorization": f"Basic {pair}"}
     return eng.url_auth
 
 
-__all__ = ["ConfigError", "EngineConfig", "KINDS", "Settings", "config_path", "load_settings", "token_headers"]
+__all__ = [
+    "ConfigError",
+    "EngineConfig",
+    "KINDS",
+    "Settings",
+    "config_path",
+    "load_settings",
+    "token_headers",
+]

@@ -45,10 +45,12 @@ def default_slo(svc: Service) -> SloSpec:
     """DESIGN's typical plan: 8B-class vs 70B-class limits, when the plan gives none."""
     big = shape(svc).params_b >= 30
     base = svc.slo or SloSpec()
-    return base.model_copy(update={
-        "ttft_s": base.ttft_s if base.ttft_s is not None else (2.0 if big else 1.0),
-        "tpot_s": base.tpot_s if base.tpot_s is not None else (0.080 if big else 0.050),
-    })
+    return base.model_copy(
+        update={
+            "ttft_s": base.ttft_s if base.ttft_s is not None else (2.0 if big else 1.0),
+            "tpot_s": base.tpot_s if base.tpot_s is not None else (0.080 if big else 0.050),
+        }
+    )
 
 
 def _window_deltas(histories: Sequence[Sequence[Extract]], kind: str, signal: str, window_s: float):
@@ -59,8 +61,9 @@ def _window_deltas(histories: Sequence[Sequence[Extract]], kind: str, signal: st
             yield hist, delta
 
 
-def merged_buckets(histories: Sequence[Sequence[Extract]], signal: str, window_s: float
-                   ) -> tuple[list[tuple[float, float]], bool]:
+def merged_buckets(
+    histories: Sequence[Sequence[Extract]], signal: str, window_s: float
+) -> tuple[list[tuple[float, float]], bool]:
     """Bucket increases over the window, summed by ``le`` across replicas; (buckets, since_start)."""
     per_le: dict[float, float] = {}
     since_start = False
@@ -71,8 +74,9 @@ def merged_buckets(histories: Sequence[Sequence[Extract]], signal: str, window_s
     return sorted(per_le.items()), since_start
 
 
-def counter_increase(histories: Sequence[Sequence[Extract]], signal: str, window_s: float,
-                     by: str | None = None) -> dict[str, float] | None:
+def counter_increase(
+    histories: Sequence[Sequence[Extract]], signal: str, window_s: float, by: str | None = None
+) -> dict[str, float] | None:
     out: dict[str, float] | None = None
     for _, delta in _window_deltas(histories, "counters", signal, window_s):
         out = out if out is not None else {}
@@ -83,10 +87,15 @@ def counter_increase(histories: Sequence[Sequence[Extract]], signal: str, window
     return out
 
 
-def counter_rate(histories: Sequence[Sequence[Extract]], signal: str, window_s: float) -> float | None:
+def counter_rate(
+    histories: Sequence[Sequence[Extract]], signal: str, window_s: float
+) -> float | None:
     """``sum(rate(signal[W]))`` across replicas: the same figure as each engine's own rate."""
-    rates = [r for _, d in _window_deltas(histories, "counters", signal, window_s)
-             if not d.since_start and (r := rate(d)) is not None]
+    rates = [
+        r
+        for _, d in _window_deltas(histories, "counters", signal, window_s)
+        if not d.since_start and (r := rate(d)) is not None
+    ]
     return sum(rates) if rates else None
 
 
@@ -103,7 +112,9 @@ class Outcomes:
         return self.good / done if done > 0 else None
 
 
-def outcomes(histories: Sequence[Sequence[Extract]], profile: EngineProfile, window_s: float) -> Outcomes | None:
+def outcomes(
+    histories: Sequence[Sequence[Extract]], profile: EngineProfile, window_s: float
+) -> Outcomes | None:
     spec = profile.success
     if spec is None:
         return None
@@ -117,12 +128,18 @@ def outcomes(histories: Sequence[Sequence[Extract]], profile: EngineProfile, win
         for key, v in sums.items():
             for j, w in enumerate(weigh(key)):
                 totals[j] += w * v
-    spans = [h[-1].t - h[window_start([x.t for x in h], window_s)].t for h in histories if len(h) > 1]
+    spans = [
+        h[-1].t - h[window_start([x.t for x in h], window_s)].t for h in histories if len(h) > 1
+    ]
     return Outcomes(max(0.0, totals[0]), totals[1], totals[2], max(spans, default=0.0))
 
 
-def compliance(svc: Service, histories: Sequence[Sequence[Extract]], profile: EngineProfile,
-               window_s: float | None = None) -> dict:
+def compliance(
+    svc: Service,
+    histories: Sequence[Sequence[Extract]],
+    profile: EngineProfile,
+    window_s: float | None = None,
+) -> dict:
     """SLO figures for one service over its evaluation window (JSON-ready)."""
     slo = default_slo(svc)
     w = window_s or parse_window(slo.window)
@@ -143,26 +160,38 @@ def compliance(svc: Service, histories: Sequence[Sequence[Extract]], profile: En
             unknown.append(key)
             out["targets"][key] = entry
             continue
-        if signal == "tpot" and any(h[-1].series.get("tpot") in PER_TOKEN_SERIES for h in histories if h):
+        if signal == "tpot" and any(
+            h[-1].series.get("tpot") in PER_TOKEN_SERIES for h in histories if h
+        ):
             entry["counts"] = "tokens"
-            entry["note"] = ("this engine's TPOT histogram counts every output token, not requests: the "
-                             "attainment is a share of tokens")
+            entry["note"] = (
+                "this engine's TPOT histogram counts every output token, not requests: the "
+                "attainment is a share of tokens"
+            )
         buckets, since_start = merged_buckets(histories, signal, w)
         total = buckets[-1][1] if buckets else 0.0
         entry["requests"] = total
         if not buckets or total <= 0:
-            out["unavailable"][key] = ("engine exports no such histogram" if not buckets
-                                       else f"no requests in the last {window_label(w)}")
+            out["unavailable"][key] = (
+                "engine exports no such histogram"
+                if not buckets
+                else f"no requests in the last {window_label(w)}"
+            )
             entry.update(observed_s=None, headroom_s=None, attainment=None)
             unknown.append(key)
         else:
             observed, ge = histogram_quantile(q, buckets)
             share, exact = fraction_at_or_below(limit, buckets)
             bucket = quantile_bucket(observed, buckets) if observed is not None and not ge else None
-            entry.update(observed_s=observed, observed_lower_bound_only=ge,
-                         headroom_s=(limit - observed) if observed is not None else None,
-                         met=observed is not None and observed <= limit and not ge,
-                         attainment=share, attainment_exact=exact, since_start=since_start)
+            entry.update(
+                observed_s=observed,
+                observed_lower_bound_only=ge,
+                headroom_s=(limit - observed) if observed is not None else None,
+                met=observed is not None and observed <= limit and not ge,
+                attainment=share,
+                attainment_exact=exact,
+                since_start=since_start,
+            )
             if bucket is not None and wide(bucket, observed):
                 entry["observed_bucket_s"] = bucket
             approx_any |= not exact
@@ -173,12 +202,19 @@ def compliance(svc: Service, histories: Sequence[Sequence[Extract]], profile: En
         out["targets"][key] = entry
     out_ok = outcomes(histories, profile, w)
     c = out_ok.completion if out_ok else None
-    out["completion"] = {"target": slo.completion, "observed": c,
-                         "requests": (out_ok.good + out_ok.failed) if out_ok else 0.0,
-                         "aborted": out_ok.aborted if out_ok else None, "met": c is not None and c >= slo.completion}
+    out["completion"] = {
+        "target": slo.completion,
+        "observed": c,
+        "requests": (out_ok.good + out_ok.failed) if out_ok else 0.0,
+        "aborted": out_ok.aborted if out_ok else None,
+        "met": c is not None and c >= slo.completion,
+    }
     if c is None:
-        out["unavailable"]["completion"] = ("engine exports no request outcomes" if out_ok is None
-                                            else f"no requests finished in the last {window_label(w)}")
+        out["unavailable"]["completion"] = (
+            "engine exports no request outcomes"
+            if out_ok is None
+            else f"no requests finished in the last {window_label(w)}"
+        )
     if (attain or unknown) and c is not None:
         # an SLO whose attainment is unknown could be met by none: the lower bound falls to 0
         lo = c * max(0.0, sum(attain) - (len(attain) - 1)) if not unknown else 0.0
@@ -193,16 +229,25 @@ def compliance(svc: Service, histories: Sequence[Sequence[Extract]], profile: En
     if tokens is not None:
         out["output_tokens_per_s"] = tokens
     if tokens is not None and out["good_share"] is not None:
-        out["goodput_tokens_per_s"] = {"low": tokens * out["good_share"]["low"],
-                                       "high": tokens * out["good_share"]["high"],
-                                       "note": "tokens/s scaled by the good-request share bounds"}
+        out["goodput_tokens_per_s"] = {
+            "low": tokens * out["good_share"]["low"],
+            "high": tokens * out["good_share"]["high"],
+            "note": "tokens/s scaled by the good-request share bounds",
+        }
     else:
         out["goodput_tokens_per_s"] = None
     return out
 
 
-def _approx_target(histories: Sequence[Sequence[Extract]], signal: str, limit: float, q: float, w: float,
-                   unavailable: dict, key: str) -> dict:
+def _approx_target(
+    histories: Sequence[Sequence[Extract]],
+    signal: str,
+    limit: float,
+    q: float,
+    w: float,
+    unavailable: dict,
+    key: str,
+) -> dict:
     """An SLO on a figure the engine has no histogram of (TGI's TTFT = queue + validation + prefill
     quantiles): the observed figure is approximate and its attainment unknown."""
     summed: float | None = 0.0
@@ -215,12 +260,21 @@ def _approx_target(histories: Sequence[Sequence[Extract]], signal: str, limit: f
     if parts == 0 or summed is None:
         unavailable[key] = "no observations of its parts in the window"
         return {"observed_s": None, "headroom_s": None, "attainment": None, "approx": True}
-    unavailable[key + "_attainment"] = "no histogram of this figure: attainment unknown (observed is a sum of quantiles)"
-    return {"observed_s": summed, "headroom_s": limit - summed, "met": summed <= limit, "approx": True,
-            "attainment": None, "note": "approx.: sum of its parts' quantiles"}
+    unavailable[key + "_attainment"] = (
+        "no histogram of this figure: attainment unknown (observed is a sum of quantiles)"
+    )
+    return {
+        "observed_s": summed,
+        "headroom_s": limit - summed,
+        "met": summed <= limit,
+        "approx": True,
+        "attainment": None,
+        "note": "approx.: sum of its parts' quantiles",
+    }
 
 
 # --- error budget and burn rate --------------------------------------------------------------
+
 
 def outcome_series(ex: Extract, profile: EngineProfile) -> dict[tuple, tuple[float, float, float]]:
     """Every request-outcome counter series of one scrape: key -> (value, weight in good, weight in
@@ -248,7 +302,9 @@ class OutcomeHistory:
         self._last: dict[tuple, float] = {}
         self._totals = [0.0, 0.0]
 
-    def add(self, t: float, series: dict[tuple, tuple[float, float, float]], restarted: Collection = ()) -> None:
+    def add(
+        self, t: float, series: dict[tuple, tuple[float, float, float]], restarted: Collection = ()
+    ) -> None:
         """``series``: key -> (value, good weight, failed weight); a key's first element names its
         engine, and ``restarted`` the engines known to have restarted at this scrape."""
         for key, (value, g, f) in series.items():
@@ -285,8 +341,11 @@ def burn_rates(history: OutcomeHistory, completion_target: float) -> dict:
     out: dict = {"error_budget": budget, "period_days": BUDGET_PERIOD_S / 86400, "windows": {}}
     for w in BURN_WINDOWS_S:
         share, n = history.bad_share(w)
-        out["windows"][window_label(w)] = {"bad_share": share, "requests": n,
-                                           "burn": (share / budget) if share is not None and budget > 0 else None}
+        out["windows"][window_label(w)] = {
+            "bad_share": share,
+            "requests": n,
+            "burn": (share / budget) if share is not None and budget > 0 else None,
+        }
     return out
 
 
@@ -299,10 +358,14 @@ def burn_alert(burn: dict) -> tuple[str, str] | None:
         return v if v is not None else 0.0
 
     if rate("5m") >= FAST_BURN and rate("1h") >= FAST_BURN:
-        return "critical", (f"error budget burning fast: {rate('5m'):.1f}x over 5m and {rate('1h'):.1f}x over 1h "
-                            f"(>= {FAST_BURN}): the month's budget is gone in about "
-                            f"{30 / max(rate('1h'), 1e-9):.1f} days; look at the failing requests now")
+        return "critical", (
+            f"error budget burning fast: {rate('5m'):.1f}x over 5m and {rate('1h'):.1f}x over 1h "
+            f"(>= {FAST_BURN}): the month's budget is gone in about "
+            f"{30 / max(rate('1h'), 1e-9):.1f} days; look at the failing requests now"
+        )
     if rate("1h") >= SLOW_BURN and rate("6h") >= SLOW_BURN:
-        return "warning", (f"error budget burning: {rate('1h'):.1f}x over 1h and {rate('6h'):.1f}x over 6h "
-                           f"(>= {SLOW_BURN}): check the engine's errors")
+        return "warning", (
+            f"error budget burning: {rate('1h'):.1f}x over 1h and {rate('6h'):.1f}x over 6h "
+            f"(>= {SLOW_BURN}): check the engine's errors"
+        )
     return None

@@ -38,8 +38,10 @@ def to_markdown(frame: Frame, note: str = "") -> str:
     active = [a for a in frame.alerts if a.state == "active"]
     lines += [f"## Active alerts ({len(active)})", ""]
     if active:
-        lines += _table(["severity", "subject", "message", "since"],
-                        [[a.severity, a.subject, a.message, a.since.isoformat()] for a in active])
+        lines += _table(
+            ["severity", "subject", "message", "since"],
+            [[a.severity, a.subject, a.message, a.since.isoformat()] for a in active],
+        )
     else:
         lines.append("none")
     lines += ["", "## GPUs", ""]
@@ -55,32 +57,89 @@ def to_markdown(frame: Frame, note: str = "") -> str:
         mig = "on" if g.mig and g.mig.current else ("off" if g.mig else "n/a")
         if g.mig and g.mig.note:
             mig += f" ({g.mig.note})"
-        events = ", ".join(g.clock_events) if g.clock_events else ("none" if g.clock_events is not None else NA)
-        rows.append([str(g.index), g.name or NA, f"{gib(g.memory_used_bytes)}/{gib(g.memory_total_bytes)} GiB",
-                     pct(g.utilization_gpu_pct / 100 if g.utilization_gpu_pct is not None else None),
-                     f"{watts(g.power_w)}/{watts(g.power_limit_w)}",
-                     f"{num(g.temperature_c)}°C ({events})" if g.temperature_c is not None else NA, mig])
+        events = (
+            ", ".join(g.clock_events)
+            if g.clock_events
+            else ("none" if g.clock_events is not None else NA)
+        )
+        rows.append(
+            [
+                str(g.index),
+                g.name or NA,
+                f"{gib(g.memory_used_bytes)}/{gib(g.memory_total_bytes)} GiB",
+                pct(g.utilization_gpu_pct / 100 if g.utilization_gpu_pct is not None else None),
+                f"{watts(g.power_w)}/{watts(g.power_limit_w)}",
+                f"{num(g.temperature_c)}°C ({events})" if g.temperature_c is not None else NA,
+                mig,
+            ]
+        )
         for d in g.mig.devices if g.mig else []:
             procs = ", ".join(f"{p.pid}{' ' + p.engine if p.engine else ''}" for p in d.processes)
-            rows.append([f"{g.index}/{d.index}", f"MIG {d.profile or NA} @{d.placement_start}",
-                         f"{gib(d.memory_used_bytes)}/{gib(d.memory_total_bytes)} GiB", "n/a under MIG", "", "",
-                         procs])
+            rows.append(
+                [
+                    f"{g.index}/{d.index}",
+                    f"MIG {d.profile or NA} @{d.placement_start}",
+                    f"{gib(d.memory_used_bytes)}/{gib(d.memory_total_bytes)} GiB",
+                    "n/a under MIG",
+                    "",
+                    "",
+                    procs,
+                ]
+            )
     if rows:
-        lines += _table(["gpu", "name", "memory", "util", "power", "temp (clock events)", "MIG / processes"], rows)
+        lines += _table(
+            ["gpu", "name", "memory", "util", "power", "temp (clock events)", "MIG / processes"],
+            rows,
+        )
     lines += ["", "## Engines", ""]
     rows = []
     for e in frame.engines:
         if not e.up:
-            rows.append([e.name, e.kind or NA, e.device or NA, "DOWN: " + (e.error or ""), "", "", "", "", "", ""])
+            rows.append(
+                [
+                    e.name,
+                    e.kind or NA,
+                    e.device or NA,
+                    "DOWN: " + (e.error or ""),
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                ]
+            )
             continue
-        rows.append([e.name, e.kind or NA, e.device or NA, e.model or NA,
-                     f"{num(e.requests_running)} / {num(e.requests_waiting)}", pct(e.kv_cache_usage, 1),
-                     num(e.generation_tokens_per_s, 1),
-                     f"{_p(e.ttft_s, 'p50')} / {_p(e.ttft_s, 'p95')} / {_p(e.ttft_s, 'p99')}",
-                     _p(e.tpot_s, "p95"), pct(e.success_rate, 2)])
+        rows.append(
+            [
+                e.name,
+                e.kind or NA,
+                e.device or NA,
+                e.model or NA,
+                f"{num(e.requests_running)} / {num(e.requests_waiting)}",
+                pct(e.kv_cache_usage, 1),
+                num(e.generation_tokens_per_s, 1),
+                f"{_p(e.ttft_s, 'p50')} / {_p(e.ttft_s, 'p95')} / {_p(e.ttft_s, 'p99')}",
+                _p(e.tpot_s, "p95"),
+                pct(e.success_rate, 2),
+            ]
+        )
     if rows:
-        lines += _table(["engine", "kind", "device", "model", "running / waiting", "KV", "gen tok/s",
-                         "TTFT p50/p95/p99", "TPOT p95", "completion"], rows)
+        lines += _table(
+            [
+                "engine",
+                "kind",
+                "device",
+                "model",
+                "running / waiting",
+                "KV",
+                "gen tok/s",
+                "TTFT p50/p95/p99",
+                "TPOT p95",
+                "completion",
+            ],
+            rows,
+        )
     else:
         lines.append("no engines configured")
     if frame.services:
@@ -94,50 +153,93 @@ def to_markdown(frame: Frame, note: str = "") -> str:
                 e = t.get(key) or {}
                 if e.get("observed_s") is None:
                     return NA
-                return (f"{target_text(e, ranges=True)} / {seconds(e['target_s'])} "
-                        f"({'met' if e.get('met') else 'MISSED'})")
+                return (
+                    f"{target_text(e, ranges=True)} / {seconds(e['target_s'])} "
+                    f"({'met' if e.get('met') else 'MISSED'})"
+                )
 
             comp = (slo.get("completion") or {}).get("observed")
             g = slo.get("good_share")
-            rows.append([s.name, slo.get("window", NA), obs("ttft_s"), obs("tpot_s"), pct(comp, 2),
-                         share_range(g)])
-        lines += _table(["service", "window", "TTFT observed / target", "TPOT observed / target", "completion",
-                         "good share"], rows)
-        lines += ["", "Marks: `*` since the engine started (one scrape), `≥` the rank fell in +Inf (a lower bound), "
-                  "`~` approximate, `≈` attainment interpolated between bucket bounds, `(a–b)` the bucket the figure "
-                  "lies in when it is wide, `·N` only N requests behind the figure."]
+            rows.append(
+                [
+                    s.name,
+                    slo.get("window", NA),
+                    obs("ttft_s"),
+                    obs("tpot_s"),
+                    pct(comp, 2),
+                    share_range(g),
+                ]
+            )
+        lines += _table(
+            [
+                "service",
+                "window",
+                "TTFT observed / target",
+                "TPOT observed / target",
+                "completion",
+                "good share",
+            ],
+            rows,
+        )
+        lines += [
+            "",
+            "Marks: `*` since the engine started (one scrape), `≥` the rank fell in +Inf (a lower bound), "
+            "`~` approximate, `≈` attainment interpolated between bucket bounds, `(a–b)` the bucket the figure "
+            "lies in when it is wide, `·N` only N requests behind the figure.",
+        ]
         lines += ["", "## Cost", ""]
         if frame.cost:
             e = frame.cost.get("energy") or {}
-            lines.append(f"node {_money(frame.cost['usd_per_h'], 3)}/h; energy {_money(e.get('usd_per_h'), 3)}/h "
-                         f"({num(e.get('power_w'))} W, {e.get('basis') or NA})")
+            lines.append(
+                f"node {_money(frame.cost['usd_per_h'], 3)}/h; energy {_money(e.get('usd_per_h'), 3)}/h "
+                f"({num(e.get('power_w'))} W, {e.get('basis') or NA})"
+            )
             lines.append("")
             rows = []
             for s in frame.services:
                 k = s.cost or {}
                 good = k.get("usd_per_m_compliant_tokens") or {}
-                rows.append([s.name, _money(k.get("usd_per_h"), 3), _money(k.get("usd_per_m_output_tokens")),
-                             f"{_money(good.get('low'))}–{_money(good.get('high'))}",
-                             pct(k.get("occupancy"))])
-            lines += _table(["service", "$/h", "$/M output tokens", "$/M compliant tokens", "busy"], rows)
+                rows.append(
+                    [
+                        s.name,
+                        _money(k.get("usd_per_h"), 3),
+                        _money(k.get("usd_per_m_output_tokens")),
+                        f"{_money(good.get('low'))}–{_money(good.get('high'))}",
+                        pct(k.get("occupancy")),
+                    ]
+                )
+            lines += _table(
+                ["service", "$/h", "$/M output tokens", "$/M compliant tokens", "busy"], rows
+            )
         else:
             lines.append("no cost inputs in the config")
         lines += ["", "## Plan fit and headroom", ""]
         rows = []
         for s in frame.services:
-            heads = "; ".join(f"{h.name} {h.state}" + (f" ({h.value:.1f} {h.unit})" if h.value is not None else "")
-                              for h in s.headroom)
+            heads = "; ".join(
+                f"{h.name} {h.state}"
+                + (f" ({h.value:.1f} {h.unit})" if h.value is not None else "")
+                for h in s.headroom
+            )
             cap = f"{s.capacity_bytes / 2**30:.2f}" if s.capacity_bytes else "?"
-            rows.append([s.name, f"{s.device} → {s.device_id or 'not found'}",
-                         f"{s.required_bytes / 2**30:.2f} / {cap} GiB", {True: "yes", False: "NO", None: "?"}[s.fits],
-                         heads])
+            rows.append(
+                [
+                    s.name,
+                    f"{s.device} → {s.device_id or 'not found'}",
+                    f"{s.required_bytes / 2**30:.2f} / {cap} GiB",
+                    {True: "yes", False: "NO", None: "?"}[s.fits],
+                    heads,
+                ]
+            )
         lines += _table(["service", "device", "required / capacity", "fits", "headroom"], rows)
     events = [a for a in frame.alerts if a.state == "cleared" or a.severity == "info"]
     lines += ["", "## Recent events", ""]
     if events:
         rows = []
         for a in events:
-            when = a.since.isoformat() + (f" → cleared {a.cleared_at.isoformat()}" if a.cleared_at else "")
+            when = a.since.isoformat() + (
+                f" → cleared {a.cleared_at.isoformat()}" if a.cleared_at else ""
+            )
             rows.append([when, a.severity, a.subject, a.message])
         lines += _table(["when", "severity", "subject", "event"], rows)
     else:

@@ -26,12 +26,17 @@ def api_base(metrics_url: str) -> str:
 def top_models(index: list[dict], configs: dict[str, dict]) -> list[str]:
     """Models no ensemble calls as a step, from the repository index and each model's config."""
     names = [str(m.get("name")) for m in index if m.get("name")]
-    called = {str(step.get("model_name")) for cfg in configs.values()
-              for step in ((cfg.get("ensemble_scheduling") or {}).get("step") or [])}
+    called = {
+        str(step.get("model_name"))
+        for cfg in configs.values()
+        for step in ((cfg.get("ensemble_scheduling") or {}).get("step") or [])
+    }
     return sorted(n for n in names if n not in called)
 
 
-def count_once(ex: Extract, signals: list[str], by: str, tops: list[str] | None) -> tuple[Extract, str | None]:
+def count_once(
+    ex: Extract, signals: list[str], by: str, tops: list[str] | None
+) -> tuple[Extract, str | None]:
     """The scrape with request-counting signals kept only for top-level models, and how they were
     chosen (None when every model counts)."""
     models = {label(lab, by) for sig in signals for lab in ex.counters.get(sig, {})}
@@ -48,8 +53,23 @@ def count_once(ex: Extract, signals: list[str], by: str, tops: list[str] | None)
         return {lab: v for lab, v in values.items() if label(lab, by) in keep}
 
     counters = {k: only(v) if k in signals else v for k, v in ex.counters.items()}
-    counters.update({f"{k}@models": v for k, v in ex.counters.items() if k in signals})  # per model, for the detail
+    counters.update(
+        {f"{k}@models": v for k, v in ex.counters.items() if k in signals}
+    )  # per model, for the detail
     histograms = {k: only(v) if k in signals else v for k, v in ex.histograms.items()}
-    out = Extract(t=ex.t, series=ex.series, gauges=ex.gauges, counters=counters, histograms=histograms,
-                  bounds=ex.bounds, info=ex.info, model=ex.model, hints=ex.hints, problems=ex.problems)
-    return out, f"requests counted at {', '.join(sorted(keep))} (from {how}), not at each ensemble step"
+    out = Extract(
+        t=ex.t,
+        series=ex.series,
+        gauges=ex.gauges,
+        counters=counters,
+        histograms=histograms,
+        bounds=ex.bounds,
+        info=ex.info,
+        model=ex.model,
+        hints=ex.hints,
+        problems=ex.problems,
+    )
+    return (
+        out,
+        f"requests counted at {', '.join(sorted(keep))} (from {how}), not at each ensemble step",
+    )

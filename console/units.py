@@ -45,7 +45,9 @@ def span(bucket: tuple[float, float] | list[float]) -> str:
     return f"{seconds(lo)}–{seconds(hi)}"
 
 
-def quantile_text(p: Percentiles | None, name: str, ranges: bool = False, count: bool = True) -> str:
+def quantile_text(
+    p: Percentiles | None, name: str, ranges: bool = False, count: bool = True
+) -> str:
     """A percentile with every mark it needs: '~' approximate, '≥' rank in +Inf, '*' since the
     engine started, '±' (or its bucket with ``ranges``) when its bucket spans a factor of 2.5 or
     more, and '·N' when fewer than FEW requests stand behind it (unless ``count`` is off)."""
@@ -67,8 +69,9 @@ def target_text(entry: dict | None, ranges: bool = False, compact: bool = False)
     ``compact`` (a table cell) leaves out the bucket and '≈', which the good share carries."""
     if not entry or entry.get("observed_s") is None:
         return NA
-    text = ("~" if entry.get("approx") else "") + seconds(entry["observed_s"], entry.get("observed_lower_bound_only",
-                                                                                        False))
+    text = ("~" if entry.get("approx") else "") + seconds(
+        entry["observed_s"], entry.get("observed_lower_bound_only", False)
+    )
     if entry.get("since_start"):
         text += "*"
     if entry.get("observed_bucket_s") and not compact:

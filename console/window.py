@@ -59,7 +59,9 @@ def window_start(times: Sequence[float], window_s: float) -> int:
     return max(0, min(i, len(times) - 2))
 
 
-def window_delta(points: Sequence[Point], window_s: float, restarts: Collection[float] = ()) -> Delta | None:
+def window_delta(
+    points: Sequence[Point], window_s: float, restarts: Collection[float] = ()
+) -> Delta | None:
     """Per-series increase over the window ending at the newest point (``points`` in time order).
 
     ``restarts`` are scrape times at which the engine is known to have restarted. Returns None when
@@ -69,7 +71,9 @@ def window_delta(points: Sequence[Point], window_s: float, restarts: Collection[
         return None
     t_new, newest = points[-1]
     if len(points) == 1:
-        return Delta({k: tuple(v) for k, v in newest.items()}, 0.0, True, None, {}, t_new - window_s, t_new)
+        return Delta(
+            {k: tuple(v) for k, v in newest.items()}, 0.0, True, None, {}, t_new - window_s, t_new
+        )
     base = window_start([p[0] for p in points], window_s)
     out: dict[Labels, list[float]] = {}
     prev: dict[Labels, Vector] = {}
@@ -100,9 +104,15 @@ def window_delta(points: Sequence[Point], window_s: float, restarts: Collection[
             r[1] = t
             r[2] += 1
     t_old = points[base][0]
-    return Delta({k: tuple(v) for k, v in out.items()}, t_new - t_old, False, reset_at,
-                 {k: Run(r[0], r[1], int(r[2]), r[3]) for k, r in runs.items()},
-                 min(t_new - window_s, t_old), t_new)
+    return Delta(
+        {k: tuple(v) for k, v in out.items()},
+        t_new - t_old,
+        False,
+        reset_at,
+        {k: Run(r[0], r[1], int(r[2]), r[3]) for k, r in runs.items()},
+        min(t_new - window_s, t_old),
+        t_new,
+    )
 
 
 def extrapolated(increase: float, run: Run, range_start: float, range_end: float) -> float | None:
@@ -115,7 +125,9 @@ def extrapolated(increase: float, run: Run, range_start: float, range_end: float
     to_start = run.first_t - range_start
     to_end = range_end - run.last_t
     if increase > 0 and run.first >= 0:
-        to_start = min(to_start, sampled * (run.first / increase))  # a counter never extrapolates below 0
+        to_start = min(
+            to_start, sampled * (run.first / increase)
+        )  # a counter never extrapolates below 0
     threshold = average * 1.1
     interval = sampled
     interval += to_start if to_start < threshold else average / 2
@@ -140,7 +152,9 @@ def rate(delta: Delta) -> float | None:
     return total / (delta.range_end - delta.range_start)
 
 
-def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> tuple[float | None, bool]:
+def histogram_quantile(
+    q: float, buckets: Sequence[tuple[float, float]]
+) -> tuple[float | None, bool]:
     """Prometheus' histogram_quantile on cumulative (upper bound, count) pairs.
 
     Returns (value, lower_bound_only). value is None where Prometheus returns NaN (no
@@ -150,8 +164,9 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> tupl
     return histogram_quantiles((q,), buckets)[0]
 
 
-def histogram_quantiles(qs: Sequence[float], buckets: Sequence[tuple[float, float]]
-                        ) -> list[tuple[float | None, bool]]:
+def histogram_quantiles(
+    qs: Sequence[float], buckets: Sequence[tuple[float, float]]
+) -> list[tuple[float | None, bool]]:
     """Several quantiles of one histogram, preparing its buckets once."""
     prepared = _prepare(buckets)
     return [_quantile(q, prepared) for q in qs]
@@ -209,7 +224,9 @@ def _quantile(q: float, merged: list[list[float]] | None) -> tuple[float | None,
     return start + (end - start) * (rank / count), False
 
 
-def fraction_at_or_below(limit: float, buckets: Sequence[tuple[float, float]]) -> tuple[float | None, bool]:
+def fraction_at_or_below(
+    limit: float, buckets: Sequence[tuple[float, float]]
+) -> tuple[float | None, bool]:
     """Share of observations <= limit from cumulative buckets: (share, exact).
 
     Exact when ``limit`` is a bucket bound; otherwise linearly interpolated inside its bucket.
@@ -232,7 +249,9 @@ def fraction_at_or_below(limit: float, buckets: Sequence[tuple[float, float]]) -
     return 1.0, False
 
 
-def quantile_bucket(value: float, buckets: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+def quantile_bucket(
+    value: float, buckets: Sequence[tuple[float, float]]
+) -> tuple[float, float] | None:
     """The bucket ``(lower, upper]`` a quantile estimate lies in: where the true quantile may be."""
     lower = 0.0
     for le, _ in sorted(buckets):

@@ -24,7 +24,9 @@ def load_yaml(text: str, source: str) -> tuple[Any, Where]:
         mark = getattr(exc, "problem_mark", None)
         at = f"{source}:{mark.line + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{at}: not valid YAML ({problem}); check the indentation and quoting there.") from None
+        raise ConfigError(
+            f"{at}: not valid YAML ({problem}); check the indentation and quoting there."
+        ) from None
     if root is not None:
         _check_duplicates(root, source)
 
@@ -40,7 +42,11 @@ def load_yaml(text: str, source: str) -> tuple[Any, Where]:
                         break
                 else:
                     break
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            elif (
+                isinstance(node, yaml.SequenceNode)
+                and isinstance(part, int)
+                and 0 <= part < len(node.value)
+            ):
                 node = node.value[part]
                 line = node.start_mark.line
             else:
@@ -56,8 +62,10 @@ def _check_duplicates(node: yaml.Node, source: str) -> None:
         for key, value in node.value:
             k = str(key.value)
             if k in seen:
-                raise ConfigError(f"{source}:{key.start_mark.line + 1}: key {k!r} appears twice "
-                                  f"(first on line {seen[k] + 1}); keep one.")
+                raise ConfigError(
+                    f"{source}:{key.start_mark.line + 1}: key {k!r} appears twice "
+                    f"(first on line {seen[k] + 1}); keep one."
+                )
             seen[k] = key.start_mark.line
             _check_duplicates(value, source)
     elif isinstance(node, yaml.SequenceNode):
@@ -65,7 +73,9 @@ def _check_duplicates(node: yaml.Node, source: str) -> None:
             _check_duplicates(item, source)
 
 
-def pydantic_error(exc: Any, where: Where, prefix: Sequence[Any] = (), fix: str = "") -> ConfigError:
+def pydantic_error(
+    exc: Any, where: Where, prefix: Sequence[Any] = (), fix: str = ""
+) -> ConfigError:
     """One sentence from the first pydantic validation error, with file:line."""
     err = exc.errors()[0]
     loc = tuple(prefix) + tuple(err["loc"])

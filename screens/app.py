@@ -66,9 +66,17 @@ class InferdeckApp(App[None]):
     VIEWS = ("budget", "slo", "cost")
     TALL = 40  # from this height the budget, SLO and cost panes are all shown
 
-    def __init__(self, source: FrameSource, interval_s: float = 1.0, title: str = "inferdeck",
-                 read_only: bool = False, snapshot_dir: Path | None = None, secrets: list[str] | None = None,
-                 replay: ReplaySource | None = None, mig: MigManager | None = None) -> None:
+    def __init__(
+        self,
+        source: FrameSource,
+        interval_s: float = 1.0,
+        title: str = "inferdeck",
+        read_only: bool = False,
+        snapshot_dir: Path | None = None,
+        secrets: list[str] | None = None,
+        replay: ReplaySource | None = None,
+        mig: MigManager | None = None,
+    ) -> None:
         super().__init__()
         self.mig = mig
         self.source = source
@@ -174,8 +182,12 @@ class InferdeckApp(App[None]):
         dash = self.screen_stack[0]
         for view, pane in (("budget", ServicesPane), ("slo", SloPane), ("cost", CostPane)):
             widget = dash.query_one(pane)
-            has_data = view == "budget" or (bool(frame.services) and (view != "cost" or frame.cost is not None))
-            widget.display = has_data and (tall or self.view == view or (view == "budget" and not frame.services))
+            has_data = view == "budget" or (
+                bool(frame.services) and (view != "cost" or frame.cost is not None)
+            )
+            widget.display = has_data and (
+                tall or self.view == view or (view == "budget" and not frame.services)
+            )
 
     def action_view(self) -> None:
         self.view = self.VIEWS[(self.VIEWS.index(self.view) + 1) % len(self.VIEWS)]
@@ -199,10 +211,16 @@ class InferdeckApp(App[None]):
         """A toast for every alert newly raised (and the terminal bell when the plan asks)."""
         active = {a.key: a for a in frame.alerts if a.state == "active"}
         if self._seen_alerts is not None:
-            new = [a for k, a in active.items() if k not in self._seen_alerts and a.severity != "info"]
+            new = [
+                a for k, a in active.items() if k not in self._seen_alerts and a.severity != "info"
+            ]
             for a in new:
-                self.notify(f"{a.subject}: {a.message}", title=a.severity.upper(),
-                            severity="error" if a.severity == "critical" else "warning", timeout=8)
+                self.notify(
+                    f"{a.subject}: {a.message}",
+                    title=a.severity.upper(),
+                    severity="error" if a.severity == "critical" else "warning",
+                    timeout=8,
+                )
             plan = getattr(self.source, "plan", None)
             if new and plan is not None and plan.bell:
                 self.bell()
@@ -232,9 +250,13 @@ class InferdeckApp(App[None]):
         frac = (cur - start) / (end - start) if end > start else 1.0
         filled = round(frac * width)
         state = "▶" if r.playing else "⏸"
-        text = Text.assemble((f" {state} {r.speed:g}x ", "bold"), (f"{_hms(cur)}Z ", "bold"),
-                             "█" * filled + "░" * (width - filled), f" {_hms(start)}–{_hms(end)}Z  ",
-                             ("p play/pause  [ ] step  , . ±1 min  1 2 3 speed  g go to", "dim"))
+        text = Text.assemble(
+            (f" {state} {r.speed:g}x ", "bold"),
+            (f"{_hms(cur)}Z ", "bold"),
+            "█" * filled + "░" * (width - filled),
+            f" {_hms(start)}–{_hms(end)}Z  ",
+            ("p play/pause  [ ] step  , . ±1 min  1 2 3 speed  g go to", "dim"),
+        )
         self.screen_stack[0].query_one("#timebar", Static).update(text)
 
     def action_window(self) -> None:
@@ -245,8 +267,11 @@ class InferdeckApp(App[None]):
             return
         later = [w for w in WINDOWS_S if w > current]
         self.source.window_s = later[0] if later else WINDOWS_S[0]  # type: ignore[attr-defined]
-        self.notify(f"Window {window_label(self.source.window_s)}: rates and percentiles recompute "
-                    "from the kept history.", timeout=3)
+        self.notify(
+            f"Window {window_label(self.source.window_s)}: rates and percentiles recompute "
+            "from the kept history.",
+            timeout=3,
+        )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "engine-table":
@@ -265,7 +290,11 @@ class InferdeckApp(App[None]):
         if self.frame is None:
             self.notify("Nothing to save yet: no frame has arrived.", severity="warning")
             return
-        frame, svg, history = self.frame, self.export_screenshot(title=f"inferdeck {self.frame.host}"), self.keys.export()
+        frame, svg, history = (
+            self.frame,
+            self.export_screenshot(title=f"inferdeck {self.frame.host}"),
+            self.keys.export(),
+        )
 
         def save(note: str | None) -> None:
             if note is None:
@@ -276,20 +305,32 @@ class InferdeckApp(App[None]):
             try:
                 path = write_bundle(self.snapshot_dir, frame, note, history, svg, self.secrets)
             except OSError as exc:
-                self.notify(f"Could not save the snapshot in {self.snapshot_dir}: {exc.strerror}.", severity="error")
+                self.notify(
+                    f"Could not save the snapshot in {self.snapshot_dir}: {exc.strerror}.",
+                    severity="error",
+                )
                 return
             self.notify(f"Snapshot saved: {path}", title="Snapshot", timeout=10)
 
-        self.push_screen(PromptScreen("Snapshot note (optional, e.g. the incident id); enter saves, esc cancels",
-                                      "INC-1234 high TTFT on llama-70b"), save)
+        self.push_screen(
+            PromptScreen(
+                "Snapshot note (optional, e.g. the incident id); enter saves, esc cancels",
+                "INC-1234 high TTFT on llama-70b",
+            ),
+            save,
+        )
 
     def action_mig(self) -> None:
         if self.mig is None or self.read_only:
             return
         commands: dict[int, str] = {}
         for g in self.frame.gpus if self.frame else []:
-            for p in g.processes + [p for d in (g.mig.devices if g.mig else []) for p in d.processes]:
-                commands[p.pid] = (p.command or "command not visible") + (f"; engine {p.engine}" if p.engine else "")
+            for p in g.processes + [
+                p for d in (g.mig.devices if g.mig else []) for p in d.processes
+            ]:
+                commands[p.pid] = (p.command or "command not visible") + (
+                    f"; engine {p.engine}" if p.engine else ""
+                )
 
         from screens.mig import MigScreen  # loaded when the menu opens
 
@@ -330,7 +371,9 @@ class InferdeckApp(App[None]):
                     self.notify(problem, severity="warning")
                 self._refresh_replay()
 
-        self.push_screen(PromptScreen("Go to time (HH:MM[:SS] UTC, or an ISO date and time)", "12:34:56"), go)
+        self.push_screen(
+            PromptScreen("Go to time (HH:MM[:SS] UTC, or an ISO date and time)", "12:34:56"), go
+        )
 
     @work(exclusive=True, group="replay", exit_on_error=False)
     async def _refresh_replay(self) -> None:

@@ -44,18 +44,46 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     # label, key, width, wide only, cell
     ("Engine", "engine", 12, False, _name),
     ("Kind", "kind", 8, True, lambda e, c, p: Text(e.kind or "?")),
-    ("Model", "model", 24, True, lambda e, c, p: Text(e.model.rsplit("/", 1)[-1], overflow="ellipsis", no_wrap=True)
-     if e.model else Text(NA, style=c["dim"])),
-    ("Dev", "dev", 4, False, lambda e, c, p: Text(e.device or "-", style="" if e.device else c["dim"])),
+    (
+        "Model",
+        "model",
+        24,
+        True,
+        lambda e, c, p: (
+            Text(e.model.rsplit("/", 1)[-1], overflow="ellipsis", no_wrap=True)
+            if e.model
+            else Text(NA, style=c["dim"])
+        ),
+    ),
+    (
+        "Dev",
+        "dev",
+        4,
+        False,
+        lambda e, c, p: Text(e.device or "-", style="" if e.device else c["dim"]),
+    ),
     ("Run", "run", 4, False, lambda e, c, p: Text(num(e.requests_running))),
-    ("Wait", "wait", 4, False, lambda e, c, p: Text(num(e.requests_waiting),
-                                                    style=c["warning"] if (e.requests_waiting or 0) > 0 else "")),
+    (
+        "Wait",
+        "wait",
+        4,
+        False,
+        lambda e, c, p: Text(
+            num(e.requests_waiting), style=c["warning"] if (e.requests_waiting or 0) > 0 else ""
+        ),
+    ),
     ("KV", "kv", 8, False, _kv),
     ("tok/s", "tps", 6, False, lambda e, c, p: Text(num(e.generation_tokens_per_s))),
     ("TTFT95", "ttft", 8, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"])),
     ("TPOT95", "tpot", 8, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"])),
     ("OK%", "ok", 5, False, _ok),
-    ("Trend tok/s", "trend", 16, True, lambda e, c, p: Text(spark(p.trend.get(e.url, ()), 16), style=c["success"])),
+    (
+        "Trend tok/s",
+        "trend",
+        16,
+        True,
+        lambda e, c, p: Text(spark(p.trend.get(e.url, ()), 16), style=c["success"]),
+    ),
 ]
 
 
@@ -71,8 +99,11 @@ class EnginePane(TablePane):
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
         self.name_width = 18 if wide else 12
-        return [(label, key, width + (6 if key == "engine" and wide else 0))
-                for label, key, width, wide_only, _ in COLUMNS if wide or not wide_only]
+        return [
+            (label, key, width + (6 if key == "engine" and wide else 0))
+            for label, key, width, wide_only, _ in COLUMNS
+            if wide or not wide_only
+        ]
 
     def show(self, frame: Frame, record: bool = True) -> None:
         self.frame = frame
@@ -82,22 +113,38 @@ class EnginePane(TablePane):
                 series = self.trend.setdefault(e.url, deque(maxlen=60))
                 if e.up and e.generation_tokens_per_s is not None:
                     series.append(e.generation_tokens_per_s)
-        shown = [(key, cell) for _, key, _, wide_only, cell in COLUMNS if self.wide or not wide_only]
+        shown = [
+            (key, cell) for _, key, _, wide_only, cell in COLUMNS if self.wide or not wide_only
+        ]
         rows = []
         for e in frame.engines:
             if e.up:
                 cells = [cell(e, c, self) for _, cell in shown]
             else:
-                cells = [cell(e, c, self) if key in ("engine", "kind", "model", "dev") else Text("")
-                         for key, cell in shown]
+                cells = [
+                    cell(e, c, self) if key in ("engine", "kind", "model", "dev") else Text("")
+                    for key, cell in shown
+                ]
                 cells[[k for k, _ in shown].index("run")] = Text("down", style=f"bold {c['error']}")
             rows.append((f"eng:{e.url}", cells))
         self.query_one(KeyedTable).sync(rows)
-        errors = [Text.assemble((f"{e.name}: ", f"bold {c['error']}"), e.error or "down", no_wrap=True,
-                                overflow="ellipsis") for e in frame.engines if not e.up]
+        errors = [
+            Text.assemble(
+                (f"{e.name}: ", f"bold {c['error']}"),
+                e.error or "down",
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+            for e in frame.engines
+            if not e.up
+        ]
         if not frame.engines:
-            errors = [Text("No engines found: pass --engine URL, list them in the config, or run `inferdeck demo`.",
-                           style=c["dim"])]
+            errors = [
+                Text(
+                    "No engines found: pass --engine URL, list them in the config, or run `inferdeck demo`.",
+                    style=c["dim"],
+                )
+            ]
         box = self.query_one("#engine-errors", Static)
         box.update(Text("\n").join(errors))
         box.display = bool(errors)
@@ -149,22 +196,41 @@ class EngineDetailScreen(Screen[None]):
             return
         c = theme_colors(self.app.theme_variables)
         e = engine
-        state = Text("up", style=f"bold {c['success']}") if e.up else Text(f"DOWN: {e.error}", style=f"bold {c['error']}")
-        head = Text.assemble((f"{e.name}", "bold"), f"  {e.kind or '?'}  {e.model or NA}  device {e.device or '?'}  ",
-                             state, f"\n{e.url}")
+        state = (
+            Text("up", style=f"bold {c['success']}")
+            if e.up
+            else Text(f"DOWN: {e.error}", style=f"bold {c['error']}")
+        )
+        head = Text.assemble(
+            (f"{e.name}", "bold"),
+            f"  {e.kind or '?'}  {e.model or NA}  device {e.device or '?'}  ",
+            state,
+            f"\n{e.url}",
+        )
         if e.version_hints:
             head.append("\nversion hints: " + "; ".join(e.version_hints), style=c["dim"])
         if e.restarted_at:
-            head.append(f"\nrestarted at {e.restarted_at:%H:%M:%S}Z (counters reset; windows restart there)",
-                        style=c["warning"])
+            head.append(
+                f"\nrestarted at {e.restarted_at:%H:%M:%S}Z (counters reset; windows restart there)",
+                style=c["warning"],
+            )
         self.query_one("#detail-head", Static).update(head)
-        rows = [_pct_row(label, getattr(e, fld), e.unavailable.get(fld))
-                for label, fld in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("e2e", "e2e_s"),
-                                   ("queue", "queue_time_s"))]
+        rows = [
+            _pct_row(label, getattr(e, fld), e.unavailable.get(fld))
+            for label, fld in (
+                ("TTFT", "ttft_s"),
+                ("TPOT", "tpot_s"),
+                ("ITL", "itl_s"),
+                ("e2e", "e2e_s"),
+                ("queue", "queue_time_s"),
+            )
+        ]
         t = self.query_one("#detail-latency", DataTable)
         for row in rows:
             if row[0] in t.rows:
-                for key, value in zip(("p50", "p95", "p99", "requests", "basis"), row[1:], strict=True):
+                for key, value in zip(
+                    ("p50", "p95", "p99", "requests", "basis"), row[1:], strict=True
+                ):
                     t.update_cell(row[0], key, value)
             else:
                 t.add_row(*row, key=row[0])
@@ -179,13 +245,29 @@ class EngineDetailScreen(Screen[None]):
         line("running / waiting", f"{num(e.requests_running)} / {num(e.requests_waiting)}")
         kv = pct(e.kv_cache_usage, 1)
         if e.kv_cache_usage_by_rank:
-            kv += "  (" + ", ".join(f"{k}: {v * 100:.0f}%" for k, v in sorted(e.kv_cache_usage_by_rank.items())) + ")"
+            kv += (
+                "  ("
+                + ", ".join(
+                    f"{k}: {v * 100:.0f}%" for k, v in sorted(e.kv_cache_usage_by_rank.items())
+                )
+                + ")"
+            )
         line("KV cache", kv, "kv_cache_usage")
-        line("KV capacity", f"{num(e.kv_capacity_tokens)} tokens" if e.kv_capacity_tokens else NA, "kv_capacity_tokens")
-        line("tokens/s out / in", f"{num(e.generation_tokens_per_s, 1)} / {num(e.prompt_tokens_per_s, 1)}")
+        line(
+            "KV capacity",
+            f"{num(e.kv_capacity_tokens)} tokens" if e.kv_capacity_tokens else NA,
+            "kv_capacity_tokens",
+        )
+        line(
+            "tokens/s out / in",
+            f"{num(e.generation_tokens_per_s, 1)} / {num(e.prompt_tokens_per_s, 1)}",
+        )
         line("completion rate", pct(e.success_rate, 2), "success_rate")
         if e.finish_reasons:
-            line("finished in window", ", ".join(f"{k} {v:,.0f}" for k, v in sorted(e.finish_reasons.items())))
+            line(
+                "finished in window",
+                ", ".join(f"{k} {v:,.0f}" for k, v in sorted(e.finish_reasons.items())),
+            )
         line("aborted / failed", f"{num(e.requests_aborted)} / {num(e.requests_failed)}")
         line("prefix-cache hit rate", pct(e.prefix_cache_hit_rate, 1), "prefix_cache_hit_rate")
         line("preemptions in window", num(e.preemptions), "preemptions")

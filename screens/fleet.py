@@ -25,9 +25,19 @@ from screens.widgets import KeyedTable, spark, theme_colors
 if TYPE_CHECKING:  # the source queries Prometheus: screens only hold it
     from console.fleet.source import FleetSource
 
-COLUMNS = (("Node", "node", 16), ("GPUs", "gpus", 5), ("MIG", "mig", 4), ("Engines", "engines", 8),
-           ("Worst", "worst", 9), ("TTFT p95", "ttft", 9), ("TTFT≤1s", "slo", 8), ("Tok/s", "tps", 7),
-           ("$/M good", "cost", 9), ("Alerts", "alerts", 7), ("Last hour tok/s", "trend", 16))
+COLUMNS = (
+    ("Node", "node", 16),
+    ("GPUs", "gpus", 5),
+    ("MIG", "mig", 4),
+    ("Engines", "engines", 8),
+    ("Worst", "worst", 9),
+    ("TTFT p95", "ttft", 9),
+    ("TTFT≤1s", "slo", 8),
+    ("Tok/s", "tps", 7),
+    ("$/M good", "cost", 9),
+    ("Alerts", "alerts", 7),
+    ("Last hour tok/s", "trend", 16),
+)
 SORTS = ("node", "alerts", "ttft", "tps")
 
 
@@ -35,11 +45,23 @@ def _row(node: str, f: Frame) -> dict:
     up = sum(1 for e in f.engines if e.up)
     p95 = [e.ttft_s.p95 for e in f.engines if e.ttft_s and e.ttft_s.p95 is not None]
     active = [a for a in f.alerts if a.state == "active"]
-    worst = "critical" if any(a.severity == "critical" for a in active) else \
-        "warning" if any(a.severity == "warning" for a in active) else "ok"
-    return {"node": node, "gpus": len(f.gpus), "mig": sum(len(g.mig.devices) for g in f.gpus if g.mig),
-            "engines": f"{up}/{len(f.engines)}", "worst": worst, "ttft": max(p95) if p95 else None,
-            "tps": sum(e.generation_tokens_per_s or 0 for e in f.engines), "alerts": len(active)}
+    worst = (
+        "critical"
+        if any(a.severity == "critical" for a in active)
+        else "warning"
+        if any(a.severity == "warning" for a in active)
+        else "ok"
+    )
+    return {
+        "node": node,
+        "gpus": len(f.gpus),
+        "mig": sum(len(g.mig.devices) for g in f.gpus if g.mig),
+        "engines": f"{up}/{len(f.engines)}",
+        "worst": worst,
+        "ttft": max(p95) if p95 else None,
+        "tps": sum(e.generation_tokens_per_s or 0 for e in f.engines),
+        "alerts": len(active),
+    }
 
 
 def _share(summary: dict, style: str) -> Text:
@@ -68,9 +90,13 @@ class NodeScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#node-note", Static).update(Text(
-            f"MIG re-layout needs NVML on the node itself: on {self.node} run `inferdeck mig show`, then "
-            "`inferdeck mig apply GPU LAYOUT` (or the console's m menu).", style="dim"))
+        self.query_one("#node-note", Static).update(
+            Text(
+                f"MIG re-layout needs NVML on the node itself: on {self.node} run `inferdeck mig show`, then "
+                "`inferdeck mig apply GPU LAYOUT` (or the console's m menu).",
+                style="dim",
+            )
+        )
         self.show_state(self.app.state)  # type: ignore[attr-defined]
 
     def show_state(self, state: FleetState) -> None:
@@ -78,9 +104,18 @@ class NodeScreen(Screen[None]):
         if frame is None:
             return
         age = time.time() - (state.last_ok or time.time())
-        self.query_one("#node-title", Static).update(Text.assemble(
-            (f"{self.node}", "bold"), f" from Prometheus, window {frame.window_s:g} s",
-            (f"  (figures {age:.0f} s old: Prometheus is not answering)" if state.errors else "", "bold")))
+        self.query_one("#node-title", Static).update(
+            Text.assemble(
+                (f"{self.node}", "bold"),
+                f" from Prometheus, window {frame.window_s:g} s",
+                (
+                    f"  (figures {age:.0f} s old: Prometheus is not answering)"
+                    if state.errors
+                    else "",
+                    "bold",
+                ),
+            )
+        )
         self.query_one(AlertPane).show(frame)
         self.query_one(GpuPane).show(frame)
         self.query_one(EnginePane).show(frame)
@@ -89,11 +124,15 @@ class NodeScreen(Screen[None]):
 class FleetApp(App[None]):
     CSS_PATH = "inferdeck.tcss"
     AUTO_FOCUS = "#fleet-table"
-    BINDINGS = [Binding("q", "quit", "Quit"), Binding("o", "sort", "Sort"),
-                Binding("slash", "filter", "Filter", key_display="/"), Binding("escape", "clear", "Clear", show=False),
-                Binding("left_square_bracket", "scrub(-300)", "-5 min", key_display="["),
-                Binding("right_square_bracket", "scrub(300)", "+5 min", key_display="]"),
-                Binding("0", "live", "Live")]
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("o", "sort", "Sort"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("escape", "clear", "Clear", show=False),
+        Binding("left_square_bracket", "scrub(-300)", "-5 min", key_display="["),
+        Binding("right_square_bracket", "scrub(300)", "+5 min", key_display="]"),
+        Binding("0", "live", "Live"),
+    ]
 
     def __init__(self, source: FleetSource, interval_s: float = 5.0) -> None:
         super().__init__()
@@ -138,23 +177,48 @@ class FleetApp(App[None]):
         stale = bool(st.errors) and age is not None
         past = self.source.at is not None
         when = time.strftime("%H:%M:%S", time.gmtime(st.taken_at)) + "Z" if st.taken_at else "-"
-        self.query_one("#status", Static).update(Text.assemble(
-            ("inferdeck fleet", "bold"), f" │ {self.source.client.url} │ {len(st.nodes)} nodes │ sort {self.sort} │ ",
-            (f"at {when} (history: [ ] move, 0 live)" if past else f"live {when}", "bold reverse" if past else ""),
-            (f" │ last good answer {age:.0f} s ago" if stale else "", f"bold {c['warning']}")))
+        self.query_one("#status", Static).update(
+            Text.assemble(
+                ("inferdeck fleet", "bold"),
+                f" │ {self.source.client.url} │ {len(st.nodes)} nodes │ sort {self.sort} │ ",
+                (
+                    f"at {when} (history: [ ] move, 0 live)" if past else f"live {when}",
+                    "bold reverse" if past else "",
+                ),
+                (f" │ last good answer {age:.0f} s ago" if stale else "", f"bold {c['warning']}"),
+            )
+        )
         rows = [_row(n, f) for n, f in st.nodes.items() if self.filter in n.lower()]
-        key = {"node": lambda r: r["node"], "alerts": lambda r: -r["alerts"], "ttft": lambda r: -(r["ttft"] or 0),
-               "tps": lambda r: -r["tps"]}[self.sort]
+        key = {
+            "node": lambda r: r["node"],
+            "alerts": lambda r: -r["alerts"],
+            "ttft": lambda r: -(r["ttft"] or 0),
+            "tps": lambda r: -r["tps"],
+        }[self.sort]
         rows.sort(key=key)
         style = c["dim"] if stale else ""
         worst_style = {"critical": c["error"], "warning": c["warning"], "ok": c["success"]}
-        self.query_one(KeyedTable).sync([(f"node:{r['node']}", [
-            Text(r["node"], style=style), Text(str(r["gpus"]), style=style), Text(str(r["mig"]), style=style),
-            Text(r["engines"], style=style), Text(r["worst"], style=style or worst_style[r["worst"]]),
-            Text(seconds(r["ttft"]), style=style), _share(st.summary.get(r["node"], {}), style),
-            Text(f"{r['tps']:,.0f}", style=style), _cost(st.summary.get(r["node"], {}), style),
-            Text(str(r["alerts"]), style=style),
-            Text(spark(st.trends.get(r["node"], []), 16), style=c["success"])]) for r in rows])
+        self.query_one(KeyedTable).sync(
+            [
+                (
+                    f"node:{r['node']}",
+                    [
+                        Text(r["node"], style=style),
+                        Text(str(r["gpus"]), style=style),
+                        Text(str(r["mig"]), style=style),
+                        Text(r["engines"], style=style),
+                        Text(r["worst"], style=style or worst_style[r["worst"]]),
+                        Text(seconds(r["ttft"]), style=style),
+                        _share(st.summary.get(r["node"], {}), style),
+                        Text(f"{r['tps']:,.0f}", style=style),
+                        _cost(st.summary.get(r["node"], {}), style),
+                        Text(str(r["alerts"]), style=style),
+                        Text(spark(st.trends.get(r["node"], []), 16), style=c["success"]),
+                    ],
+                )
+                for r in rows
+            ]
+        )
         errors = "\n".join(f"{name}: {why}" for name, why in sorted(st.errors.items())[:6])
         box = self.query_one("#fleet-errors", Static)
         box.update(Text(errors, style=c["warning"]))

@@ -16,10 +16,20 @@ from console.frame import Frame, Gpu, GpuProcess, MigDevice
 from console.units import GIB, NA, gib, num, watts
 from screens.widgets import KeyedTable, TablePane, bar, short_gpu_name, spark, theme_colors
 
-NARROW_COLUMNS = (("GPU", "gpu", 4), ("Device", "device", 16), ("Memory", "memory", 17), ("Util", "util", 9),
-                  ("Power", "power", 10), ("Temp", "temp", 8))
-WIDE_COLUMNS = (("SM clock", "clock", 10), ("Clock events", "events", 18), ("Procs", "procs", 5),
-                ("Trend power", "trend", 16))
+NARROW_COLUMNS = (
+    ("GPU", "gpu", 4),
+    ("Device", "device", 16),
+    ("Memory", "memory", 17),
+    ("Util", "util", 9),
+    ("Power", "power", 10),
+    ("Temp", "temp", 8),
+)
+WIDE_COLUMNS = (
+    ("SM clock", "clock", 10),
+    ("Clock events", "events", 18),
+    ("Procs", "procs", 5),
+    ("Trend power", "trend", 16),
+)
 HOT = {"power cap", "thermal (SW)", "thermal (HW)", "HW slowdown", "power brake (HW)"}
 
 
@@ -30,15 +40,19 @@ def _frac(used: float | None, total: float | None) -> float | None:
 def _mem(used: int | None, total: int | None, c: dict[str, str]) -> Text:
     if used is None or total is None:
         return Text(NA, style=c["dim"])
-    return Text.assemble(bar(_frac(used, total), 6, c, 0.9, 0.98), f" {used / GIB:4.1f}/{total / GIB:.0f}G")
+    return Text.assemble(
+        bar(_frac(used, total), 6, c, 0.9, 0.98), f" {used / GIB:4.1f}/{total / GIB:.0f}G"
+    )
 
 
 def _power(g: Gpu, c: dict[str, str]) -> Text:
     if g.power_w is None or not g.power_limit_w:
         return Text(NA, style=c["dim"])
     capped = bool(g.clock_events and "power cap" in g.clock_events)
-    return Text.assemble(bar(g.power_w / g.power_limit_w, 4, c, 0.95, 0.99),
-                         (f"{g.power_w:4.0f}W", c["warning"] if capped else ""))
+    return Text.assemble(
+        bar(g.power_w / g.power_limit_w, 4, c, 0.95, 0.99),
+        (f"{g.power_w:4.0f}W", c["warning"] if capped else ""),
+    )
 
 
 def _temp(g: Gpu, c: dict[str, str]) -> Text:
@@ -46,8 +60,10 @@ def _temp(g: Gpu, c: dict[str, str]) -> Text:
         return Text(NA, style=c["dim"])
     frac = g.temperature_c / g.temperature_slowdown_c if g.temperature_slowdown_c else None
     hot = bool(g.clock_events and {"thermal (SW)", "thermal (HW)"} & set(g.clock_events))
-    return Text.assemble(bar(frac, 3, c, 0.9, 0.97) if frac is not None else "", (f"{g.temperature_c:3.0f}°C",
-                                                                                  c["error"] if hot else ""))
+    return Text.assemble(
+        bar(frac, 3, c, 0.9, 0.97) if frac is not None else "",
+        (f"{g.temperature_c:3.0f}°C", c["error"] if hot else ""),
+    )
 
 
 def _events(g: Gpu, c: dict[str, str]) -> Text:
@@ -55,7 +71,9 @@ def _events(g: Gpu, c: dict[str, str]) -> Text:
         return Text(NA, style=c["dim"])
     if not g.clock_events:
         return Text("none", style=c["dim"])
-    return Text(", ").join(Text(e, style=f"bold {c['warning']}" if e in HOT else c["dim"]) for e in g.clock_events)
+    return Text(", ").join(
+        Text(e, style=f"bold {c['warning']}" if e in HOT else c["dim"]) for e in g.clock_events
+    )
 
 
 class GpuPane(TablePane):
@@ -68,8 +86,10 @@ class GpuPane(TablePane):
         yield KeyedTable(id="gpu-table", cursor_type="row", zebra_stripes=False)
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
-        return [(label, key, width + (8 if key == "device" and wide else 0))
-                for label, key, width in NARROW_COLUMNS + (WIDE_COLUMNS if wide else ())]
+        return [
+            (label, key, width + (8 if key == "device" and wide else 0))
+            for label, key, width in NARROW_COLUMNS + (WIDE_COLUMNS if wide else ())
+        ]
 
     def show(self, frame: Frame, record: bool = True) -> None:
         self.frame = frame
@@ -92,13 +112,20 @@ class GpuPane(TablePane):
         table.display = bool(rows)
 
     def _pad(self, cells: list[Text]) -> list[Text]:
-        return cells + [Text("")] * ((len(NARROW_COLUMNS) + (len(WIDE_COLUMNS) if self.wide else 0)) - len(cells))
+        return cells + [Text("")] * (
+            (len(NARROW_COLUMNS) + (len(WIDE_COLUMNS) if self.wide else 0)) - len(cells)
+        )
 
     def _mig_row(self, g: Gpu, d: MigDevice, c: dict[str, str]) -> list[Text]:
         where = f"@{d.placement_start}" if d.placement_start is not None else ""
-        cells = [Text(f" {g.index}/{d.index}"),
-                 Text(f"└ {d.profile or NA}{where}", overflow="ellipsis", no_wrap=True),
-                 _mem(d.memory_used_bytes, d.memory_total_bytes, c), Text("n/a MIG", style=c["dim"]), Text(""), Text("")]
+        cells = [
+            Text(f" {g.index}/{d.index}"),
+            Text(f"└ {d.profile or NA}{where}", overflow="ellipsis", no_wrap=True),
+            _mem(d.memory_used_bytes, d.memory_total_bytes, c),
+            Text("n/a MIG", style=c["dim"]),
+            Text(""),
+            Text(""),
+        ]
         if self.wide:
             cells += [Text(""), Text(""), Text(str(len(d.processes)) if d.processes else "")]
         return self._pad(cells)
@@ -106,24 +133,45 @@ class GpuPane(TablePane):
     def _gpu_row(self, g: Gpu, c: dict[str, str]) -> list[Text]:
         if g.fault or "gpu" in g.unavailable:
             reason = g.fault or g.unavailable["gpu"]
-            return self._pad([Text(str(g.index), style=f"bold {c['error']}"),
-                              Text("LOST" if g.fault else "ERROR", style=f"bold {c['error']}"),
-                              Text(reason, style=c["error"], overflow="ellipsis", no_wrap=True)])
+            return self._pad(
+                [
+                    Text(str(g.index), style=f"bold {c['error']}"),
+                    Text("LOST" if g.fault else "ERROR", style=f"bold {c['error']}"),
+                    Text(reason, style=c["error"], overflow="ellipsis", no_wrap=True),
+                ]
+            )
         name = Text(short_gpu_name(g.name), overflow="ellipsis", no_wrap=True)
         if g.mig and g.mig.current != g.mig.pending:
             name.truncate(13 if not self.wide else 21, overflow="ellipsis")
             name.append(" ⟳", style=f"bold {c['warning']}")
         if g.utilization_gpu_pct is None:
-            util = Text(g.unavailable.get("utilization_gpu_pct", NA).replace("n/a under MIG", "n/a MIG"), style=c["dim"])
+            util = Text(
+                g.unavailable.get("utilization_gpu_pct", NA).replace("n/a under MIG", "n/a MIG"),
+                style=c["dim"],
+            )
         else:
-            util = Text.assemble(bar(g.utilization_gpu_pct / 100, 4, c, 0.9, 0.99), f"{g.utilization_gpu_pct:4.0f}%")
-        cells = [Text(str(g.index), style="bold"), name, _mem(g.memory_used_bytes, g.memory_total_bytes, c), util,
-                 _power(g, c), _temp(g, c)]
+            util = Text.assemble(
+                bar(g.utilization_gpu_pct / 100, 4, c, 0.9, 0.99), f"{g.utilization_gpu_pct:4.0f}%"
+            )
+        cells = [
+            Text(str(g.index), style="bold"),
+            name,
+            _mem(g.memory_used_bytes, g.memory_total_bytes, c),
+            util,
+            _power(g, c),
+            _temp(g, c),
+        ]
         if self.wide:
             clock = f"{g.clock_sm_mhz}/{g.clock_sm_max_mhz}" if g.clock_sm_mhz is not None else NA
-            procs = len(g.processes) + sum(len(d.processes) for d in (g.mig.devices if g.mig else []))
-            cells += [Text(clock), _events(g, c), Text(str(procs) if procs else ""),
-                      Text(spark(self.trend.get(g.index, ()), 16), style=c["success"])]
+            procs = len(g.processes) + sum(
+                len(d.processes) for d in (g.mig.devices if g.mig else [])
+            )
+            cells += [
+                Text(clock),
+                _events(g, c),
+                Text(str(procs) if procs else ""),
+                Text(spark(self.trend.get(g.index, ()), 16), style=c["success"]),
+            ]
         return cells
 
     def selected_gpu(self) -> int | None:
@@ -134,8 +182,11 @@ class GpuPane(TablePane):
         return int(key.split(":")[1])
 
 
-SORTS = {"memory": lambda r: -(r[1].used_memory_bytes or 0), "pid": lambda r: r[1].pid,
-         "user": lambda r: (r[1].user or "~", r[1].pid)}
+SORTS = {
+    "memory": lambda r: -(r[1].used_memory_bytes or 0),
+    "pid": lambda r: r[1].pid,
+    "user": lambda r: (r[1].user or "~", r[1].pid),
+}
 
 
 class GpuDetailScreen(Screen[None]):
@@ -161,16 +212,25 @@ class GpuDetailScreen(Screen[None]):
             yield Static(id="gpu-fields")
             yield Static(id="gpu-mig")
             yield Static("Processes", id="proc-title")
-            yield Input(placeholder="filter processes (pid, user, command, engine); enter to apply, esc to clear",
-                        id="proc-filter")
+            yield Input(
+                placeholder="filter processes (pid, user, command, engine); enter to apply, esc to clear",
+                id="proc-filter",
+            )
             yield KeyedTable(id="proc-table", cursor_type="row")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#proc-filter", Input).display = False
         t = self.query_one("#proc-table", KeyedTable)
-        for label, key, width in (("Device", "dev", 7), ("PID", "pid", 8), ("User", "user", 10), ("Memory", "mem", 9),
-                                  ("GI/CI", "gici", 6), ("Engine", "engine", 14), ("Command", "cmd", 60)):
+        for label, key, width in (
+            ("Device", "dev", 7),
+            ("PID", "pid", 8),
+            ("User", "user", 10),
+            ("Memory", "mem", 9),
+            ("GI/CI", "gici", 6),
+            ("Engine", "engine", 14),
+            ("Command", "cmd", 60),
+        ):
             t.add_column(label, key=key, width=width)
         if self.app.frame is not None:  # type: ignore[attr-defined]
             self.show(self.app.frame)  # type: ignore[attr-defined]
@@ -209,9 +269,12 @@ class GpuDetailScreen(Screen[None]):
         if g is None:
             return
         c = theme_colors(self.app.theme_variables)
-        head = Text.assemble((f"GPU {g.index}  {g.name or NA}", "bold"), f"\n{g.uuid or NA}  bus {g.pci_bus_id or NA}"
-                             f"  {g.architecture or ''}  driver {frame.gpu_source.driver_version or NA}"
-                             f"  CUDA {frame.gpu_source.cuda_driver_version or NA}")
+        head = Text.assemble(
+            (f"GPU {g.index}  {g.name or NA}", "bold"),
+            f"\n{g.uuid or NA}  bus {g.pci_bus_id or NA}"
+            f"  {g.architecture or ''}  driver {frame.gpu_source.driver_version or NA}"
+            f"  CUDA {frame.gpu_source.cuda_driver_version or NA}",
+        )
         if g.fault:
             head.append(f"\n{g.fault}", style=f"bold {c['error']}")
         self.query_one("#gpu-head", Static).update(head)
@@ -227,15 +290,38 @@ class GpuDetailScreen(Screen[None]):
         gi_ci = {}
         for d in g.mig.devices if g.mig else []:
             gi_ci[f"{g.index}/{d.index}"] = f"{d.gpu_instance_id}/{d.compute_instance_id}"
-        self.query_one("#proc-title", Static).update(Text.assemble(
-            (f"Processes ({len(rows)})", "bold"), (f"  sorted by {self.sort}; M/P/U sort, / filter", c["dim"])))
-        self.query_one("#proc-table", KeyedTable).sync([
-            (f"{dev}:{p.pid}", [Text(dev), Text(str(p.pid)), Text(p.user or "?"),
-                                Text(gib(p.used_memory_bytes) + "G" if p.used_memory_bytes is not None else NA),
-                                Text(gi_ci.get(dev, "-")), Text(p.engine or "-"),
-                                Text(p.command or "not visible from here", style="" if p.command else c["dim"],
-                                     no_wrap=True, overflow="ellipsis")])
-            for dev, p in rows])
+        self.query_one("#proc-title", Static).update(
+            Text.assemble(
+                (f"Processes ({len(rows)})", "bold"),
+                (f"  sorted by {self.sort}; M/P/U sort, / filter", c["dim"]),
+            )
+        )
+        self.query_one("#proc-table", KeyedTable).sync(
+            [
+                (
+                    f"{dev}:{p.pid}",
+                    [
+                        Text(dev),
+                        Text(str(p.pid)),
+                        Text(p.user or "?"),
+                        Text(
+                            gib(p.used_memory_bytes) + "G"
+                            if p.used_memory_bytes is not None
+                            else NA
+                        ),
+                        Text(gi_ci.get(dev, "-")),
+                        Text(p.engine or "-"),
+                        Text(
+                            p.command or "not visible from here",
+                            style="" if p.command else c["dim"],
+                            no_wrap=True,
+                            overflow="ellipsis",
+                        ),
+                    ],
+                )
+                for dev, p in rows
+            ]
+        )
 
     @staticmethod
     def _processes(g: Gpu) -> list[tuple[str, GpuProcess]]:
@@ -257,34 +343,71 @@ class GpuDetailScreen(Screen[None]):
         def mhz(v: int | None) -> str:
             return f"{v} MHz" if v is not None else NA
 
-        line("memory used/total", f"{gib(g.memory_used_bytes)} / {gib(g.memory_total_bytes)} GiB", "memory_used_bytes")
+        line(
+            "memory used/total",
+            f"{gib(g.memory_used_bytes)} / {gib(g.memory_total_bytes)} GiB",
+            "memory_used_bytes",
+        )
         line("memory reserved", f"{gib(g.memory_reserved_bytes)} GiB", "memory_reserved_bytes")
-        line("BAR1 used/total", f"{gib(g.bar1_used_bytes)} / {gib(g.bar1_total_bytes)} GiB", "bar1_used_bytes")
-        line("utilisation gpu/mem", f"{num(g.utilization_gpu_pct)}% / {num(g.utilization_memory_pct)}%",
-             "utilization_gpu_pct")
+        line(
+            "BAR1 used/total",
+            f"{gib(g.bar1_used_bytes)} / {gib(g.bar1_total_bytes)} GiB",
+            "bar1_used_bytes",
+        )
+        line(
+            "utilisation gpu/mem",
+            f"{num(g.utilization_gpu_pct)}% / {num(g.utilization_memory_pct)}%",
+            "utilization_gpu_pct",
+        )
         line("SM clock", f"{mhz(g.clock_sm_mhz)} of {mhz(g.clock_sm_max_mhz)}", "clock_sm_mhz")
-        line("memory clock", f"{mhz(g.clock_mem_mhz)} of {mhz(g.clock_mem_max_mhz)}", "clock_mem_mhz")
+        line(
+            "memory clock", f"{mhz(g.clock_mem_mhz)} of {mhz(g.clock_mem_max_mhz)}", "clock_mem_mhz"
+        )
         line("performance state", f"P{g.pstate}" if g.pstate is not None else NA, "pstate")
-        line("power (1 s avg)", f"{watts(g.power_w)} of {watts(g.power_limit_w)} enforced, "
-             f"{watts(g.power_default_limit_w)} default", "power_w")
-        line("energy since load", f"{g.energy_j / 3.6e6:.3f} kWh" if g.energy_j is not None else NA, "energy_j")
-        line("temperature", f"{num(g.temperature_c)} °C (slowdown {num(g.temperature_slowdown_c)}, "
-             f"shutdown {num(g.temperature_shutdown_c)})", "temperature_c")
+        line(
+            "power (1 s avg)",
+            f"{watts(g.power_w)} of {watts(g.power_limit_w)} enforced, "
+            f"{watts(g.power_default_limit_w)} default",
+            "power_w",
+        )
+        line(
+            "energy since load",
+            f"{g.energy_j / 3.6e6:.3f} kWh" if g.energy_j is not None else NA,
+            "energy_j",
+        )
+        line(
+            "temperature",
+            f"{num(g.temperature_c)} °C (slowdown {num(g.temperature_slowdown_c)}, "
+            f"shutdown {num(g.temperature_shutdown_c)})",
+            "temperature_c",
+        )
         line("fan", f"{num(g.fan_pct)}%" if g.fan_pct is not None else NA, "fan_pct")
         active = g.clock_events or []
-        line("clock events", ", ".join(active) if active else ("none" if g.clock_events is not None else NA),
-             "clock_events", style=f"bold {c['warning']}" if HOT & set(active) else "")
+        line(
+            "clock events",
+            ", ".join(active) if active else ("none" if g.clock_events is not None else NA),
+            "clock_events",
+            style=f"bold {c['warning']}" if HOT & set(active) else "",
+        )
         ecc = NA if g.ecc_enabled is None else ("on" if g.ecc_enabled else "off")
         if g.ecc_pending is not None and g.ecc_pending != g.ecc_enabled:
             ecc += " (change pending)"
         line("ECC", ecc, "ecc_enabled")
-        line("ECC volatile corr/unc", f"{num(g.ecc_corrected_volatile)} / {num(g.ecc_uncorrected_volatile)}",
-             "ecc_corrected_volatile", style=c["error"] if (g.ecc_uncorrected_volatile or 0) > 0 else "")
+        line(
+            "ECC volatile corr/unc",
+            f"{num(g.ecc_corrected_volatile)} / {num(g.ecc_uncorrected_volatile)}",
+            "ecc_corrected_volatile",
+            style=c["error"] if (g.ecc_uncorrected_volatile or 0) > 0 else "",
+        )
         if g.remapped_rows is not None:
             r = g.remapped_rows
-            line("remapped rows", f"{r.correctable} correctable, {r.uncorrectable} uncorrectable"
-                 + (", remap pending (reset the GPU)" if r.pending else "") + (", REMAP FAILED" if r.failure else ""),
-                 style=c["error"] if r.failure or r.pending else "")
+            line(
+                "remapped rows",
+                f"{r.correctable} correctable, {r.uncorrectable} uncorrectable"
+                + (", remap pending (reset the GPU)" if r.pending else "")
+                + (", REMAP FAILED" if r.failure else ""),
+                style=c["error"] if r.failure or r.pending else "",
+            )
         else:
             line("retired pages", num(g.retired_pages), "retired_pages")
         return t
@@ -304,7 +427,12 @@ class GpuDetailScreen(Screen[None]):
         for reason in m.unavailable.values():
             t.append(f"  {reason}\n", style=c["warning"])
         for gi in m.instances:
-            cis = ", ".join(f"CI {ci.id} {ci.profile}" for ci in gi.compute_instances) or "no compute instance"
-            t.append(f"  GI {gi.id:<2} {gi.profile or NA:<12} placement {gi.placement_start}:{gi.placement_size}"
-                     f"   {cis}\n")
+            cis = (
+                ", ".join(f"CI {ci.id} {ci.profile}" for ci in gi.compute_instances)
+                or "no compute instance"
+            )
+            t.append(
+                f"  GI {gi.id:<2} {gi.profile or NA:<12} placement {gi.placement_start}:{gi.placement_size}"
+                f"   {cis}\n"
+            )
         return t

@@ -36,8 +36,13 @@ class ConfirmApply(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
-            yield Static(Text.assemble(("Change the MIG layout of GPU ", "bold"), (str(self.gpu), "bold"),
-                                       f"\n{self.summary}\n\nType {self.gpu} and press enter to apply."))
+            yield Static(
+                Text.assemble(
+                    ("Change the MIG layout of GPU ", "bold"),
+                    (str(self.gpu), "bold"),
+                    f"\n{self.summary}\n\nType {self.gpu} and press enter to apply.",
+                )
+            )
             yield Input(placeholder=f"type {self.gpu}", id="confirm-input")
             with Horizontal(id="confirm-buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
@@ -147,8 +152,10 @@ class MigScreen(Screen[None]):
             t.add_row("  enable MIG", key="enable")
         text = Text()
         text.append(f"GPU {g.index} {g.model.name if g.model else ''}: ", style="bold")
-        text.append(f"MIG {'on' if g.mode_current else 'off'}; {describe(g.layout)}  "
-                    f"(profiles and placements from the {g.spec_source})\n")
+        text.append(
+            f"MIG {'on' if g.mode_current else 'off'}; {describe(g.layout)}  "
+            f"(profiles and placements from the {g.spec_source})\n"
+        )
         services = {s.device: s.name for s in self.plan.services} if self.plan else {}
         for name, start in g.layout:
             procs = g.processes.get((name, start), [])
@@ -169,16 +176,23 @@ class MigScreen(Screen[None]):
         if isinstance(target, list):
             keep, destroy, create = diff(g.layout, target)
             t.append(f"  keep     {placements(keep) or '-'}\n")
-            t.append(f"  destroy  {placements(destroy) or '-'}\n", style=c["warning"] if destroy else "")
+            t.append(
+                f"  destroy  {placements(destroy) or '-'}\n", style=c["warning"] if destroy else ""
+            )
             t.append(f"  create   {placements(create) or '-'}\n")
         else:
-            t.append(f"  {target} MIG mode" + (" (every instance is destroyed first)\n" if target == "disable" else "\n"))
+            t.append(
+                f"  {target} MIG mode"
+                + (" (every instance is destroyed first)\n" if target == "disable" else "\n")
+            )
         for land in landing(self.plan, g, target) if self.plan else []:
             if land["lands_on"] is None or not land["fits"]:
                 t.append(f"  ! {land['warning']}\n", style=c["warning"])
             else:
-                t.append(f"  {land['service']} lands on {land['lands_on']}: needs {land['required_gib']:.1f} of "
-                         f"{land['capacity_gib']:.1f} GiB, headroom {land['headroom_gib']:.1f} GiB\n")
+                t.append(
+                    f"  {land['service']} lands on {land['lands_on']}: needs {land['required_gib']:.1f} of "
+                    f"{land['capacity_gib']:.1f} GiB, headroom {land['headroom_gib']:.1f} GiB\n"
+                )
         t.append("  equivalent nvidia-smi:\n", style=c["dim"])
         for cmd in nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids):
             t.append(f"    $ {cmd}\n", style=c["dim"])
@@ -200,7 +214,9 @@ class MigScreen(Screen[None]):
         if problems:
             self.notify(problems[0], severity="error", timeout=8)
             return
-        summary = f"{describe(g.layout)}  ->  {target if isinstance(target, str) else describe(target)}"
+        summary = (
+            f"{describe(g.layout)}  ->  {target if isinstance(target, str) else describe(target)}"
+        )
 
         def confirmed(ok: bool | None) -> None:
             if ok:
@@ -217,7 +233,9 @@ class MigScreen(Screen[None]):
 
         def progress(msg: str) -> None:
             log.append(msg)
-            self.app.call_from_thread(self.query_one("#mig-log", Static).update, "\n".join(log[-12:]))
+            self.app.call_from_thread(
+                self.query_one("#mig-log", Static).update, "\n".join(log[-12:])
+            )
 
         try:
             report = self.manager.apply(index, target, progress, self.app.read_only, self.commands)  # type: ignore[attr-defined]

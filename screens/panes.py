@@ -24,21 +24,34 @@ class AlertPane(Pane):
         self.border_title = f"Alerts ({len(active)} active)"
         lines = [] if active else [Text("No active alerts.", style=c["success"])]
         for a in frame.alerts:
-            sev = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}.get(a.severity, ("INFO", ""))
+            sev = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}.get(
+                a.severity, ("INFO", "")
+            )
             if a.state == "cleared":
                 sev = ("OK  ", c["dim"])
             when = f"{a.since:%H:%M:%S}" + (f"–{a.cleared_at:%H:%M:%S}" if a.cleared_at else "")
-            lines.append(Text.assemble((f"{sev[0]} ", f"bold {sev[1]}"), (f"{when} ", c["dim"]),
-                                       (f"{a.subject}: ", "bold" if a.state == "active" else c["dim"]),
-                                       (a.message, "" if a.state == "active" else c["dim"]),
-                                       no_wrap=True, overflow="ellipsis"))
+            lines.append(
+                Text.assemble(
+                    (f"{sev[0]} ", f"bold {sev[1]}"),
+                    (f"{when} ", c["dim"]),
+                    (f"{a.subject}: ", "bold" if a.state == "active" else c["dim"]),
+                    (a.message, "" if a.state == "active" else c["dim"]),
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
         text = Text("\n").join(lines)
         self.query_one("#alert-lines", Static).update(text)
 
 
 STATE_STYLE = {"ok": "success", "warning": "warning", "critical": "error", "unknown": "dim"}
-HEAD_COLUMNS = (("memory", "Memory", 10), ("kv", "KV seqs", 10), ("queue", "Queue", 7), ("power", "Power", 9),
-                ("thermal", "Thermal", 8))
+HEAD_COLUMNS = (
+    ("memory", "Memory", 10),
+    ("kv", "KV seqs", 10),
+    ("queue", "Queue", 7),
+    ("power", "Power", 9),
+    ("thermal", "Thermal", 8),
+)
 WIDE_HEAD = (("engine", "Engine", 6), ("planned", "Planned / capacity", 22))
 
 
@@ -48,7 +61,10 @@ def headroom_cell(h: Headroom | None, c: dict[str, str]) -> Text:
         return Text("-", style=c["dim"])
     color = c[STATE_STYLE[h.state]]
     if h.name == "engine":
-        return Text("up" if h.state == "ok" else ("DOWN" if h.state == "critical" else "?"), style=f"bold {color}")
+        return Text(
+            "up" if h.state == "ok" else ("DOWN" if h.state == "critical" else "?"),
+            style=f"bold {color}",
+        )
     if h.value is None:
         return Text(NA, style=c["dim"])
     if h.budget:
@@ -73,7 +89,8 @@ class ServicesPane(TablePane):
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
         return [("Service", "service", 12), ("Dev", "dev", 4)] + [
-            (label, key, width) for key, label, width in HEAD_COLUMNS + (WIDE_HEAD if wide else ())]
+            (label, key, width) for key, label, width in HEAD_COLUMNS + (WIDE_HEAD if wide else ())
+        ]
 
     def show(self, frame: Frame, record: bool = True) -> None:
         self.frame = frame
@@ -81,7 +98,11 @@ class ServicesPane(TablePane):
         rows = []
         for s in frame.services:
             heads = {h.name: h for h in s.headroom}
-            worst = max((h.state for h in s.headroom), key=["ok", "unknown", "warning", "critical"].index, default="ok")
+            worst = max(
+                (h.state for h in s.headroom),
+                key=["ok", "unknown", "warning", "critical"].index,
+                default="ok",
+            )
             name = Text.assemble(("● ", c[STATE_STYLE[worst]]), s.name)
             name.truncate(12, overflow="ellipsis")
             cells = [name, Text(s.device_id or "?", style="" if s.device_id else c["error"])]
@@ -89,15 +110,26 @@ class ServicesPane(TablePane):
             if self.wide:
                 cap = f"{s.capacity_bytes / 2**30:.1f}" if s.capacity_bytes else "?"
                 fits = {True: "", False: " DOES NOT FIT", None: ""}[s.fits]
-                cells += [headroom_cell(heads.get("engine"), c),
-                          Text(f"{s.required_bytes / 2**30:.1f} / {cap} GiB{fits}",
-                               style=c["error"] if s.fits is False else "")]
+                cells += [
+                    headroom_cell(heads.get("engine"), c),
+                    Text(
+                        f"{s.required_bytes / 2**30:.1f} / {cap} GiB{fits}",
+                        style=c["error"] if s.fits is False else "",
+                    ),
+                ]
             rows.append((f"svc:{s.name}", cells))
         table = self.query_one(KeyedTable)
         table.sync(rows)
         table.display = bool(rows)
         note = self.query_one("#service-note", Static)
         if not frame.services:
-            note.update(Text("No plan: add services to the config to watch headroom against a budget "
-                             "(config/example.yaml).", style=c["dim"], no_wrap=True, overflow="ellipsis"))
+            note.update(
+                Text(
+                    "No plan: add services to the config to watch headroom against a budget "
+                    "(config/example.yaml).",
+                    style=c["dim"],
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
         note.display = not frame.services

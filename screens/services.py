@@ -22,7 +22,9 @@ def _target(entry: dict | None, c: dict[str, str]) -> Text:
     style = c["success"] if entry.get("met") else c["error"]
     if entry.get("requests", FEW) < FEW:  # few requests: dimmed, with their count
         style = c["dim"]
-    return Text.assemble((target_text(entry, compact=True), style), (f"/{seconds(entry['target_s'])}", c["dim"]))
+    return Text.assemble(
+        (target_text(entry, compact=True), style), (f"/{seconds(entry['target_s'])}", c["dim"])
+    )
 
 
 def _pct(v: float | None) -> str:
@@ -40,7 +42,9 @@ def _burn(slo: dict | None, c: dict[str, str]) -> Text:
     if all(v is None for v in vals):
         return Text(NA, style=c["dim"])
     hot = any(v is not None and v >= 6 for v in vals)
-    return Text("/".join("-" if v is None else f"{v:.1f}" for v in vals), style=c["error"] if hot else "")
+    return Text(
+        "/".join("-" if v is None else f"{v:.1f}" for v in vals), style=c["error"] if hot else ""
+    )
 
 
 def _money(v: float | None, digits: int = 2) -> str:
@@ -53,8 +57,14 @@ class SloPane(Pane):
 
     def compose(self) -> ComposeResult:
         t = KeyedTable(id="slo-table", cursor_type="row")
-        for label, key, width in (("Service", "service", 12), ("TTFT p95", "ttft", 14), ("TPOT p95", "tpot", 13),
-                                  ("Done%", "done", 6), ("Good", "good", 13), ("Burn 5m/1h", "burn", 10)):
+        for label, key, width in (
+            ("Service", "service", 12),
+            ("TTFT p95", "ttft", 14),
+            ("TPOT p95", "tpot", 13),
+            ("Done%", "done", 6),
+            ("Good", "good", 13),
+            ("Burn 5m/1h", "burn", 10),
+        ):
             t.add_column(label, key=key, width=width)
         yield t
 
@@ -67,11 +77,28 @@ class SloPane(Pane):
             win = win or slo.get("window")
             targets = slo.get("targets", {})
             comp = slo.get("completion") or {}
-            done = Text(_pct(comp.get("observed")), style=(c["success"] if comp.get("met") else c["error"])
-                        if comp.get("observed") is not None else c["dim"])
-            rows.append((f"slo:{s.name}", [Text(s.name[:12]), _target(targets.get("ttft_s"), c),
-                                           _target(targets.get("tpot_s"), c), done, _share(slo, c), _burn(slo, c)]))
-        self.border_title = f"SLO ({win or 'per service window'}): observed/target, completion, good share, burn"
+            done = Text(
+                _pct(comp.get("observed")),
+                style=(c["success"] if comp.get("met") else c["error"])
+                if comp.get("observed") is not None
+                else c["dim"],
+            )
+            rows.append(
+                (
+                    f"slo:{s.name}",
+                    [
+                        Text(s.name[:12]),
+                        _target(targets.get("ttft_s"), c),
+                        _target(targets.get("tpot_s"), c),
+                        done,
+                        _share(slo, c),
+                        _burn(slo, c),
+                    ],
+                )
+            )
+        self.border_title = (
+            f"SLO ({win or 'per service window'}): observed/target, completion, good share, burn"
+        )
         self.query_one(KeyedTable).sync(rows)
         self.display = bool(frame.services)
 
@@ -82,9 +109,15 @@ class CostPane(Pane):
 
     def compose(self) -> ComposeResult:
         t = KeyedTable(id="cost-table", cursor_type="row")
-        for label, key, width in (("Service", "service", 12), ("$/h", "hourly", 6), ("Energy", "energy", 7),
-                                  ("Busy", "busy", 5), ("$/M out", "out", 8), ("$/M good", "good", 13),
-                                  ("J/tok", "jtok", 6)):
+        for label, key, width in (
+            ("Service", "service", 12),
+            ("$/h", "hourly", 6),
+            ("Energy", "energy", 7),
+            ("Busy", "busy", 5),
+            ("$/M out", "out", 8),
+            ("$/M good", "good", 13),
+            ("J/tok", "jtok", 6),
+        ):
             t.add_column(label, key=key, width=width)
         yield t
 
@@ -93,21 +126,40 @@ class CostPane(Pane):
         node = frame.cost
         if node:
             e = node.get("energy") or {}
-            self.border_title = (f"Cost: node {_money(node['usd_per_h'])}/h + energy {_money(e.get('usd_per_h'))}/h "
-                                 f"({e.get('basis') or 'no power reading'})")
+            self.border_title = (
+                f"Cost: node {_money(node['usd_per_h'])}/h + energy {_money(e.get('usd_per_h'))}/h "
+                f"({e.get('basis') or 'no power reading'})"
+            )
         rows = []
         for s in frame.services:
             k = s.cost or {}
             good = k.get("usd_per_m_compliant_tokens")
-            good_text = (f"{_money(good['low'])}–{_money(good['high'])}" if good and good.get("low") is not None
-                         and good.get("high") is not None else NA)
+            good_text = (
+                f"{_money(good['low'])}–{_money(good['high'])}"
+                if good and good.get("low") is not None and good.get("high") is not None
+                else NA
+            )
             e = k.get("energy") or {}
             busy = k.get("occupancy")
-            rows.append((f"cost:{s.name}", [
-                Text(s.name[:12]), Text(_money(k.get("usd_per_h"))), Text(_money(e.get("usd_per_h"), 3)),
-                Text(f"{busy * 100:.0f}%" if busy is not None else NA), Text(_money(k.get("usd_per_m_output_tokens"))),
-                Text(good_text), Text(f"{k['joules_per_output_token']:.1f}" if k.get("joules_per_output_token") else NA,
-                                      style="" if k.get("joules_per_output_token") else c["dim"])]))
+            rows.append(
+                (
+                    f"cost:{s.name}",
+                    [
+                        Text(s.name[:12]),
+                        Text(_money(k.get("usd_per_h"))),
+                        Text(_money(e.get("usd_per_h"), 3)),
+                        Text(f"{busy * 100:.0f}%" if busy is not None else NA),
+                        Text(_money(k.get("usd_per_m_output_tokens"))),
+                        Text(good_text),
+                        Text(
+                            f"{k['joules_per_output_token']:.1f}"
+                            if k.get("joules_per_output_token")
+                            else NA,
+                            style="" if k.get("joules_per_output_token") else c["dim"],
+                        ),
+                    ],
+                )
+            )
         self.query_one(KeyedTable).sync(rows)
         self.display = bool(frame.services) and frame.cost is not None
 
@@ -124,8 +176,11 @@ class ServiceDetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
             yield Static(id="svc-body")
-            yield Static("What-if: a candidate system's three-year cost (USD), its expected busy share "
-                         "(0..1, default this node's) and its goodput (tok/s):", id="whatif-title")
+            yield Static(
+                "What-if: a candidate system's three-year cost (USD), its expected busy share "
+                "(0..1, default this node's) and its goodput (tok/s):",
+                id="whatif-title",
+            )
             yield Input(placeholder="e.g. 30000 0.4 250", id="whatif")
             yield Static(id="whatif-result")
         yield Footer()
@@ -144,54 +199,83 @@ class ServiceDetailScreen(Screen[None]):
         c = theme_colors(self.app.theme_variables)
         t = Text()
         t.append(f"{s.name}", style="bold")
-        t.append(f"  engine {s.engine}  model {s.model}  device {s.device} -> {s.device_id or 'NOT FOUND'}\n")
+        t.append(
+            f"  engine {s.engine}  model {s.model}  device {s.device} -> {s.device_id or 'NOT FOUND'}\n"
+        )
         cap = f"{s.capacity_bytes / 2**30:.2f}" if s.capacity_bytes else "?"
-        t.append(f"plan: {s.required_bytes / 2**30:.2f} GiB required of {cap} GiB"
-                 f" ({'fits' if s.fits else 'DOES NOT FIT' if s.fits is False else 'capacity unknown'})\n\n")
+        t.append(
+            f"plan: {s.required_bytes / 2**30:.2f} GiB required of {cap} GiB"
+            f" ({'fits' if s.fits else 'DOES NOT FIT' if s.fits is False else 'capacity unknown'})\n\n"
+        )
         t.append("headroom against the plan\n", style="bold")
         for h in s.headroom:
             value = "" if h.value is None else f"{h.value:.2f} {h.unit}"
             budget = "" if h.budget is None else f"(budget {h.budget:g} {h.unit})"
-            t.append(f"  {h.name:<9}{h.state:<9}{value:<16}{budget:<22}{h.detail}\n",
-                     style={"warning": c["warning"], "critical": c["error"]}.get(h.state, ""))
+            t.append(
+                f"  {h.name:<9}{h.state:<9}{value:<16}{budget:<22}{h.detail}\n",
+                style={"warning": c["warning"], "critical": c["error"]}.get(h.state, ""),
+            )
         slo = s.slo or {}
-        t.append(f"\nSLO over {slo.get('window', '?')} at {slo.get('percentile', 'p95')}\n", style="bold")
+        t.append(
+            f"\nSLO over {slo.get('window', '?')} at {slo.get('percentile', 'p95')}\n", style="bold"
+        )
         for key, entry in (slo.get("targets") or {}).items():
             att = entry.get("attainment")
             mark = "" if entry.get("attainment_exact", True) else "≈"
-            t.append(f"  {key[:-2].upper():<6} observed {target_text(entry, ranges=True)} vs target "
-                     f"{seconds(entry['target_s'])}, headroom {seconds(entry.get('headroom_s'))}, "
-                     f"within limit {mark}{_pct(att)}% of {entry.get('requests', 0):,.0f} requests\n")
+            t.append(
+                f"  {key[:-2].upper():<6} observed {target_text(entry, ranges=True)} vs target "
+                f"{seconds(entry['target_s'])}, headroom {seconds(entry.get('headroom_s'))}, "
+                f"within limit {mark}{_pct(att)}% of {entry.get('requests', 0):,.0f} requests\n"
+            )
         comp = slo.get("completion") or {}
-        t.append(f"  completion {_pct(comp.get('observed'))}% (target {_pct(comp.get('target'))}%) of "
-                 f"{comp.get('requests', 0):,.0f}; aborted by clients {comp.get('aborted') or 0:,.0f}\n")
+        t.append(
+            f"  completion {_pct(comp.get('observed'))}% (target {_pct(comp.get('target'))}%) of "
+            f"{comp.get('requests', 0):,.0f}; aborted by clients {comp.get('aborted') or 0:,.0f}\n"
+        )
         g = slo.get("good_share")
         if g:
-            t.append(f"  good requests (all SLOs and completed): {share_range(g, 2)}"
-                     " (separate histograms only bound the joint share)\n")
+            t.append(
+                f"  good requests (all SLOs and completed): {share_range(g, 2)}"
+                " (separate histograms only bound the joint share)\n"
+            )
         gp = slo.get("goodput_tokens_per_s")
         if gp:
-            t.append(f"  goodput {gp['low']:,.0f}–{gp['high']:,.0f} tok/s of {slo.get('output_tokens_per_s', 0):,.0f}\n")
+            t.append(
+                f"  goodput {gp['low']:,.0f}–{gp['high']:,.0f} tok/s of {slo.get('output_tokens_per_s', 0):,.0f}\n"
+            )
         burn = slo.get("burn") or {}
         if burn:
-            ws = ", ".join(f"{k} " + ("-" if v["burn"] is None else f"{v['burn']:.1f}x") for k, v in burn["windows"].items())
-            t.append(f"  error budget {burn['error_budget'] * 100:.2f}% over {burn['period_days']:.0f} days; burn {ws}\n")
+            ws = ", ".join(
+                f"{k} " + ("-" if v["burn"] is None else f"{v['burn']:.1f}x")
+                for k, v in burn["windows"].items()
+            )
+            t.append(
+                f"  error budget {burn['error_budget'] * 100:.2f}% over {burn['period_days']:.0f} days; burn {ws}\n"
+            )
         for reason_key, reason in (slo.get("unavailable") or {}).items():
             t.append(f"  {reason_key}: n/a — {reason}\n", style=c["dim"])
         k = s.cost or {}
         if k:
             t.append("\ncost\n", style="bold")
-            t.append(f"  {_money(k.get('usd_per_h'), 3)}/h for its {k.get('device_share', 0) * 100:.1f}% of the node\n")
+            t.append(
+                f"  {_money(k.get('usd_per_h'), 3)}/h for its {k.get('device_share', 0) * 100:.1f}% of the node\n"
+            )
             e = k.get("energy") or {}
             if e.get("power_w") is not None:
-                t.append(f"  energy {e['power_w']:.0f} W ({e['basis']}) = {_money(e.get('usd_per_h'), 3)}/h\n")
+                t.append(
+                    f"  energy {e['power_w']:.0f} W ({e['basis']}) = {_money(e.get('usd_per_h'), 3)}/h\n"
+                )
             good = k.get("usd_per_m_compliant_tokens") or {}
-            t.append(f"  per million output tokens {_money(k.get('usd_per_m_output_tokens'))}; compliant "
-                     f"{_money(good.get('low'))}–{_money(good.get('high'))}; busy "
-                     f"{(k.get('occupancy') or 0) * 100:.0f}% of the window\n")
+            t.append(
+                f"  per million output tokens {_money(k.get('usd_per_m_output_tokens'))}; compliant "
+                f"{_money(good.get('low'))}–{_money(good.get('high'))}; busy "
+                f"{(k.get('occupancy') or 0) * 100:.0f}% of the window\n"
+            )
             if k.get("joules_per_output_token"):
-                t.append(f"  {k['joules_per_output_token']:.2f} J per output token; "
-                         f"{k.get('wh_per_1000_requests', 0):.1f} Wh per 1,000 requests\n")
+                t.append(
+                    f"  {k['joules_per_output_token']:.2f} J per output token; "
+                    f"{k.get('wh_per_1000_requests', 0):.1f} Wh per 1,000 requests\n"
+                )
         self.query_one("#svc-body", Static).update(t)
         self._whatif(frame)
 
@@ -214,7 +298,11 @@ class ServiceDetailScreen(Screen[None]):
             box.update(Text("Type numbers: cost [busy share] [goodput tok/s].", style="bold"))
             return
         plan_cost = getattr(getattr(self.app.source, "plan", None), "cost", None)  # type: ignore[attr-defined]
-        cost_l = plan_cost.system_cost_usd if plan_cost is not None and plan_cost.system_cost_usd else None
+        cost_l = (
+            plan_cost.system_cost_usd
+            if plan_cost is not None and plan_cost.system_cost_usd
+            else None
+        )
         k = s.cost or {}
         u_l = k.get("occupancy") or 1.0
         if cost_l is None or cost_r <= 0:
@@ -227,6 +315,8 @@ class ServiceDetailScreen(Screen[None]):
         if g_r is not None and g_l is not None:
             ratio = g_r / g_l if g_l > 0 else float("inf")
             verdict = "cheaper" if ratio > need else "not cheaper"
-            line += (f"; measured here G_L ≈ {g_l:,.0f} tok/s while serving, so G_R / G_L = {ratio:.3f}: "
-                     f"{verdict}")
+            line += (
+                f"; measured here G_L ≈ {g_l:,.0f} tok/s while serving, so G_R / G_L = {ratio:.3f}: "
+                f"{verdict}"
+            )
         box.update(line + ".")

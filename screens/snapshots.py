@@ -74,9 +74,17 @@ class SnapshotBrowser(Screen[None]):
 
         bundles = list_bundles(self.root)
         for b in bundles:
-            t.add_row((b["taken_at"] or "?")[:19], b["host"] or "?", str(b["alerts"]), b["note"], key=str(b["path"]))
+            t.add_row(
+                (b["taken_at"] or "?")[:19],
+                b["host"] or "?",
+                str(b["alerts"]),
+                b["note"],
+                key=str(b["path"]),
+            )
         if not bundles:
-            self.query_one("#browser-title", Static).update(f"No snapshots in {self.root} yet: press s on the dashboard.")
+            self.query_one("#browser-title", Static).update(
+                f"No snapshots in {self.root} yet: press s on the dashboard."
+            )
         t.focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

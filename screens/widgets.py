@@ -16,14 +16,18 @@ BAR_FULL = "█"
 BAR_EMPTY = "░"
 
 
-def bar(frac: float | None, width: int, colors: dict[str, str], warn: float = 0.8, crit: float = 0.95) -> Text:
+def bar(
+    frac: float | None, width: int, colors: dict[str, str], warn: float = 0.8, crit: float = 0.95
+) -> Text:
     """A fixed-scale bar (0..1 always spans the same width), coloured by level."""
     if frac is None:
         return Text(" " * width)
     frac = min(max(frac, 0.0), 1.0)
     filled = round(frac * width)
     lvl = "error" if frac >= crit else "warning" if frac >= warn else "success"
-    return Text.assemble((BAR_FULL * filled, colors[lvl]), (BAR_EMPTY * (width - filled), colors["dim"]))
+    return Text.assemble(
+        (BAR_FULL * filled, colors[lvl]), (BAR_EMPTY * (width - filled), colors["dim"])
+    )
 
 
 def short_gpu_name(name: str | None) -> str:
@@ -124,8 +128,12 @@ def theme_colors(v: dict[str, str]) -> dict[str, str]:
         except Exception:  # noqa: BLE001 - a theme without the variable falls back
             return (background + Color.parse(fallback)).hex6
 
-    return {"success": solid("success", "green"), "warning": solid("warning", "yellow"),
-            "error": solid("error", "red"), "dim": solid("foreground-muted", "grey")}
+    return {
+        "success": solid("success", "green"),
+        "warning": solid("warning", "yellow"),
+        "error": solid("error", "red"),
+        "dim": solid("foreground-muted", "grey"),
+    }
 
 
 def pct_cell(p: Percentiles | None, name: str, dim: str = "dim") -> Text:

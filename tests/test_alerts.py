@@ -19,9 +19,15 @@ def test_for_and_clear_durations_prevent_flapping():
     assert book.update([c], 0) == []
     assert book.update([c], 59) == []
     (a,) = book.update([c], 60)
-    assert a.state == "active" and a.since.timestamp() == 0 and [x.key for x in book.raised_now] == ["q"]
+    assert (
+        a.state == "active"
+        and a.since.timestamp() == 0
+        and [x.key for x in book.raised_now] == ["q"]
+    )
     assert book.update([], 70)[0].state == "active"  # gone 10 s: still active (clear_s 30)
-    assert book.update([c], 75)[0].state == "active" and book.raised_now == []  # back: no second raise
+    assert (
+        book.update([c], 75)[0].state == "active" and book.raised_now == []
+    )  # back: no second raise
     assert book.update([], 80)[0].state == "active"
     (cleared,) = book.update([], 110)
     assert cleared.state == "cleared" and cleared.cleared_at.timestamp() == 110
@@ -48,7 +54,9 @@ def test_overload_raises_memory_kv_queue_and_they_clear():
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock)
+    poller = Poller(
+        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
+    )
     rules = settings.alerts
     history: list[tuple[float, set[str]]] = []
 
@@ -99,8 +107,12 @@ def test_overload_raises_memory_kv_queue_and_they_clear():
         assert transitions == 2, (key, transitions)
         assert key not in history[-1][1]
     # the other services were never disturbed
-    assert not any(k.endswith("llama-8b-b") or k.endswith("llama-70b") for _, active in history for k in active
-                   if k.split(":")[0] in ("memory", "kv", "queue"))
+    assert not any(
+        k.endswith("llama-8b-b") or k.endswith("llama-70b")
+        for _, active in history
+        for k in active
+        if k.split(":")[0] in ("memory", "kv", "queue")
+    )
 
 
 @pytest.mark.integration
@@ -110,9 +122,27 @@ def test_check_demo_exit_codes():
 
     from tests.conftest import ROOT
 
-    res = subprocess.run([sys.executable, "-m", "console", "check", "--demo"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "console", "check", "--demo"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0 and res.stdout.startswith("OK ")
-    res = subprocess.run([sys.executable, "-m", "console", "check", "--demo", "--engine", "http://127.0.0.1:9/metrics"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "check",
+            "--demo",
+            "--engine",
+            "http://127.0.0.1:9/metrics",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 2 and res.stdout.startswith("CRITICAL 127.0.0.1:9: engine down")

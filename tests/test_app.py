@@ -28,13 +28,17 @@ SCENARIOS = {
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_dashboard_snapshot(snap_compare, scenario, size):
-    assert snap_compare(InferdeckApp(StaticSource(SCENARIOS[scenario]())), terminal_size=size, run_before=_settle)
+    assert snap_compare(
+        InferdeckApp(StaticSource(SCENARIOS[scenario]())), terminal_size=size, run_before=_settle
+    )
 
 
 async def test_pilot_drives_the_demo_node():
     node = start_demo()
-    poller = Poller([EngineTarget(url=e.url, kind="vllm", name=n) for n, e in node.engines.items()],
-                    NvmlReader(node.nvml, simulated=True))
+    poller = Poller(
+        [EngineTarget(url=e.url, kind="vllm", name=n) for n, e in node.engines.items()],
+        NvmlReader(node.nvml, simulated=True),
+    )
     app = InferdeckApp(poller, interval_s=0.2)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
@@ -43,7 +47,9 @@ async def test_pilot_drives_the_demo_node():
             engine_table = app.query_one("#engine-table", KeyedTable)
             assert gpu_table.row_count == 4 + 2 + 4
             assert engine_table.row_count == 3
-            assert str(engine_table.get_cell("eng:" + node.engines["llama-70b"].url, "run")) != "n/a"
+            assert (
+                str(engine_table.get_cell("eng:" + node.engines["llama-70b"].url, "run")) != "n/a"
+            )
             # p pauses drawing but not polling
             await pilot.press("p")
             frozen = app.query_one("#status").render()
@@ -115,7 +121,12 @@ async def test_gpu_detail_screen_sorts_and_filters():
             assert isinstance(app.screen, GpuDetailScreen)
             await pilot.pause(0.5)
             mig = str(app.screen.query_one("#gpu-mig").render())
-            assert "GI 1" in mig and "2g.48gb" in mig and "placement 0:6" in mig and "placement 6:6" in mig
+            assert (
+                "GI 1" in mig
+                and "2g.48gb" in mig
+                and "placement 0:6" in mig
+                and "placement 6:6" in mig
+            )
             fields = str(app.screen.query_one("#gpu-fields").render())
             assert "SM clock" in fields and "remapped rows" in fields and "fan" in fields
             procs = app.screen.query_one("#proc-table", KeyedTable)
@@ -156,12 +167,18 @@ async def test_service_detail_and_what_if():
             assert isinstance(app.screen, ServiceDetailScreen)
             await pilot.pause(0.3)
             body = str(app.screen.query_one("#svc-body").render())
-            assert "SLO over 5m at p95" in body and "headroom against the plan" in body and "per million" in body
+            assert (
+                "SLO over 5m at p95" in body
+                and "headroom against the plan" in body
+                and "per million" in body
+            )
             app.screen.query_one("#whatif").focus()
             await pilot.press(*"30000")
             await pilot.pause(0.2)
             result = str(app.screen.query_one("#whatif-result").render())
-            assert "G_R / G_L > 0.625" in result  # $30,000 vs this node's $48,000 at equal busy shares
+            assert (
+                "G_R / G_L > 0.625" in result
+            )  # $30,000 vs this node's $48,000 at equal busy shares
             await pilot.press("escape")
     finally:
         node.stop()

@@ -17,12 +17,14 @@ LIVE = fixture_text("vllm-live.prom")
 def poll_once(body, kind=None):
     server = MetricsServer(lambda: body).start()
     try:
+
         async def go():
             poller = Poller([EngineTarget(url=server.url, kind=kind)], nvml=None)
             try:
                 return await poller.poll()
             finally:
                 await poller.aclose()
+
         return asyncio.run(go()).engines[0]
     finally:
         server.stop()
@@ -30,7 +32,9 @@ def poll_once(body, kind=None):
 
 def test_random_bytes_is_a_clear_error():
     e = poll_once(os.urandom(20_000))
-    assert not e.up and ("no Prometheus samples" in e.error or "no series of a known engine" in e.error)
+    assert not e.up and (
+        "no Prometheus samples" in e.error or "no series of a known engine" in e.error
+    )
 
 
 def test_truncated_page_parses_partially():
@@ -46,8 +50,10 @@ def test_duplicate_series_last_wins():
 
 
 def test_escaped_labels_and_windows_nan():
-    body = ('vllm:num_requests_running{engine="0",model_name="a \\"quoted\\"\\nname"} 3\n'
-            'vllm:num_requests_waiting{engine="0",model_name="x"} -nan(ind)\n')
+    body = (
+        'vllm:num_requests_running{engine="0",model_name="a \\"quoted\\"\\nname"} 3\n'
+        'vllm:num_requests_waiting{engine="0",model_name="x"} -nan(ind)\n'
+    )
     e = poll_once(body, kind="vllm")
     assert e.up and e.requests_running == 3 and e.model == 'a "quoted"\nname'
     assert e.requests_waiting is None and e.unavailable["requests_waiting"] == "engine reported NaN"

@@ -12,15 +12,43 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-DERIVATIONS = ("console/window.py", "console/enginestats.py", "console/slo.py", "console/cost.py",
-               "console/headroom.py", "console/plan.py", "console/alerts.py", "console/meters.py",
-               "console/derive.py", "console/units.py", "console/frame.py", "console/triton.py",
-               "console/mig/layouts.py")
-IO = ("httpx", "pynvml", "subprocess", "console.poller", "console.scraper", "console.nvml", "console.sim",
-      "console.fleet.prom")
+DERIVATIONS = (
+    "console/window.py",
+    "console/enginestats.py",
+    "console/slo.py",
+    "console/cost.py",
+    "console/headroom.py",
+    "console/plan.py",
+    "console/alerts.py",
+    "console/meters.py",
+    "console/derive.py",
+    "console/units.py",
+    "console/frame.py",
+    "console/triton.py",
+    "console/mig/layouts.py",
+)
+IO = (
+    "httpx",
+    "pynvml",
+    "subprocess",
+    "console.poller",
+    "console.scraper",
+    "console.nvml",
+    "console.sim",
+    "console.fleet.prom",
+)
 DRAWING = ("textual", "rich", "screens")
-SOURCES = ("httpx", "pynvml", "console.poller", "console.scraper", "console.nvml", "console.sim",
-           "console.fleet.prom", "console.fleet.source", "console.mig.manager")
+SOURCES = (
+    "httpx",
+    "pynvml",
+    "console.poller",
+    "console.scraper",
+    "console.nvml",
+    "console.sim",
+    "console.fleet.prom",
+    "console.fleet.source",
+    "console.mig.manager",
+)
 SIM_USERS = ("console/cli.py", "console/mig/cli.py")
 
 
@@ -56,8 +84,12 @@ def violations(files: dict[str, str]) -> list[str]:
                 out.append(f"{where}: console/ never draws (only the launcher starts the app)")
             if path.startswith("screens/") and _under(module, SOURCES):
                 out.append(f"{where}: screens/ draw Frames; sources live in console/")
-            if path.startswith("console/") and not path.startswith("console/sim/") and path not in SIM_USERS \
-                    and _under(module, ("console.sim",)):
+            if (
+                path.startswith("console/")
+                and not path.startswith("console/sim/")
+                and path not in SIM_USERS
+                and _under(module, ("console.sim",))
+            ):
                 out.append(f"{where}: the simulators are for the CLI, tests and benchmarks")
             if path in DERIVATIONS and _under(module, IO):
                 out.append(f"{where}: a derivation does no I/O")
@@ -65,8 +97,11 @@ def violations(files: dict[str, str]) -> list[str]:
 
 
 def _project() -> dict[str, str]:
-    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
-            for d in ("console", "screens") for p in sorted((ROOT / d).rglob("*.py"))}
+    return {
+        str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+        for d in ("console", "screens")
+        for p in sorted((ROOT / d).rglob("*.py"))
+    }
 
 
 def test_the_project_keeps_its_import_contracts():
@@ -82,16 +117,24 @@ def test_each_contract_catches_a_planted_violation():
         "screens/mig.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from console.mig.manager import M\n",
     }
     found = violations(planted)
-    assert [v.split(":")[0] for v in found] == ["console/slo.py", "console/headroom.py", "screens/gpus.py",
-                                                 "console/poller.py"]
+    assert [v.split(":")[0] for v in found] == [
+        "console/slo.py",
+        "console/headroom.py",
+        "screens/gpus.py",
+        "console/poller.py",
+    ]
     assert "a derivation does no I/O" in found[0] and "never draws" in found[1]
 
 
 def test_importing_the_derivation_loads_no_textual_and_no_io():
-    code = ("import sys, console.derive, console.slo, console.meters\n"
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'httpx', 'pynvml'))\n"
-            "print(','.join(bad))")
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys, console.derive, console.slo, console.meters\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'httpx', 'pynvml'))\n"
+        "print(','.join(bad))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == ""
 

@@ -14,8 +14,13 @@ pytestmark = pytest.mark.integration
 
 
 def run(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "console", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -76,10 +81,20 @@ def test_kind_is_detected_when_omitted(fixture_server):
 
 def test_unreachable_and_non_prometheus_urls_are_down_with_reason():
     port = free_port()
-    html = MetricsServer(lambda: "<html><body>hello</body></html>", content_type="text/html").start()
+    html = MetricsServer(
+        lambda: "<html><body>hello</body></html>", content_type="text/html"
+    ).start()
     try:
-        res = run("snapshot", "--engine", f"http://127.0.0.1:{port}/metrics", "--engine", html.url,
-                  "--no-gpu", "--wait", "0")
+        res = run(
+            "snapshot",
+            "--engine",
+            f"http://127.0.0.1:{port}/metrics",
+            "--engine",
+            html.url,
+            "--no-gpu",
+            "--wait",
+            "0",
+        )
     finally:
         html.stop()
     assert res.returncode == 0, res.stderr
@@ -97,8 +112,16 @@ def test_wrong_kind_is_reported(fixture_server):
     assert engine["up"] is False and "serves vllm metrics, not tgi" in engine["error"]
 
 
-@pytest.mark.parametrize("spec", ["localhost:8000", "ftp://x/metrics", "vllm=http://", "bogus=http://127.0.0.1:1/m",
-                                  "http://127.0.0.1:99999/metrics"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "localhost:8000",
+        "ftp://x/metrics",
+        "vllm=http://",
+        "bogus=http://127.0.0.1:1/m",
+        "http://127.0.0.1:99999/metrics",
+    ],
+)
 def test_malformed_engine_exits_2_with_one_sentence(spec):
     res = run("snapshot", "--engine", spec, "--no-gpu", "--wait", "0")
     assert res.returncode == 2
@@ -108,7 +131,9 @@ def test_malformed_engine_exits_2_with_one_sentence(spec):
 
 
 def test_markdown_snapshot(fixture_server):
-    res = run("snapshot", "--engine", fixture_server.url, "--no-gpu", "--wait", "0", "--format", "md")
+    res = run(
+        "snapshot", "--engine", fixture_server.url, "--no-gpu", "--wait", "0", "--format", "md"
+    )
     assert res.returncode == 0
     assert res.stdout.startswith("# inferdeck snapshot")
     assert "| smollm2 |" not in res.stdout or "vllm" in res.stdout

@@ -7,15 +7,57 @@ from hypothesis import strategies as st
 
 from console.settings import ConfigError, Settings, load_settings
 
-KEYS = ["window", "interval_s", "discover", "engines", "services", "node", "alerts", "cost", "bell", "url", "kind",
-        "name", "device", "model", "weight_bits", "tokens_per_sequence", "concurrent_sequences", "typo", "prometheus",
-        "snapshot_dir", "token_env", "gpus", "gpu_model"]
-leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
-                 st.text(max_size=12), st.sampled_from(["1m", "5m", "vllm", "http://127.0.0.1:8000/metrics", "0",
-                                                        "1:2g.48gb@0", "llama-3.1-8b", "rtx-pro-6000-se"]))
-tree = st.recursive(leaf, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                  st.dictionaries(st.sampled_from(KEYS), inner, max_size=4)),
-                    max_leaves=12)
+KEYS = [
+    "window",
+    "interval_s",
+    "discover",
+    "engines",
+    "services",
+    "node",
+    "alerts",
+    "cost",
+    "bell",
+    "url",
+    "kind",
+    "name",
+    "device",
+    "model",
+    "weight_bits",
+    "tokens_per_sequence",
+    "concurrent_sequences",
+    "typo",
+    "prometheus",
+    "snapshot_dir",
+    "token_env",
+    "gpus",
+    "gpu_model",
+]
+leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**6),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "1m",
+            "5m",
+            "vllm",
+            "http://127.0.0.1:8000/metrics",
+            "0",
+            "1:2g.48gb@0",
+            "llama-3.1-8b",
+            "rtx-pro-6000-se",
+        ]
+    ),
+)
+tree = st.recursive(
+    leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(KEYS), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 
 
 @settings(max_examples=300, deadline=None)

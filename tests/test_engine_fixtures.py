@@ -24,9 +24,14 @@ def test_vllm_live():
     assert f["kv_capacity_tokens"] == 728 * 128
     assert f["finish_reasons"] == {"stop": 3, "length": 3, "abort": 0, "error": 0, "repetition": 0}
     assert f["success_rate"] == 1.0 and f["requests_finished"] == 6
-    assert f["ttft_s"].p95 == pytest.approx(0.098, abs=1e-12) and f["ttft_s"].window == "since_start"
+    assert (
+        f["ttft_s"].p95 == pytest.approx(0.098, abs=1e-12) and f["ttft_s"].window == "since_start"
+    )
     assert f["tpot_s"].observations == 6 and f["e2e_s"].observations == 6
-    assert ">= 0.9.2 (kv_cache_usage_perc)" in ex.hints and ">= 0.11 (inter_token_latency_seconds)" in ex.hints
+    assert (
+        ">= 0.9.2 (kv_cache_usage_perc)" in ex.hints
+        and ">= 0.11 (inter_token_latency_seconds)" in ex.hints
+    )
     assert ex.series["generation_tokens"] == "vllm:generation_tokens_total"
 
 
@@ -36,7 +41,9 @@ def test_vllm_early_v1_names():
     assert ex.series["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
     assert d.fields["kv_cache_usage"] == 0.0  # real zero from the renamed series, not a fake one
     assert "<= 0.10 (gpu_cache_usage_perc)" in ex.hints
-    assert "ttft_s" in d.unavailable and "vllm:time_to_first_token_seconds" in d.unavailable["ttft_s"]
+    assert (
+        "ttft_s" in d.unavailable and "vllm:time_to_first_token_seconds" in d.unavailable["ttft_s"]
+    )
 
 
 def test_vllm_0_10_has_both_prefix_names():
@@ -47,7 +54,10 @@ def test_vllm_0_10_has_both_prefix_names():
     assert d.fields["kv_cache_usage"] == pytest.approx(9.75010481363281e-06)
     # the excerpt cuts the pre-0.11 per-step histogram before +Inf: unusable, and said so
     assert "tpot" not in ex.series
-    assert d.unavailable["tpot_s"] == "vllm:time_per_output_token_seconds has no +Inf bucket (truncated page?)"
+    assert (
+        d.unavailable["tpot_s"]
+        == "vllm:time_per_output_token_seconds has no +Inf bucket (truncated page?)"
+    )
 
 
 def test_vllm_dp_excerpt_is_detected_from_its_prefix():
@@ -60,7 +70,11 @@ def test_sglang_docs_sample():
     kind, ex, d = read("sglang-1.prom")
     assert kind == "sglang" and ex.model == "meta-llama/Llama-3.1-8B-Instruct"
     f = d.fields
-    assert f["requests_running"] == 162 and f["requests_waiting"] == 2826 and f["kv_cache_usage"] == 0.28
+    assert (
+        f["requests_running"] == 162
+        and f["requests_waiting"] == 2826
+        and f["kv_cache_usage"] == 0.28
+    )
     assert f["prefix_cache_hit_rate"] == pytest.approx(0.007507552643049313)
     assert f["ttft_s"].observations == 11008
     assert f["ttft_s"].p99 is not None

@@ -43,13 +43,16 @@ def test_dp_ranks_are_summed_by_le_before_the_quantile():
 
 def test_windowed_rates_and_percentiles_from_two_scrapes():
     prof = profiles()["vllm"]
+
     def page(gen, b1, b2, inf):
         return parse(
             f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {gen}\n'
             f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="m"}} {b1}\n'
             f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.5",model_name="m"}} {b2}\n'
             f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf",model_name="m"}} {inf}\n'
-            f'vllm:time_to_first_token_seconds_count{{engine="0",model_name="m"}} {inf}\n')
+            f'vllm:time_to_first_token_seconds_count{{engine="0",model_name="m"}} {inf}\n'
+        )
+
     h = EngineHistory()
     h.add(extract(page(1000, 10, 10, 10), prof, 0.0))
     h.add(extract(page(1600, 12, 20, 20), prof, 30.0))
@@ -63,7 +66,10 @@ def test_windowed_rates_and_percentiles_from_two_scrapes():
 
 def test_bad_profile_file_gives_one_sentence():
     with pytest.raises(ProfileError, match=r"engines.yaml:5: x.signals.a.type: Input should be"):
-        _load("x:\n  title: X\n  detect: [a]\n  signals:\n    a: {type: wrong, series: [a]}\n", "engines.yaml")
+        _load(
+            "x:\n  title: X\n  detect: [a]\n  signals:\n    a: {type: wrong, series: [a]}\n",
+            "engines.yaml",
+        )
     with pytest.raises(ProfileError, match=r"engines.yaml:\d+: not valid YAML"):
         _load("x:\n  - [unclosed\n", "engines.yaml")
 
@@ -73,8 +79,8 @@ def test_repeated_scrapes_share_label_sets_and_bounds():
     prof = profiles()["vllm"]
     a = extract(parse(fixture_text("vllm-live.prom")), prof, t=0.0)
     b = extract(parse(fixture_text("vllm-live.prom")), prof, t=1.0)
-    (ka, va), = a.histograms["ttft"].items()
-    (kb, vb), = b.histograms["ttft"].items()
+    ((ka, va),) = a.histograms["ttft"].items()
+    ((kb, vb),) = b.histograms["ttft"].items()
     assert ka is kb and a.bounds["ttft"][ka] is b.bounds["ttft"][kb]
     assert va is not vb and list(va) == list(vb) and va.itemsize == 8
     assert len(va) == len(a.bounds["ttft"][ka]) + 1  # buckets, then the count

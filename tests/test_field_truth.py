@@ -43,7 +43,9 @@ class Sim:
         self.tokens = [0.0] * n
         self.reasons = [dict.fromkeys(REASONS, 0.0) for _ in range(n)]
         self.ttft = [[0.0] * len(BOUNDS) for _ in range(n)]
-        self.log: list[tuple[float, dict]] = []  # (t, {series key: value or tuple}) for the reference
+        self.log: list[
+            tuple[float, dict]
+        ] = []  # (t, {series key: value or tuple}) for the reference
 
     def step(self, t: float) -> Extract:
         for i in range(self.n):
@@ -54,24 +56,45 @@ class Sim:
             self.tokens[i] += self.rng.randint(0, 60)
             for _ in range(self.rng.randint(0, 4)):
                 r = self.rng.random()
-                reason = "error" if r < self.fail else "abort" if r < self.fail + 0.03 else \
-                    self.rng.choice(("stop", "length"))
+                reason = (
+                    "error"
+                    if r < self.fail
+                    else "abort"
+                    if r < self.fail + 0.03
+                    else self.rng.choice(("stop", "length"))
+                )
                 self.reasons[i][reason] += 1
                 if reason != "error":
                     latency = self.rng.choice((0.05, 0.3, 0.7, 1.5, 4.0))
                     for b, le in enumerate(BOUNDS):
                         if latency <= le:
                             self.ttft[i][b] += 1
-        counters = {"generation_tokens": {eng(i): array("d", [self.tokens[i]]) for i in range(self.n)},
-                    "requests_finished": {eng(i, finished_reason=r): array("d", [self.reasons[i][r]])
-                                          for i in range(self.n) for r in REASONS}}
+        counters = {
+            "generation_tokens": {eng(i): array("d", [self.tokens[i]]) for i in range(self.n)},
+            "requests_finished": {
+                eng(i, finished_reason=r): array("d", [self.reasons[i][r]])
+                for i in range(self.n)
+                for r in REASONS
+            },
+        }
         hist = {eng(i): array("d", [*self.ttft[i], self.ttft[i][-1]]) for i in range(self.n)}
-        self.log.append((t, {**{("tok", i): self.tokens[i] for i in range(self.n)},
-                             **{("req", i, r): self.reasons[i][r] for i in range(self.n) for r in REASONS},
-                             **{("ttft", i): tuple(hist[eng(i)]) for i in range(self.n)}}))
-        return Extract(t=t, counters=counters, histograms={"ttft": hist},
-                       bounds={"ttft": {eng(i): BOUNDS[:-1] + (math.inf,) for i in range(self.n)}},
-                       series={"generation_tokens": "vllm:generation_tokens_total"})
+        self.log.append(
+            (
+                t,
+                {
+                    **{("tok", i): self.tokens[i] for i in range(self.n)},
+                    **{("req", i, r): self.reasons[i][r] for i in range(self.n) for r in REASONS},
+                    **{("ttft", i): tuple(hist[eng(i)]) for i in range(self.n)},
+                },
+            )
+        )
+        return Extract(
+            t=t,
+            counters=counters,
+            histograms={"ttft": hist},
+            bounds={"ttft": {eng(i): BOUNDS[:-1] + (math.inf,) for i in range(self.n)}},
+            series={"generation_tokens": "vllm:generation_tokens_total"},
+        )
 
     def series(self, key: tuple) -> list[tuple[float, object]]:
         return [(t, vals[key]) for t, vals in self.log if key in vals]
@@ -84,14 +107,21 @@ def reference(sim: Sim, window_s: float) -> dict:
     def inc(key: tuple) -> list[float]:
         return promref.raw_increase(promref.in_range(sim.series(key), start, end))
 
-    rate = sum(promref.rate(promref.in_range(sim.series(("tok", i)), start, end), start, end)
-               for i in range(sim.n))
+    rate = sum(
+        promref.rate(promref.in_range(sim.series(("tok", i)), start, end), start, end)
+        for i in range(sim.n)
+    )
     reasons = {r: sum(inc(("req", i, r))[0] for i in range(sim.n)) for r in REASONS}
     buckets_inc = [sum(inc(("ttft", i))[b] for i in range(sim.n)) for b in range(len(BOUNDS))]
     buckets = list(zip(BOUNDS, buckets_inc, strict=True))
     good, bad = reasons["stop"] + reasons["length"], reasons["error"]
-    return {"rate": rate, "buckets": buckets, "good": good, "bad": bad,
-            "quantiles": {q: promref.histogram_quantile(q, buckets) for q in (0.5, 0.95, 0.99)}}
+    return {
+        "rate": rate,
+        "buckets": buckets,
+        "good": good,
+        "bad": bad,
+        "quantiles": {q: promref.histogram_quantile(q, buckets) for q in (0.5, 0.95, 0.99)},
+    }
 
 
 def near(a: float | None, b: float | None) -> bool:
@@ -101,9 +131,14 @@ def near(a: float | None, b: float | None) -> bool:
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(1, 4), seed=st.integers(0, 10_000), steps=st.integers(70, 400),
-       window=st.sampled_from([60.0, 300.0]), reset_p=st.sampled_from([0.0, 0.01, 0.05]),
-       jitter=st.floats(0.0, 0.3))
+@given(
+    n=st.integers(1, 4),
+    seed=st.integers(0, 10_000),
+    steps=st.integers(70, 400),
+    window=st.sampled_from([60.0, 300.0]),
+    reset_p=st.sampled_from([0.0, 0.01, 0.05]),
+    jitter=st.floats(0.0, 0.3),
+)
 def test_every_windowed_figure_equals_prometheus_semantics(n, seed, steps, window, reset_p, jitter):
     sim = Sim(n, seed, reset_p)
     rng = random.Random(seed + 1)
@@ -125,11 +160,20 @@ def test_every_windowed_figure_equals_prometheus_semantics(n, seed, steps, windo
     if done > 0:
         assert near(d.fields["success_rate"], ref["good"] / done)
     # the SLO block over the same history: attainment, completion, output tokens/s, burn
-    svc = Service(name="s", device="0", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=1000,
-                  concurrent_sequences=1, slo=SloSpec(ttft_s=0.5, tpot_s=None, window=f"{window:g}s"))
+    svc = Service(
+        name="s",
+        device="0",
+        model="llama-3.1-8b",
+        weight_bits=16,
+        tokens_per_sequence=1000,
+        concurrent_sequences=1,
+        slo=SloSpec(ttft_s=0.5, tpot_s=None, window=f"{window:g}s"),
+    )
     doc = compliance(svc, [hist.points], VLLM)
     if ref["buckets"][-1][1] > 0:
-        assert near(doc["targets"]["ttft_s"]["attainment"], promref.share_at_or_below(0.5, ref["buckets"]))
+        assert near(
+            doc["targets"]["ttft_s"]["attainment"], promref.share_at_or_below(0.5, ref["buckets"])
+        )
     if done > 0:
         assert near(doc["completion"]["observed"], ref["good"] / done)
     assert near(doc["output_tokens_per_s"], d.fields["generation_tokens_per_s"])
@@ -177,7 +221,10 @@ def test_burn_rates_compute_and_alert_at_a_1s_poll_for_6_hours():
             burn = burn_rates(hist, 0.995)
             if k == 3600:
                 for w in ("5m", "1h"):
-                    assert burn["windows"][w]["requests"] > 0 and burn["windows"][w]["burn"] is not None
+                    assert (
+                        burn["windows"][w]["requests"] > 0
+                        and burn["windows"][w]["burn"] is not None
+                    )
             hit = burn_alert(burn)
             if hit:
                 fired[hit[0]].append(k / 3600)
@@ -185,7 +232,11 @@ def test_burn_rates_compute_and_alert_at_a_1s_poll_for_6_hours():
     # 21,599 one-second steps in the last 6 h; the burst's 1,800 steps finished 10, not 10.01
     assert burn["windows"]["6h"]["requests"] == pytest.approx(21599 * 10.01 - 1800 * 0.01, rel=1e-9)
     # fast burn once the 1 h window holds ~9 minutes of the burst; it ends 5 minutes after the burst
-    assert fired["critical"] and 3.1 < min(fired["critical"]) < 3.2 and 3.5 < max(fired["critical"]) < 3.6
+    assert (
+        fired["critical"]
+        and 3.1 < min(fired["critical"]) < 3.2
+        and 3.5 < max(fired["critical"]) < 3.6
+    )
     # slow burn (1 h and 6 h >= 6) outlasts it until the burst leaves the 1 h window
     assert fired["warning"] and 3.5 < min(fired["warning"]) and 4.3 < max(fired["warning"]) < 4.5
     assert burn_alert(burn) is None
@@ -199,8 +250,15 @@ def test_slo_and_cost_use_the_engine_s_span_after_a_restart():
         v = 536.0 * (k - 149) if k >= 150 else 536.0 * k
         hist.add(Extract(t=float(k), counters={"generation_tokens": {eng(0): (v,)}}))
     d = derive(hist.points, VLLM, 60)
-    svc = Service(name="s", device="0", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=1000,
-                  concurrent_sequences=1, slo=SloSpec(window="1m"))
+    svc = Service(
+        name="s",
+        device="0",
+        model="llama-3.1-8b",
+        weight_bits=16,
+        tokens_per_sequence=1000,
+        concurrent_sequences=1,
+        slo=SloSpec(window="1m"),
+    )
     doc = compliance(svc, [hist.points], VLLM)
     assert d.fields["generation_tokens_per_s"] == pytest.approx(536.0)
     assert doc["output_tokens_per_s"] == d.fields["generation_tokens_per_s"]
@@ -208,10 +266,19 @@ def test_slo_and_cost_use_the_engine_s_span_after_a_restart():
 
 def triton_extract(t: float, n: int) -> Extract:
     models = ("ensemble", "preprocessing", "tensorrt_llm", "postprocessing")
-    return Extract(t=t, counters={
-        "requests_ok": {(("model", m), ("version", "1")): (float(n),) for m in models},
-        "requests_failed": {(("model", m), ("reason", "BACKEND"), ("version", "1")): (0.0,) for m in models},
-        "e2e_total_s": {(("model", m), ("version", "1")): (n * (2.0 if m == "ensemble" else 0.5),) for m in models}})
+    return Extract(
+        t=t,
+        counters={
+            "requests_ok": {(("model", m), ("version", "1")): (float(n),) for m in models},
+            "requests_failed": {
+                (("model", m), ("reason", "BACKEND"), ("version", "1")): (0.0,) for m in models
+            },
+            "e2e_total_s": {
+                (("model", m), ("version", "1")): (n * (2.0 if m == "ensemble" else 0.5),)
+                for m in models
+            },
+        },
+    )
 
 
 @pytest.mark.parametrize("tops", [None, ["ensemble"]])
@@ -220,22 +287,54 @@ def test_a_triton_ensemble_request_counts_once(tops):
     deriver = Deriver(window_s=60)
     for k, n in ((0, 0), (30, 59)):
         ex = triton_extract(float(k), n)
-        frame = deriver.frame(Sample(t=float(k), source=GpuSource(kind="none"), engines=[
-            EngineSample(label="trt", url="http://127.0.0.1:8002/metrics", t=float(k), up=True, kind="triton",
-                         extract=ex, top_models=tops)]))
+        frame = deriver.frame(
+            Sample(
+                t=float(k),
+                source=GpuSource(kind="none"),
+                engines=[
+                    EngineSample(
+                        label="trt",
+                        url="http://127.0.0.1:8002/metrics",
+                        t=float(k),
+                        up=True,
+                        kind="triton",
+                        extract=ex,
+                        top_models=tops,
+                    )
+                ],
+            )
+        )
     e = frame.engines[0]
     assert e.requests_finished == 59
     assert e.e2e_mean_s == pytest.approx(2.0)
-    assert e.requests_by_model == {"ensemble": 59, "preprocessing": 59, "tensorrt_llm": 59, "postprocessing": 59}
+    assert e.requests_by_model == {
+        "ensemble": 59,
+        "preprocessing": 59,
+        "tensorrt_llm": 59,
+        "postprocessing": 59,
+    }
     assert "ensemble" in e.series["requests_counted"]
 
 
 def test_triton_top_models_from_the_model_configuration():
     from console.triton import api_base, top_models
 
-    index = [{"name": m} for m in ("ensemble", "preprocessing", "tensorrt_llm", "postprocessing", "other")]
-    configs = {"ensemble": {"platform": "ensemble", "ensemble_scheduling": {"step": [
-        {"model_name": "preprocessing"}, {"model_name": "tensorrt_llm"}, {"model_name": "postprocessing"}]}}}
+    index = [
+        {"name": m}
+        for m in ("ensemble", "preprocessing", "tensorrt_llm", "postprocessing", "other")
+    ]
+    configs = {
+        "ensemble": {
+            "platform": "ensemble",
+            "ensemble_scheduling": {
+                "step": [
+                    {"model_name": "preprocessing"},
+                    {"model_name": "tensorrt_llm"},
+                    {"model_name": "postprocessing"},
+                ]
+            },
+        }
+    }
     assert top_models(index, configs) == ["ensemble", "other"]
     assert api_base("http://10.0.0.1:8002/metrics") == "http://10.0.0.1:8000"
 
@@ -257,12 +356,31 @@ def test_aggregation_rules_across_dp_engines_tp_ranks_and_replicas():
 def test_a_service_with_two_replicas_sums_their_kv_capacity():
     from console.headroom import HeadroomState, evaluate
 
-    plan = Plan(services=[Service(name="s", replicas=["a", "b"], device="0", model="llama-3.1-8b", weight_bits=16,
-                                  tokens_per_sequence=8192, concurrent_sequences=6)])
+    plan = Plan(
+        services=[
+            Service(
+                name="s",
+                replicas=["a", "b"],
+                device="0",
+                model="llama-3.1-8b",
+                weight_bits=16,
+                tokens_per_sequence=8192,
+                concurrent_sequences=6,
+            )
+        ]
+    )
     from console.frame import Engine
 
-    engines = [Engine(name=n, url=f"http://127.0.0.1:{p}/metrics", up=True, kv_capacity_tokens=4 * 8192.0,
-                      requests_waiting=0) for n, p in (("a", 1), ("b", 2))]
+    engines = [
+        Engine(
+            name=n,
+            url=f"http://127.0.0.1:{p}/metrics",
+            up=True,
+            kv_capacity_tokens=4 * 8192.0,
+            requests_waiting=0,
+        )
+        for n, p in (("a", 1), ("b", 2))
+    ]
     services, conds = evaluate(plan, GpuSource(kind="none"), [], engines, HeadroomState(), 0.0)
     kv = next(h for h in services[0].headroom if h.name == "kv")
     assert kv.value == pytest.approx(2.0) and kv.state == "ok"  # 8 seqs of 8192 against 6 planned
@@ -279,23 +397,50 @@ def test_tgi_time_to_first_token_with_no_traffic_is_not_zero_and_the_slo_uses_it
         hist.add(Extract(t=t, histograms=dict(empty), bounds=bounds))
     d = derive(hist.points, tgi, 60)
     assert "ttft_s" not in d.fields and "no observations" in d.unavailable["ttft_s"]
-    hist.add(Extract(t=2.0, histograms={f"ttft#{i}": {(): (4.0, 4.0, 4.0)} for i in range(3)}, bounds=bounds))
-    svc = Service(name="s", device="0", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=1000,
-                  concurrent_sequences=1, slo=SloSpec(ttft_s=1.0, window="1m"))
+    hist.add(
+        Extract(
+            t=2.0, histograms={f"ttft#{i}": {(): (4.0, 4.0, 4.0)} for i in range(3)}, bounds=bounds
+        )
+    )
+    svc = Service(
+        name="s",
+        device="0",
+        model="llama-3.1-8b",
+        weight_bits=16,
+        tokens_per_sequence=1000,
+        concurrent_sequences=1,
+        slo=SloSpec(ttft_s=1.0, window="1m"),
+    )
     doc = compliance(svc, [hist.points], tgi)
     entry = doc["targets"]["ttft_s"]
-    assert entry["approx"] and entry["observed_s"] == pytest.approx(3 * 0.095) and entry["attainment"] is None
+    assert (
+        entry["approx"]
+        and entry["observed_s"] == pytest.approx(3 * 0.095)
+        and entry["attainment"] is None
+    )
 
 
 def test_the_goodput_lower_bound_is_zero_when_an_slo_has_no_data():
     """Defect 7: TTFT known (90%), TPOT without data: the lower bound is 0, not 0.9 x c."""
     hist = EngineHistory()
     for t, n in ((0.0, 0.0), (10.0, 10.0)):
-        hist.add(Extract(t=t, histograms={"ttft": {(): (0.0, n * 0.9, n, n)}},
-                         bounds={"ttft": {(): (0.1, 1.0, math.inf)}},
-                         counters={"requests_finished": {(("finished_reason", "stop"),): (n,)}}))
-    svc = Service(name="s", device="0", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=1000,
-                  concurrent_sequences=1, slo=SloSpec(ttft_s=1.0, tpot_s=0.05, window="1m"))
+        hist.add(
+            Extract(
+                t=t,
+                histograms={"ttft": {(): (0.0, n * 0.9, n, n)}},
+                bounds={"ttft": {(): (0.1, 1.0, math.inf)}},
+                counters={"requests_finished": {(("finished_reason", "stop"),): (n,)}},
+            )
+        )
+    svc = Service(
+        name="s",
+        device="0",
+        model="llama-3.1-8b",
+        weight_bits=16,
+        tokens_per_sequence=1000,
+        concurrent_sequences=1,
+        slo=SloSpec(ttft_s=1.0, tpot_s=0.05, window="1m"),
+    )
     doc = compliance(svc, [hist.points], VLLM)
     assert doc["good_share"]["low"] == 0.0 and doc["good_share"]["high"] == pytest.approx(0.9)
     assert doc["good_share"]["unknown"] == ["tpot_s"]
@@ -303,12 +448,21 @@ def test_the_goodput_lower_bound_is_zero_when_an_slo_has_no_data():
 
 def test_per_gpu_energy_uses_the_node_basis():
     """Defect 8: host share and PUE apply to each GPU's energy as to the node's."""
-    plan = Plan(cost=CostSpec(hourly_usd=2.0, usd_per_kwh=0.1, host_power_w=400, facility_overhead_included=False,
-                              pue=1.5))
+    plan = Plan(
+        cost=CostSpec(
+            hourly_usd=2.0,
+            usd_per_kwh=0.1,
+            host_power_w=400,
+            facility_overhead_included=False,
+            pue=1.5,
+        )
+    )
     gpus = [Gpu(index=i, power_w=300.0) for i in range(2)]
     _, node, _ = service_meters(plan, [], {}, {}, {}, gpus, 0.0)
     assert node["energy"]["usd_per_h"] == pytest.approx((600 + 400) * 1.5 / 1000 * 0.1)
-    assert sum(g["energy_usd_per_h"] for g in node["per_gpu"]) == pytest.approx(node["energy"]["usd_per_h"])
+    assert sum(g["energy_usd_per_h"] for g in node["per_gpu"]) == pytest.approx(
+        node["energy"]["usd_per_h"]
+    )
     assert node["per_gpu"][0]["energy_basis"] == node["energy"]["basis"]
 
 
@@ -322,17 +476,29 @@ def test_good_share_never_reads_above_completion_and_markdown_keeps_marks():
     """Defect 10."""
     assert share_range({"low": 0.9951, "high": 0.9959, "approx": False}) == "99.5–99.5%"
     assert share_range({"low": 0.99, "high": 0.99999, "approx": True}) == "≈99.0–99.9%"
-    p = Percentiles(p50=0.2, p95=2.09, p99=None, window="since_start", observations=2,
-                    lower_bound_only=[], buckets={"p95": (1.0, 2.5)})
+    p = Percentiles(
+        p50=0.2,
+        p95=2.09,
+        p99=None,
+        window="since_start",
+        observations=2,
+        lower_bound_only=[],
+        buckets={"p95": (1.0, 2.5)},
+    )
     assert quantile_text(p, "p95", ranges=True) == "2.09s* (1.00s–2.50s)·2"
     assert quantile_text(p, "p95") == "2.09s*±·2"
     from datetime import UTC, datetime
 
     from console.frame import Engine, Frame
 
-    frame = Frame(taken_at=datetime(2026, 12, 1, tzinfo=UTC), host="h", inferdeck_version="x", window_s=60,
-                  gpu_source=GpuSource(kind="none"),
-                  engines=[Engine(name="e", url="http://127.0.0.1:1/metrics", up=True, ttft_s=p)])
+    frame = Frame(
+        taken_at=datetime(2026, 12, 1, tzinfo=UTC),
+        host="h",
+        inferdeck_version="x",
+        window_s=60,
+        gpu_source=GpuSource(kind="none"),
+        engines=[Engine(name="e", url="http://127.0.0.1:1/metrics", up=True, ttft_s=p)],
+    )
     md = to_markdown(frame)
     assert "2.09s* (1.00s–2.50s)·2" in md
 
@@ -342,10 +508,23 @@ def test_per_token_tpot_is_said_and_scaled_bounds_stay_exact():
     assert fraction_at_or_below(0.7, [(700 * 0.001, 9.0), (math.inf, 10.0)]) == (0.9, True)
     hist = EngineHistory()
     for t, n in ((0.0, 0.0), (10.0, 10.0)):
-        hist.add(Extract(t=t, histograms={"tpot": {(): (n, n)}}, bounds={"tpot": {(): (0.05, math.inf)}},
-                         series={"tpot": "vllm:time_per_output_token_seconds"}))
-    svc = Service(name="s", device="0", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=1000,
-                  concurrent_sequences=1, slo=SloSpec(ttft_s=None, tpot_s=0.05, window="1m"))
+        hist.add(
+            Extract(
+                t=t,
+                histograms={"tpot": {(): (n, n)}},
+                bounds={"tpot": {(): (0.05, math.inf)}},
+                series={"tpot": "vllm:time_per_output_token_seconds"},
+            )
+        )
+    svc = Service(
+        name="s",
+        device="0",
+        model="llama-3.1-8b",
+        weight_bits=16,
+        tokens_per_sequence=1000,
+        concurrent_sequences=1,
+        slo=SloSpec(ttft_s=None, tpot_s=0.05, window="1m"),
+    )
     entry = compliance(svc, [hist.points], VLLM)["targets"]["tpot_s"]
     assert entry["counts"] == "tokens" and "token" in entry["note"]
 
@@ -357,13 +536,35 @@ def test_a_restart_shows_when_the_process_began_and_counts_both_sides():
     frame = None
     for k in range(90):
         t = 1000.0 + k
-        start = 900.0 if k < 50 else 1040.0 - 29  # a new process began 29 s before its first good scrape
-        tok = 60.0 * k if k < 50 else 5000.0 + 60.0 * (k - 50)  # grew past the old value: no decrease
+        start = (
+            900.0 if k < 50 else 1040.0 - 29
+        )  # a new process began 29 s before its first good scrape
+        tok = (
+            60.0 * k if k < 50 else 5000.0 + 60.0 * (k - 50)
+        )  # grew past the old value: no decrease
         if 40 <= k < 50:
             continue  # down for 10 s, not scraped
-        ex = Extract(t=t, gauges={"process_start": {(): start}}, counters={"generation_tokens": {eng(0): (tok,)}})
-        frame = deriver.frame(Sample(t=t, source=GpuSource(kind="none"), engines=[
-            EngineSample(label="v", url="http://127.0.0.1:8000/metrics", t=t, up=True, kind="vllm", extract=ex)]))
+        ex = Extract(
+            t=t,
+            gauges={"process_start": {(): start}},
+            counters={"generation_tokens": {eng(0): (tok,)}},
+        )
+        frame = deriver.frame(
+            Sample(
+                t=t,
+                source=GpuSource(kind="none"),
+                engines=[
+                    EngineSample(
+                        label="v",
+                        url="http://127.0.0.1:8000/metrics",
+                        t=t,
+                        up=True,
+                        kind="vllm",
+                        extract=ex,
+                    )
+                ],
+            )
+        )
     e = frame.engines[0]
     assert e.restarted_at is not None and e.restarted_at.timestamp() == 1011.0
     # (1029, 1089]: before the restart 1030..1039 adds 9 x 60; the restart's first scrape counts its
@@ -376,8 +577,13 @@ def test_a_wide_bucket_is_shown_with_the_quantile():
     """Defect 13: a p95 inside the 1.0-2.5 s bucket carries the bucket."""
     hist = EngineHistory()
     for t, n in ((0.0, 0.0), (10.0, 100.0)):
-        hist.add(Extract(t=t, histograms={"ttft": {(): (0.0, n * 0.5, n, n, n)}},
-                         bounds={"ttft": {(): (0.1, 1.0, 2.5, math.inf)}}))
+        hist.add(
+            Extract(
+                t=t,
+                histograms={"ttft": {(): (0.0, n * 0.5, n, n, n)}},
+                bounds={"ttft": {(): (0.1, 1.0, 2.5, math.inf)}},
+            )
+        )
     p = derive(hist.points, VLLM, 60).fields["ttft_s"]
     assert p.p95 == pytest.approx(1.0 + 1.5 * 45 / 50) and p.buckets["p95"] == (1.0, 2.5)
     assert p.p50 == pytest.approx(1.0) and p.buckets["p50"] == (0.1, 1.0)  # 0.1-1.0: wide too
@@ -398,20 +604,40 @@ def test_snapshot_shows_the_5m_burn_of_an_engine_failing_one_in_101(tmp_path):
 
     def page() -> str:
         dt = time.time() - t0
-        return ("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 4\n"
-                "# TYPE vllm:request_success_total counter\n"
-                f'vllm:request_success_total{{engine="0",finished_reason="stop"}} {1000 + 10 * dt!r}\n'
-                f'vllm:request_success_total{{engine="0",finished_reason="error"}} {10 + 0.1 * dt!r}\n')
+        return (
+            '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} 4\n'
+            "# TYPE vllm:request_success_total counter\n"
+            f'vllm:request_success_total{{engine="0",finished_reason="stop"}} {1000 + 10 * dt!r}\n'
+            f'vllm:request_success_total{{engine="0",finished_reason="error"}} {10 + 0.1 * dt!r}\n'
+        )
 
     server = MetricsServer(page).start()
     try:
         cfg = tmp_path / "c.yaml"
-        cfg.write_text(f"engines:\n  - name: e\n    url: {server.url}\nservices:\n  - name: e\n    device: \"0\"\n"
-                       "    model: llama-3.1-8b\n    weight_bits: 16\n    tokens_per_sequence: 1000\n"
-                       "    concurrent_sequences: 1\n    slo: {completion: 0.995}\n")
-        res = subprocess.run([sys.executable, "-m", "console", "snapshot", "--config", str(cfg), "--no-gpu",
-                              "--wait", "30", "--format", "json"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=120)
+        cfg.write_text(
+            f'engines:\n  - name: e\n    url: {server.url}\nservices:\n  - name: e\n    device: "0"\n'
+            "    model: llama-3.1-8b\n    weight_bits: 16\n    tokens_per_sequence: 1000\n"
+            "    concurrent_sequences: 1\n    slo: {completion: 0.995}\n"
+        )
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "console",
+                "snapshot",
+                "--config",
+                str(cfg),
+                "--no-gpu",
+                "--wait",
+                "30",
+                "--format",
+                "json",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         server.stop()
     assert res.returncode == 0, res.stderr
@@ -424,8 +650,20 @@ def test_snapshot_shows_the_5m_burn_of_an_engine_failing_one_in_101(tmp_path):
 def test_the_whole_derivation_at_1s_for_6_hours_fires_and_clears_burn_alerts():
     """Every history at the real cadence: the Deriver polled at 1 s for 6.5 simulated hours, with an
     error burst in the middle, raises the fast burn alert and clears it."""
-    plan = Plan(services=[Service(name="s", engine="v", device="0", model="llama-3.1-8b", weight_bits=16,
-                                  tokens_per_sequence=1000, concurrent_sequences=1, slo=SloSpec(completion=0.995))])
+    plan = Plan(
+        services=[
+            Service(
+                name="s",
+                engine="v",
+                device="0",
+                model="llama-3.1-8b",
+                weight_bits=16,
+                tokens_per_sequence=1000,
+                concurrent_sequences=1,
+                slo=SloSpec(completion=0.995),
+            )
+        ]
+    )
     deriver = Deriver(plan, window_s=60)
     ok = err = tok = 0.0
     seen: dict[str, list[float]] = {}
@@ -435,12 +673,33 @@ def test_the_whole_derivation_at_1s_for_6_hours_fires_and_clears_burn_alerts():
         ok += 5.0 if burst else 10.0
         err += 5.0 if burst else 0.0
         tok += 300.0
-        ex = Extract(t=t, gauges={"requests_running": {eng(0): 3.0}},
-                     counters={"generation_tokens": {eng(0): (tok,)},
-                               "requests_finished": {eng(0, finished_reason="stop"): (ok,),
-                                                     eng(0, finished_reason="error"): (err,)}})
-        frame = deriver.frame(Sample(t=t, source=GpuSource(kind="none"), engines=[
-            EngineSample(label="v", url="http://127.0.0.1:8000/metrics", t=t, up=True, kind="vllm", extract=ex)]))
+        ex = Extract(
+            t=t,
+            gauges={"requests_running": {eng(0): 3.0}},
+            counters={
+                "generation_tokens": {eng(0): (tok,)},
+                "requests_finished": {
+                    eng(0, finished_reason="stop"): (ok,),
+                    eng(0, finished_reason="error"): (err,),
+                },
+            },
+        )
+        frame = deriver.frame(
+            Sample(
+                t=t,
+                source=GpuSource(kind="none"),
+                engines=[
+                    EngineSample(
+                        label="v",
+                        url="http://127.0.0.1:8000/metrics",
+                        t=t,
+                        up=True,
+                        kind="vllm",
+                        extract=ex,
+                    )
+                ],
+            )
+        )
         for a in frame.alerts:
             if a.rule == "burn" and a.state == "active":
                 seen.setdefault(a.severity, []).append(k / 3600)

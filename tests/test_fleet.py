@@ -36,7 +36,10 @@ def test_colon_and_underscore_names_are_both_queried():
     assert "vllm:num_requests_running" in q and "vllm_num_requests_running" in q and " or " in q
     assert 'nv_trt_llm_request_metrics{request_type="active"}' in q
     q95 = signal_query("ttft", "q0.95", "60s")
-    assert "histogram_quantile(0.95, sum by (instance, job, node, le) (rate(vllm:time_to_first_token_seconds_bucket[60s])))" in q95
+    assert (
+        "histogram_quantile(0.95, sum by (instance, job, node, le) (rate(vllm:time_to_first_token_seconds_bucket[60s])))"
+        in q95
+    )
     assert "nv_inference_first_response_histogram_ms_bucket[60s]))) * 0.001" in q95
 
 
@@ -53,10 +56,19 @@ def fleet(tmp_path_factory):
     if not Path(PROMETHEUS).exists():
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
     nodes = []
-    layouts = {"node-a": [("h100-80gb", None), ("h100-80gb", [("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", 2)])],
-               "node-b": [("rtx-pro-6000-se", [("2g.48gb", 0), ("1g.24gb", 6), ("1g.24gb", 9)])],
-               "node-c": [("l40s", None), ("l40s", None)]}
-    kinds = {"node-a": ["vllm", "vllm", "sglang"], "node-b": ["vllm", "sglang"], "node-c": ["vllm", "vllm"]}
+    layouts = {
+        "node-a": [
+            ("h100-80gb", None),
+            ("h100-80gb", [("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", 2)]),
+        ],
+        "node-b": [("rtx-pro-6000-se", [("2g.48gb", 0), ("1g.24gb", 6), ("1g.24gb", 9)])],
+        "node-c": [("l40s", None), ("l40s", None)],
+    }
+    kinds = {
+        "node-a": ["vllm", "vllm", "sglang"],
+        "node-b": ["vllm", "sglang"],
+        "node-c": ["vllm", "vllm"],
+    }
     servers = []
     scrape = []
     for n, (node, gpus) in enumerate(layouts.items()):
@@ -65,16 +77,26 @@ def fleet(tmp_path_factory):
             sim.add_gpu(model, mig=mig)
         dcgm = start_dcgm(sim, node)
         servers.append(dcgm)
-        engines = [start_engine(k, TrafficSpec(rate_rps=2.0, output_tokens=600, seed=10 * n + i, warmup_s=60))
-                   for i, k in enumerate(kinds[node])]
+        engines = [
+            start_engine(
+                k, TrafficSpec(rate_rps=2.0, output_tokens=600, seed=10 * n + i, warmup_s=60)
+            )
+            for i, k in enumerate(kinds[node])
+        ]
         servers += [e.server for e in engines]
         nodes.append((node, dcgm, engines))
-        scrape.append(f"      - targets: ['127.0.0.1:{dcgm.port}']\n        labels: {{node: {node}}}")
-    eng_targets = "\n".join(f"      - targets: ['127.0.0.1:{e.server.port}']\n        labels: {{node: {node}}}"
-                            for node, _, engines in nodes for e in engines)
+        scrape.append(
+            f"      - targets: ['127.0.0.1:{dcgm.port}']\n        labels: {{node: {node}}}"
+        )
+    eng_targets = "\n".join(
+        f"      - targets: ['127.0.0.1:{e.server.port}']\n        labels: {{node: {node}}}"
+        for node, _, engines in nodes
+        for e in engines
+    )
     dcgm_targets = "\n".join(scrape)
     cfg = tmp_path_factory.mktemp("prom") / "prometheus.yml"
-    cfg.write_text(textwrap.dedent("""\
+    cfg.write_text(
+        textwrap.dedent("""\
         global:
           scrape_interval: 1s
           evaluation_interval: 1s
@@ -85,11 +107,21 @@ def fleet(tmp_path_factory):
           - job_name: engines
             static_configs:
         {engines}
-        """).format(dcgm=textwrap.indent(dcgm_targets, "  "), engines=textwrap.indent(eng_targets, "  ")))
+        """).format(
+            dcgm=textwrap.indent(dcgm_targets, "  "), engines=textwrap.indent(eng_targets, "  ")
+        )
+    )
     port = free_port()
-    prom = subprocess.Popen([PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={cfg.parent / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    prom = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={cfg}",
+            f"--storage.tsdb.path={cfg.parent / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -111,7 +143,11 @@ def fleet(tmp_path_factory):
 
 def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
     url, nodes, _ = fleet
-    targets = [EngineTarget(url=e.url, name=f"127.0.0.1:{e.server.port}") for _, _, engines in nodes for e in engines]
+    targets = [
+        EngineTarget(url=e.url, name=f"127.0.0.1:{e.server.port}")
+        for _, _, engines in nodes
+        for e in engines
+    ]
 
     async def go():
         direct = Poller(targets, None, window_s=15)
@@ -131,11 +167,16 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
     assert sorted(state.nodes) == ["node-a", "node-b", "node-c"], state.errors
     assert state.errors == {}
     a = state.nodes["node-a"]
-    assert len(a.gpus) == 2 and a.gpus[1].mig and [d.profile for d in a.gpus[1].mig.devices] == [
-        "3g.40gb", "2g.20gb", "1g.10gb"] or sorted(d.profile for d in a.gpus[1].mig.devices) == [
-        "1g.10gb", "2g.20gb", "3g.40gb"]
+    assert (
+        len(a.gpus) == 2
+        and a.gpus[1].mig
+        and [d.profile for d in a.gpus[1].mig.devices] == ["3g.40gb", "2g.20gb", "1g.10gb"]
+        or sorted(d.profile for d in a.gpus[1].mig.devices) == ["1g.10gb", "2g.20gb", "3g.40gb"]
+    )
     assert a.gpus[0].utilization_gpu_pct == 60.0 and a.gpus[1].utilization_gpu_pct is None
-    assert len(state.nodes["node-b"].gpus[0].mig.devices) == 3 and len(state.nodes["node-c"].gpus) == 2
+    assert (
+        len(state.nodes["node-b"].gpus[0].mig.devices) == 3 and len(state.nodes["node-c"].gpus) == 2
+    )
     direct = {e.name: e for e in frame.engines}
     seen = 0
     for node, _, engines in nodes:
@@ -145,13 +186,43 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
             de = direct[name]
             assert fe.up and fe.kind == de.kind
             # gauges: Prometheus' last scrape and the direct poll are up to a second apart
-            assert abs(fe.requests_running - de.requests_running) <= max(5, 0.2 * de.requests_running), name
+            assert abs(fe.requests_running - de.requests_running) <= max(
+                5, 0.2 * de.requests_running
+            ), name
             assert fe.requests_waiting == de.requests_waiting == 0
             assert abs(fe.kv_cache_usage - de.kv_cache_usage) <= 0.05, name
             p_f, p_d = fe.ttft_s.p95, de.ttft_s.p95
             assert p_f is not None and p_d is not None
-            bounds = sorted({0.0, *[b for b in (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                                                 2.5, 5.0, 0.2, 0.4, 0.6, 0.8, 2.0, 4.0)]})
+            bounds = sorted(
+                {
+                    0.0,
+                    *[
+                        b
+                        for b in (
+                            0.001,
+                            0.005,
+                            0.01,
+                            0.02,
+                            0.04,
+                            0.06,
+                            0.08,
+                            0.1,
+                            0.25,
+                            0.5,
+                            0.75,
+                            1.0,
+                            2.5,
+                            5.0,
+                            0.2,
+                            0.4,
+                            0.6,
+                            0.8,
+                            2.0,
+                            4.0,
+                        )
+                    ],
+                }
+            )
             within_pct = abs(p_f - p_d) <= 0.05 * p_d
             same_or_next_bucket = sum(1 for b in bounds if min(p_f, p_d) < b < max(p_f, p_d)) <= 1
             assert within_pct or same_or_next_bucket, (name, p_f, p_d)
@@ -233,15 +304,30 @@ def test_scrubbing_history_and_a_node_plan(fleet):
     settle(25)
     node_b_engine = f"127.0.0.1:{nodes[1][2][0].server.port}"
     # a plan for node-b whose service is pinned to a MIG device that does not exist there
-    plan = Plan(node=Node(name="node-b"), services=[Service(
-        name="svc", engine=node_b_engine, device="0:2g.48gb@6", model="llama-3.1-8b", weight_bits=16,
-        tokens_per_sequence=4096, concurrent_sequences=4)])
+    plan = Plan(
+        node=Node(name="node-b"),
+        services=[
+            Service(
+                name="svc",
+                engine=node_b_engine,
+                device="0:2g.48gb@6",
+                model="llama-3.1-8b",
+                weight_bits=16,
+                tokens_per_sequence=4096,
+                concurrent_sequences=4,
+            )
+        ],
+    )
 
     async def go():
         from console.cost import CostSpec
 
-        source = FleetSource(PromClient(url), window_s=15, plans={"node-b": plan},
-                             cost=CostSpec(system_cost_usd=48_000))
+        source = FleetSource(
+            PromClient(url),
+            window_s=15,
+            plans={"node-b": plan},
+            cost=CostSpec(system_cost_usd=48_000),
+        )
         try:
             live = await source.poll()
             live_taken = live.taken_at

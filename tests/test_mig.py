@@ -53,11 +53,19 @@ def test_every_layout_applies_from_every_other(tmp_path, model):
 
 def test_catalogue_matches_the_reference():
     rtx = {frozenset(x) for x in valid_layouts(catalog()["rtx-pro-6000-se"])}
-    for expect in (["4g.96gb@0"], ["2g.48gb@0", "2g.48gb@6"], ["2g.48gb@0", "1g.24gb@6", "1g.24gb@9"],
-                   ["1g.24gb@0", "1g.24gb@3", "1g.24gb@6", "1g.24gb@9"]):
+    for expect in (
+        ["4g.96gb@0"],
+        ["2g.48gb@0", "2g.48gb@6"],
+        ["2g.48gb@0", "1g.24gb@6", "1g.24gb@9"],
+        ["1g.24gb@0", "1g.24gb@3", "1g.24gb@6", "1g.24gb@9"],
+    ):
         assert frozenset((p.split("@")[0], int(p.split("@")[1])) for p in expect) in rtx
     h100 = valid_layouts(catalog()["h100-80gb"])
-    plain = {tuple(sorted(n for n, _ in L)) for L in h100 if all("+" not in n and "-" not in n for n, _ in L)}
+    plain = {
+        tuple(sorted(n for n, _ in L))
+        for L in h100
+        if all("+" not in n and "-" not in n for n, _ in L)
+    }
     assert ("3g.40gb", "4g.40gb") in plain and ("1g.10gb",) * 7 in plain and ("7g.80gb",) in plain
     # an invalid layout is never offered: the simulator (NVML's rules) accepts every one of them
     for model in MIG_MODELS:
@@ -78,7 +86,11 @@ def test_a_fault_at_every_step_ends_old_or_new_with_rollback_and_audit(tmp_path,
     outcomes = set()
     for k in range(1, total_calls + 1):
         sim.faults.clear()
-        sim.inject(pynvml.NVML_ERROR_UNKNOWN if k % 2 else pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES, gpu=0, on_call=k)
+        sim.inject(
+            pynvml.NVML_ERROR_UNKNOWN if k % 2 else pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES,
+            gpu=0,
+            on_call=k,
+        )
         try:
             report = mm.apply(0, after)
         except Exception as exc:  # the read before any change failed: nothing changed
@@ -93,27 +105,41 @@ def test_a_fault_at_every_step_ends_old_or_new_with_rollback_and_audit(tmp_path,
             assert now == sorted(after)
             mm.apply(0, before)
         else:
-            assert report["result"] == "rolled back" and "error" in report and now == sorted(before), report
+            assert (
+                report["result"] == "rolled back" and "error" in report and now == sorted(before)
+            ), report
         outcomes.add(report["result"])
     assert "rolled back" in outcomes
     entries = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     rolled = [e for e in entries if e["result"] == "rolled back"]
-    assert rolled and all(e["uuid"] and e["user"] == "tester" and e["before"] and e["after"] for e in rolled)
+    assert rolled and all(
+        e["uuid"] and e["user"] == "tester" and e["before"] and e["after"] for e in rolled
+    )
     assert any(s["step"].startswith("rollback:") for e in rolled for s in e["steps"]) or all(
-        not s["step"].startswith("create") for e in rolled for s in e["steps"])
+        not s["step"].startswith("create") for e in rolled for s in e["steps"]
+    )
     assert (tmp_path / "audit.jsonl").stat().st_mode & 0o777 == 0o600
 
 
 def test_processes_block_only_affected_instances(tmp_path):
-    sim, mm = manager(tmp_path, "rtx-pro-6000-se", mig=[("2g.48gb", 0), ("1g.24gb", 6), ("1g.24gb", 9)])
+    sim, mm = manager(
+        tmp_path, "rtx-pro-6000-se", mig=[("2g.48gb", 0), ("1g.24gb", 6), ("1g.24gb", 9)]
+    )
     sim.add_process(0, 2, 4242, 1 << 30)  # on 1g.24gb@9
     target_keep_9 = parse_layout("2g.48gb@0,1g.24gb@6,1g.24gb@9", catalog()["rtx-pro-6000-se"])
     # replacing the 2g.48gb with two 1g.24gb keeps @9: allowed
-    report = mm.apply(0, parse_layout("1g.24gb@0,1g.24gb@3,1g.24gb@6,1g.24gb@9", catalog()["rtx-pro-6000-se"]))
+    report = mm.apply(
+        0, parse_layout("1g.24gb@0,1g.24gb@3,1g.24gb@6,1g.24gb@9", catalog()["rtx-pro-6000-se"])
+    )
     assert report["result"] == "applied"
-    with pytest.raises(MigError, match=r"process 4242 \(vllm serve m; engine big\) runs on 1g.24gb@9"):
-        mm.apply(0, parse_layout("2g.48gb@0,2g.48gb@6", catalog()["rtx-pro-6000-se"]),
-                 commands={4242: "vllm serve m; engine big"})
+    with pytest.raises(
+        MigError, match=r"process 4242 \(vllm serve m; engine big\) runs on 1g.24gb@9"
+    ):
+        mm.apply(
+            0,
+            parse_layout("2g.48gb@0,2g.48gb@6", catalog()["rtx-pro-6000-se"]),
+            commands={4242: "vllm serve m; engine big"},
+        )
     assert sorted(mm.read(0).layout) != sorted(target_keep_9)
     with pytest.raises(MigError, match="4242"):
         mm.apply(0, "disable")
@@ -128,7 +154,9 @@ def test_read_only_and_pending_mode_block(tmp_path):
     with pytest.raises(MigError, match="mode change pending"):
         mm.apply(0, "disable")
     sim.reset_gpu(0)
-    assert mm.apply(0, parse_layout("3g.40gb+4g.40gb", catalog()["a100-80gb"]))["result"] == "applied"
+    assert (
+        mm.apply(0, parse_layout("3g.40gb+4g.40gb", catalog()["a100-80gb"]))["result"] == "applied"
+    )
 
 
 def test_hopper_mode_change_applies_at_once_and_in_use_is_reported(tmp_path):
@@ -192,6 +220,7 @@ def test_mig_parted_round_trip_and_reference_examples(tmp_path):
         assert mm.apply(i, target)["result"] == "applied"
     for i in range(2):
         from collections import Counter
+
         assert Counter(n for n, _ in mm.read(i).layout) == Counter(n for n, _ in gpus[i].layout)
     # the reference's own examples parse and select the right GPUs
     h100 = [mm.read(0)]
@@ -199,7 +228,9 @@ def test_mig_parted_round_trip_and_reference_examples(tmp_path):
     assert sorted(n for n, _ in balanced[0]) == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
     assert import_mig_parted(REFERENCE_EXAMPLE, "all-disabled", h100) == {0: "disable"}
     assert import_mig_parted(REFERENCE_EXAMPLE, "all-enabled", h100) == {0: "enable"}
-    assert import_mig_parted(REFERENCE_EXAMPLE, "all-balanced", [mm.read(1)]) == {}  # device-filter excludes it
+    assert (
+        import_mig_parted(REFERENCE_EXAMPLE, "all-balanced", [mm.read(1)]) == {}
+    )  # device-filter excludes it
     with pytest.raises(MigError, match="no config labelled"):
         import_mig_parted(REFERENCE_EXAMPLE, "nope", h100)
 
@@ -217,7 +248,9 @@ async def test_menu_walk_preview_cancel_then_apply(tmp_path):
     node = start_demo(settings)
     reader = NvmlReader(node.nvml, simulated=True)
     poller = Poller(node.targets(), reader, plan=settings)
-    app = InferdeckApp(poller, interval_s=0.2, mig=MigManager(node.nvml, audit_path=tmp_path / "a.jsonl"))
+    app = InferdeckApp(
+        poller, interval_s=0.2, mig=MigManager(node.nvml, audit_path=tmp_path / "a.jsonl")
+    )
     try:
         async with app.run_test(size=(110, 36)) as pilot:
             await pilot.pause(0.6)
@@ -257,10 +290,14 @@ def test_layouts_come_from_the_driver_with_the_catalogue_as_fallback(tmp_path):
     sim, mm = manager(tmp_path, "h200-141gb")
     g = mm.read(0)
     assert g.spec_source == "driver"
-    assert sorted(map(tuple, valid_layouts(g.spec))) == sorted(map(tuple, valid_layouts(catalog()["h200-141gb"])))
+    assert sorted(map(tuple, valid_layouts(g.spec))) == sorted(
+        map(tuple, valid_layouts(catalog()["h200-141gb"]))
+    )
     sim.missing = {"nvmlDeviceGetGpuInstancePossiblePlacements"}  # an older driver, or not root
     g = mm.read(0)
-    assert g.spec_source == "catalogue" and len(valid_layouts(g.spec)) == len(valid_layouts(catalog()["h200-141gb"]))
+    assert g.spec_source == "catalogue" and len(valid_layouts(g.spec)) == len(
+        valid_layouts(catalog()["h200-141gb"])
+    )
 
 
 def test_preview_says_where_planned_services_land(tmp_path):
@@ -268,13 +305,33 @@ def test_preview_says_where_planned_services_land(tmp_path):
     from console.plan import Node, Plan, Service
 
     sim, mm = manager(tmp_path, "rtx-pro-6000-se", mig=[("1g.24gb", s) for s in (0, 3, 6, 9)])
-    plan = Plan(node=Node(gpus=1, gpu_model="rtx-pro-6000-se"), services=[
-        Service(name="small", device="0:1g.24gb@0", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=4096,
-                concurrent_sequences=2),
-        Service(name="moved", device="0:1g.24gb@6", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=4096,
-                concurrent_sequences=2)])
+    plan = Plan(
+        node=Node(gpus=1, gpu_model="rtx-pro-6000-se"),
+        services=[
+            Service(
+                name="small",
+                device="0:1g.24gb@0",
+                model="llama-3.1-8b",
+                weight_bits=16,
+                tokens_per_sequence=4096,
+                concurrent_sequences=2,
+            ),
+            Service(
+                name="moved",
+                device="0:1g.24gb@6",
+                model="llama-3.1-8b",
+                weight_bits=16,
+                tokens_per_sequence=4096,
+                concurrent_sequences=2,
+            ),
+        ],
+    )
     g = mm.read(0)
     target = parse_layout("1g.24gb@0,1g.24gb@3,2g.48gb@6", catalog()["rtx-pro-6000-se"])
     small, moved = landing(plan, g, target)
-    assert small["lands_on"] == "1g.24gb@0" and small["fits"] and round(small["capacity_gib"], 2) == 23.62
+    assert (
+        small["lands_on"] == "1g.24gb@0"
+        and small["fits"]
+        and round(small["capacity_gib"], 2) == 23.62
+    )
     assert moved["lands_on"] is None and "loses its planned device 0:1g.24gb@6" in moved["warning"]

@@ -25,8 +25,15 @@ def test_mixed_mig_layout_reads_back_exactly():
     assert source.kind == "simulated" and source.driver_version
     (g,) = gpus
     assert g.mig.current is True and g.mig.pending is True
-    got = [(d.profile, d.placement_start, d.placement_size, d.memory_total_bytes) for d in g.mig.devices]
-    assert got == [("2g.48gb", 0, 6, 48512 * 1024**2), ("1g.24gb", 6, 3, 24192 * 1024**2), ("1g.24gb", 9, 3, 24192 * 1024**2)]
+    got = [
+        (d.profile, d.placement_start, d.placement_size, d.memory_total_bytes)
+        for d in g.mig.devices
+    ]
+    assert got == [
+        ("2g.48gb", 0, 6, 48512 * 1024**2),
+        ("1g.24gb", 6, 3, 24192 * 1024**2),
+        ("1g.24gb", 9, 3, 24192 * 1024**2),
+    ]
     assert round(g.mig.devices[1].memory_total_bytes / GIB, 2) == 23.62  # the lgip figure
     assert g.utilization_gpu_pct is None and g.unavailable["utilization_gpu_pct"] == "n/a under MIG"
     assert g.memory_used_bytes == 30 * GIB  # three slices x 10 GiB each

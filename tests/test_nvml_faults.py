@@ -26,7 +26,10 @@ def test_every_model_reads_completely(key):
     model = catalog()[key]
     assert g.name == model.name and g.pci_bus_id.startswith("00000000:")
     assert g.memory_total_bytes == model.memory_total_mib * 1024**2
-    assert g.power_limit_w == model.power_limit_w and g.temperature_slowdown_c == model.temperature_slowdown_c
+    assert (
+        g.power_limit_w == model.power_limit_w
+        and g.temperature_slowdown_c == model.temperature_slowdown_c
+    )
     assert g.clock_sm_max_mhz == model.sm_clock_max_mhz and g.architecture == model.architecture
     assert g.utilization_gpu_pct == 50.0 and g.clock_events == []
     assert g.fan_pct is None and g.unavailable["fan_pct"] == "not supported"  # passive server cards
@@ -45,7 +48,11 @@ def test_every_mig_profile_reads_back(key):
         sim = node((key, [(prof.name, prof.starts[-1])]))
         _, (g,) = NvmlReader(sim, simulated=True).read()
         (gi,) = g.mig.instances
-        assert (gi.profile, gi.placement_start, gi.placement_size) == (prof.name, prof.starts[-1], prof.size)
+        assert (gi.profile, gi.placement_start, gi.placement_size) == (
+            prof.name,
+            prof.starts[-1],
+            prof.size,
+        )
         (dev,) = g.mig.devices
         assert dev.profile == prof.name and dev.memory_total_bytes == prof.memory_mib * 1024**2
         assert gi.compute_instances[0].profile == prof.name
@@ -55,7 +62,11 @@ def test_h100_mixed_layout_and_utilisation_na():
     sim = node(("h100-80gb", [("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", 2), ("1g.10gb", 3)]))
     _, (g,) = NvmlReader(sim, simulated=True).read()
     assert [(d.profile, d.placement_start) for d in g.mig.devices] == [
-        ("2g.20gb", 0), ("1g.10gb", 2), ("1g.10gb", 3), ("3g.40gb", 4)]
+        ("2g.20gb", 0),
+        ("1g.10gb", 2),
+        ("1g.10gb", 3),
+        ("3g.40gb", 4),
+    ]
     assert g.utilization_gpu_pct is None and g.unavailable["utilization_gpu_pct"] == "n/a under MIG"
     assert g.mig.note == "MIG mode is lost on driver reload"
 
@@ -89,15 +100,31 @@ def test_not_root_keeps_the_rest():
     assert g.mig.instances == [] and "needs root" in g.mig.unavailable["instances"]
     # MIG device handles still answer: profiles from their memory, placement unknown
     assert [d.profile for d in g.mig.devices] == ["2g.48gb", "1g.24gb", "1g.24gb"]
-    assert all(d.placement_start is None and "needs root" in d.unavailable["placement_start"] for d in g.mig.devices)
+    assert all(
+        d.placement_start is None and "needs root" in d.unavailable["placement_start"]
+        for d in g.mig.devices
+    )
 
 
-@pytest.mark.parametrize("code, fn, field, reason", [
-    (pynvml.NVML_ERROR_NOT_SUPPORTED, "nvmlDeviceGetPowerUsage", "power_w", "not supported"),
-    (pynvml.NVML_ERROR_NO_PERMISSION, "nvmlDeviceGetEnforcedPowerLimit", "power_limit_w", "needs root"),
-    (pynvml.NVML_ERROR_NOT_SUPPORTED, "nvmlDeviceGetTotalEccErrors", "ecc_corrected_volatile", "not supported"),
-    (pynvml.NVML_ERROR_TIMEOUT, "nvmlDeviceGetClockInfo", "clock_sm_mhz", "Timeout"),
-])
+@pytest.mark.parametrize(
+    "code, fn, field, reason",
+    [
+        (pynvml.NVML_ERROR_NOT_SUPPORTED, "nvmlDeviceGetPowerUsage", "power_w", "not supported"),
+        (
+            pynvml.NVML_ERROR_NO_PERMISSION,
+            "nvmlDeviceGetEnforcedPowerLimit",
+            "power_limit_w",
+            "needs root",
+        ),
+        (
+            pynvml.NVML_ERROR_NOT_SUPPORTED,
+            "nvmlDeviceGetTotalEccErrors",
+            "ecc_corrected_volatile",
+            "not supported",
+        ),
+        (pynvml.NVML_ERROR_TIMEOUT, "nvmlDeviceGetClockInfo", "clock_sm_mhz", "Timeout"),
+    ],
+)
 def test_per_field_faults_are_na_with_reason(code, fn, field, reason):
     sim = node("h100-80gb", "l40s")
     sim.inject(code, gpu=0, function=fn)
@@ -142,19 +169,27 @@ def test_library_mismatch_is_caught():
     sim = node("l40s")
 
     def mismatch(*a):
-        raise pynvml.NVMLLibraryMismatchError("unversioned function called and the pynvml version does not match")
+        raise pynvml.NVMLLibraryMismatchError(
+            "unversioned function called and the pynvml version does not match"
+        )
 
     sim.nvmlDeviceGetComputeRunningProcesses = mismatch
     _, (g,) = NvmlReader(sim, simulated=True).read()
     assert g.processes == [] and g.unavailable["processes"] == "driver too old for this call"
 
 
-@pytest.mark.parametrize("code, start", [
-    (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "The NVIDIA driver is not loaded"),
-    (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "No NVIDIA driver found"),
-    (pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "The NVIDIA driver and library versions differ"),
-    (pynvml.NVML_ERROR_NO_PERMISSION, "NVML refused access"),
-])
+@pytest.mark.parametrize(
+    "code, start",
+    [
+        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "The NVIDIA driver is not loaded"),
+        (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "No NVIDIA driver found"),
+        (
+            pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+            "The NVIDIA driver and library versions differ",
+        ),
+        (pynvml.NVML_ERROR_NO_PERMISSION, "NVML refused access"),
+    ],
+)
 def test_start_failures_are_one_sentence(code, start):
     sim = node("l40s")
 
@@ -163,7 +198,12 @@ def test_start_failures_are_one_sentence(code, start):
 
     sim.nvmlInit = fail
     source, gpus = NvmlReader(sim, simulated=True).read()
-    assert gpus == [] and source.kind == "none" and source.error.startswith(start) and "\n" not in source.error
+    assert (
+        gpus == []
+        and source.kind == "none"
+        and source.error.startswith(start)
+        and "\n" not in source.error
+    )
 
 
 def test_processes_with_users_commands_and_mig_ids():

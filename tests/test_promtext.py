@@ -19,16 +19,22 @@ def test_every_fixture_parses_without_bad_lines(fixtures_dir):
 def test_vllm_live_values_spot_checked():
     page = parse(fixture_text("vllm-live.prom"))
     assert not any(n.endswith("_created") for n in page.names())
-    (labels, value), = page.get("vllm:generation_tokens_total")
+    ((labels, value),) = page.get("vllm:generation_tokens_total")
     assert value == 258.0
     assert label(labels, "engine") == "0" and label(labels, "model_name") == "smollm2"
-    finished = {label(lab, "finished_reason"): v for lab, v in page.get("vllm:request_success_total")}
+    finished = {
+        label(lab, "finished_reason"): v for lab, v in page.get("vllm:request_success_total")
+    }
     assert finished == {"stop": 3.0, "length": 3.0, "abort": 0.0, "error": 0.0, "repetition": 0.0}
-    buckets = {label(lab, "le"): v for lab, v in page.get("vllm:time_to_first_token_seconds_bucket")}
+    buckets = {
+        label(lab, "le"): v for lab, v in page.get("vllm:time_to_first_token_seconds_bucket")
+    }
     assert buckets["0.08"] == 3.0 and buckets["0.1"] == 6.0 and buckets["+Inf"] == 6.0
     assert page.types["vllm:time_to_first_token_seconds"] == "histogram"
-    (info_labels, _), = page.get("vllm:cache_config_info")
-    assert label(info_labels, "num_gpu_blocks") == "728" and label(info_labels, "block_size") == "128"
+    ((info_labels, _),) = page.get("vllm:cache_config_info")
+    assert (
+        label(info_labels, "num_gpu_blocks") == "728" and label(info_labels, "block_size") == "128"
+    )
 
 
 def test_llamacpp_and_triton_spot_checked():
@@ -36,7 +42,11 @@ def test_llamacpp_and_triton_spot_checked():
     assert all(lab == () for rows in page.samples.values() for lab, _ in rows)
     assert "llamacpp:tokens_predicted_total" in page.names()
     triton = parse(fixture_text("triton-3.prom"))
-    kv = [v for lab, v in triton.get("nv_trt_llm_kv_cache_block_metrics") if label(lab, "kv_cache_block_type") == "fraction"]
+    kv = [
+        v
+        for lab, v in triton.get("nv_trt_llm_kv_cache_block_metrics")
+        if label(lab, "kv_cache_block_type") == "fraction"
+    ]
     assert kv and 0.0 <= kv[0] <= 1.0
 
 
@@ -51,7 +61,7 @@ def test_escaped_label_values_and_special_floats():
     )
     page = parse(text)
     assert page.bad_lines == 0
-    (labels, value), = page.get("m")
+    ((labels, value),) = page.get("m")
     assert dict(labels) == {"a": 'say "hi"', "b": "line\nbreak", "c": "back\\slash", "d": "brace}"}
     assert value == 1.0
     assert math.isnan(page.get("n_nan")[0][1])
@@ -61,7 +71,9 @@ def test_escaped_label_values_and_special_floats():
 
 
 def test_junk_lines_are_counted_and_skipped():
-    page = parse("good 1\nthis is not a metric\nbad{a=\"x\" 2\n{nolabel} 3\nalso_good{a=\"1\"} 4\nnum notanumber\n")
+    page = parse(
+        'good 1\nthis is not a metric\nbad{a="x" 2\n{nolabel} 3\nalso_good{a="1"} 4\nnum notanumber\n'
+    )
     assert page.get("good")[0][1] == 1.0
     assert page.get("also_good")[0][1] == 4.0
     assert page.bad_lines == 4
@@ -84,9 +96,16 @@ def test_arbitrary_bytes_never_raise(data):
 @given(
     st.dictionaries(
         st.from_regex(r"[a-z_][a-z0-9_:]{0,12}", fullmatch=True),
-        st.tuples(st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True), st.text(max_size=8), max_size=3),
-                  st.floats(allow_nan=False)),
-        min_size=1, max_size=8,
+        st.tuples(
+            st.dictionaries(
+                st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True),
+                st.text(max_size=8),
+                max_size=3,
+            ),
+            st.floats(allow_nan=False),
+        ),
+        min_size=1,
+        max_size=8,
     )
 )
 def test_valid_pages_round_trip(series):
@@ -104,6 +123,6 @@ def test_valid_pages_round_trip(series):
     for name, (labels, value) in series.items():
         if name.endswith("_created"):
             continue
-        (got_labels, got_value), = page.get(name)
+        ((got_labels, got_value),) = page.get(name)
         assert dict(got_labels) == labels
         assert got_value == value

@@ -34,8 +34,12 @@ class Clock:
 
 def test_bundle_files_modes_and_markdown(tmp_path):
     frame = node_frame(lost_gpu=True)
-    path = write_bundle(tmp_path / "snaps", frame, "INC-42 high TTFT", {"t": [1.0], "series": {}}, svg="<svg/>")
-    assert path.name.endswith("-node-a-inc-42-high-ttft") and path.name.startswith("20261129T120000Z")
+    path = write_bundle(
+        tmp_path / "snaps", frame, "INC-42 high TTFT", {"t": [1.0], "series": {}}, svg="<svg/>"
+    )
+    assert path.name.endswith("-node-a-inc-42-high-ttft") and path.name.startswith(
+        "20261129T120000Z"
+    )
     assert sorted(p.name for p in path.iterdir()) == ["frame.json", "screen.svg", "snapshot.md"]
     assert (path.stat().st_mode & 0o777) == 0o700 and (path.parent.stat().st_mode & 0o777) == 0o700
     assert all((p.stat().st_mode & 0o777) == 0o600 for p in path.iterdir())
@@ -43,9 +47,18 @@ def test_bundle_files_modes_and_markdown(tmp_path):
     assert md.splitlines()[0] == "# inferdeck snapshot — node-a — INC-42 high TTFT"
     for alert in frame.alerts:
         assert alert.message in md
-    assert md.index("## Active alerts") < md.index("## GPUs") < md.index("## Engines") < md.index("## SLO compliance")
+    assert (
+        md.index("## Active alerts")
+        < md.index("## GPUs")
+        < md.index("## Engines")
+        < md.index("## SLO compliance")
+    )
     doc = json.loads((path / "frame.json").read_text())
-    assert doc["schema"] == "inferdeck.frame/1" and doc["note"] == "INC-42 high TTFT" and "history" in doc
+    assert (
+        doc["schema"] == "inferdeck.frame/1"
+        and doc["note"] == "INC-42 high TTFT"
+        and "history" in doc
+    )
     (b,) = list_bundles(tmp_path / "snaps")
     assert b["note"] == "INC-42 high TTFT" and b["alerts"] == 2
 
@@ -71,9 +84,12 @@ def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock)
-    poller.recorder = Recorder(tmp_path / "rec", "demo-node", {"window_s": 60.0,
-                                                                "plan": settings.model_dump(mode="json")})
+    poller = Poller(
+        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
+    )
+    poller.recorder = Recorder(
+        tmp_path / "rec", "demo-node", {"window_s": 60.0, "plan": settings.model_dump(mode="json")}
+    )
     try:
         live = run_poller(200, clock, node, poller, {60: "overload", 170: "steady"})
     finally:
@@ -98,7 +114,9 @@ def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
     # seeking backwards re-derives the same frame
     again = replay._frame_at(130)
     assert again.model_dump() == replayed[130].model_dump()
-    assert [e.requests_waiting for e in replay._frame_at(199).engines] == [e.requests_waiting for e in live[199].engines]
+    assert [e.requests_waiting for e in replay._frame_at(199).engines] == [
+        e.requests_waiting for e in live[199].engines
+    ]
 
 
 RECORD = [sys.executable, "-m", "console", "record", "--demo", "--interval", "0.05"]
@@ -128,7 +146,9 @@ def test_sigkill_mid_write_leaves_readable_recordings(tmp_path):
     # a single-file recording killed and restarted keeps appending readable frames
     single = tmp_path / "one.idrec.gz"
     for _ in range(2):
-        proc = subprocess.Popen(RECORD + ["--out", str(single)], cwd=ROOT, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            RECORD + ["--out", str(single)], cwd=ROOT, stderr=subprocess.DEVNULL
+        )
         time.sleep(1.5)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -140,7 +160,9 @@ def test_recording_an_hour_stays_under_20_mb(tmp_path):
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock)
+    poller = Poller(
+        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
+    )
     poller.recorder = rec = Recorder(tmp_path / "rec", "demo-node", {})
     try:
         run_poller(300, clock, node, poller)
@@ -156,29 +178,49 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
     api_key = "sk-proc-arg-0815"
     monkeypatch.setenv("ENGINE_TOKEN", token)
     from console.sim.engine import start_engine
+
     eng = start_engine("vllm")
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(textwrap.dedent(f"""\
+    cfg.write_text(
+        textwrap.dedent(f"""\
         engines:
           - name: secure
             url: http://admin:hunter2pass@127.0.0.1:{eng.server.port}/metrics
             token_env: ENGINE_TOKEN
-        """))
+        """)
+    )
     # an engine process whose command line carries --api-key, as NVML and /proc would show it
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "vllm", "serve", "m",
-                             "--api-key", api_key, "--port", str(eng.server.port)])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            "vllm",
+            "serve",
+            "m",
+            "--api-key",
+            api_key,
+            "--port",
+            str(eng.server.port),
+        ]
+    )
     try:
         from console.sim.nvml import SimNvml
+
         sim = SimNvml()
         sim.add_gpu("l40s")
         sim.add_process(0, None, proc.pid, 1 << 30)
         time.sleep(0.5)
         from console.cli import _recorder, _secrets
         from console.settings import load_settings, token_headers
+
         settings = load_settings(cfg)
         e = settings.engines[0]
-        poller = Poller([EngineTarget(url=e.url, name=e.name, headers=token_headers(e))], NvmlReader(sim),
-                        plan=settings)
+        poller = Poller(
+            [EngineTarget(url=e.url, name=e.name, headers=token_headers(e))],
+            NvmlReader(sim),
+            plan=settings,
+        )
         poller.recorder = _recorder(str(tmp_path / "rec"), poller, settings)
 
         async def go():
@@ -189,14 +231,25 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
             return frames
 
         frames = asyncio.run(go())
-        assert frames[-1].gpus[0].processes[0].command and api_key in frames[-1].gpus[0].processes[0].command
-        write_bundle(tmp_path / "snaps", frames[-1], "redaction", {}, svg=f"<svg>{api_key} {token}</svg>",
-                     secrets=_secrets(poller))
+        assert (
+            frames[-1].gpus[0].processes[0].command
+            and api_key in frames[-1].gpus[0].processes[0].command
+        )
+        write_bundle(
+            tmp_path / "snaps",
+            frames[-1],
+            "redaction",
+            {},
+            svg=f"<svg>{api_key} {token}</svg>",
+            secrets=_secrets(poller),
+        )
     finally:
         proc.kill()
         eng.stop()
     blobs = [p.read_bytes() for p in (tmp_path / "snaps").rglob("*") if p.is_file()]
-    blobs += [gzip.GzipFile(fileobj=open(p, "rb")).read() for p in (tmp_path / "rec").glob("*.idrec.gz")]
+    blobs += [
+        gzip.GzipFile(fileobj=open(p, "rb")).read() for p in (tmp_path / "rec").glob("*.idrec.gz")
+    ]
     assert len(blobs) >= 4
     for blob in blobs:
         for secret in (token, api_key, "hunter2pass"):

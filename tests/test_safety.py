@@ -27,8 +27,14 @@ TOKEN_FILE = "CanaryFileTok9043"
 
 
 def run(*args: str, env: dict | None = None, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_credentials_leave_the_url_where_it_enters():
@@ -45,9 +51,11 @@ def canary_setup(tmp_path):
     token_file = tmp_path / "tok"
     token_file.write_text(TOKEN_FILE)
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"engines:\n  - url: http://admin:{URL_PW}@{host}\n"
-                   f"  - name: e2\n    url: {server.url}\n    token_env: CANARY_TOKEN\n"
-                   f"  - name: e3\n    url: {server.url}\n    token_file: {token_file}\n")
+    cfg.write_text(
+        f"engines:\n  - url: http://admin:{URL_PW}@{host}\n"
+        f"  - name: e2\n    url: {server.url}\n    token_env: CANARY_TOKEN\n"
+        f"  - name: e3\n    url: {server.url}\n    token_file: {token_file}\n"
+    )
     yield cfg, f"http://admin:{URL_PW}@{host}", {"CANARY_TOKEN": TOKEN_ENV}
     server.stop()
 
@@ -56,17 +64,40 @@ def canary_setup(tmp_path):
 def test_no_canary_secret_reaches_any_surface(canary_setup, tmp_path):
     cfg, pw_url, env = canary_setup
     outputs = []
-    for args in (["snapshot", "--config", str(cfg), "--no-gpu", "--wait", "0", "--engine", pw_url],
-                 ["snapshot", "--config", str(cfg), "--no-gpu", "--wait", "0", "--format", "md"],
-                 ["check", "--config", str(cfg), "--no-gpu"],
-                 ["snapshot", "--config", str(cfg), "--no-gpu", "--wait", "0", "--out", str(tmp_path / "b"),
-                  "--note", "INC-1"],
-                 ["record", "--config", str(cfg), "--no-gpu", "--out", str(tmp_path / "rec"), "--duration", "2"]):
+    for args in (
+        ["snapshot", "--config", str(cfg), "--no-gpu", "--wait", "0", "--engine", pw_url],
+        ["snapshot", "--config", str(cfg), "--no-gpu", "--wait", "0", "--format", "md"],
+        ["check", "--config", str(cfg), "--no-gpu"],
+        [
+            "snapshot",
+            "--config",
+            str(cfg),
+            "--no-gpu",
+            "--wait",
+            "0",
+            "--out",
+            str(tmp_path / "b"),
+            "--note",
+            "INC-1",
+        ],
+        [
+            "record",
+            "--config",
+            str(cfg),
+            "--no-gpu",
+            "--out",
+            str(tmp_path / "rec"),
+            "--duration",
+            "2",
+        ],
+    ):
         res = run(*args, env=env)
         assert res.returncode in (0, 1, 2), res.stderr
         outputs += [res.stdout, res.stderr]
     files = [p for p in tmp_path.rglob("*") if p.is_file() and p.name not in ("c.yaml", "tok")]
-    assert any(p.name == "snapshot.md" for p in files) and any(p.name.endswith(".idrec.gz") for p in files)
+    assert any(p.name == "snapshot.md" for p in files) and any(
+        p.name.endswith(".idrec.gz") for p in files
+    )
     for p in files:
         data = p.read_bytes()
         outputs.append(gzip.decompress(data).decode() if p.name.endswith(".gz") else data.decode())
@@ -94,9 +125,11 @@ def test_exit_codes_gate(tmp_path):
     res = run("check", "--no-gpu", "--config", str(_empty_config(tmp_path)))
     assert res.returncode == 3 and res.stdout.startswith("UNKNOWN")
     big = tmp_path / "big.yaml"
-    big.write_text("node: {gpu_model: l40s, gpus: 1}\nservices:\n  - name: s\n    device: \"0\"\n"
-                   "    model: llama-3.1-70b\n    weight_bits: 16\n    tokens_per_sequence: 8192\n"
-                   "    concurrent_sequences: 8\n")
+    big.write_text(
+        'node: {gpu_model: l40s, gpus: 1}\nservices:\n  - name: s\n    device: "0"\n'
+        "    model: llama-3.1-70b\n    weight_bits: 16\n    tokens_per_sequence: 8192\n"
+        "    concurrent_sequences: 8\n"
+    )
     assert run("plan", "--config", str(big)).returncode == 1
     assert run("plan", "--demo").returncode == 0
     assert run("plan", "--config", str(tmp_path / "missing.yaml")).returncode == 2
@@ -146,11 +179,17 @@ def test_bad_paths_and_files_get_one_sentence(tmp_path):
     junk = tmp_path / "junk.idrec.gz"
     junk.write_bytes(os.urandom(256))
     res = run("replay", str(junk))
-    assert res.returncode == 2 and "not an inferdeck recording" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        res.returncode == 2
+        and "not an inferdeck recording" in res.stderr
+        and "Traceback" not in res.stderr
+    )
 
 
 def test_a_truncated_recording_says_where(tmp_path):
-    res = run("record", "--demo", "--out", str(tmp_path / "r.idrec.gz"), "--duration", "3", timeout=60)
+    res = run(
+        "record", "--demo", "--out", str(tmp_path / "r.idrec.gz"), "--duration", "3", timeout=60
+    )
     assert res.returncode == 0, res.stderr
     path = tmp_path / "r.idrec.gz"
     data = path.read_bytes()
@@ -173,8 +212,13 @@ def test_replay_times_outside_or_impossible_are_answered(tmp_path):
 
 
 def test_engine_names_are_unique():
-    ts = unique_names([EngineTarget(url="http://h:1/metrics"), EngineTarget(url="http://h:1/b/metrics"),
-                       EngineTarget(url="http://h:1/metrics")])
+    ts = unique_names(
+        [
+            EngineTarget(url="http://h:1/metrics"),
+            EngineTarget(url="http://h:1/b/metrics"),
+            EngineTarget(url="http://h:1/metrics"),
+        ]
+    )
     assert len({t.label for t in ts}) == 3
 
 
@@ -187,25 +231,46 @@ def test_mig_import_of_binary_and_the_round_trip_of_export(tmp_path):
     exported = tmp_path / "mp.yaml"
     res = run("mig", "export", "--demo", env=env)
     exported.write_text(res.stdout)
-    res = run("mig", "import", str(exported), "--config-label", "current", "--demo", "--dry-run", env=env)
+    res = run(
+        "mig", "import", str(exported), "--config-label", "current", "--demo", "--dry-run", env=env
+    )
     assert "stays off: no change" in res.stdout and "BLOCKED" not in res.stdout, res.stdout
     assert res.returncode == 0
-    assert not (tmp_path / "state" / "inferdeck" / "mig-audit.jsonl").exists()  # the demo never writes the node's
+    assert not (
+        tmp_path / "state" / "inferdeck" / "mig-audit.jsonl"
+    ).exists()  # the demo never writes the node's
 
 
 def test_dry_run_prints_runnable_commands_with_the_driver_s_gi_ids(tmp_path):
-    res = run("mig", "apply", "2", "2g.48gb@0,2g.48gb@6", "--demo", "--dry-run",
-              env={"XDG_STATE_HOME": str(tmp_path)})
+    res = run(
+        "mig",
+        "apply",
+        "2",
+        "2g.48gb@0,2g.48gb@6",
+        "--demo",
+        "--dry-run",
+        env={"XDG_STATE_HOME": str(tmp_path)},
+    )
     assert "<GI id" not in res.stdout
     assert "nvidia-smi mig -i 2 -dgi -gi 1" in res.stdout and "-cgi" in res.stdout
 
 
 def test_a_malformed_mig_parted_config_names_file_and_line(tmp_path):
     bad = tmp_path / "mp.yaml"
-    bad.write_text("version: v1\nmig-configs:\n  x:\n    - devices: all\n      mig-enabled: true\n"
-                   "      mig-devices: {1g.24gb: many}\n")
-    res = run("mig", "import", str(bad), "--config-label", "x", "--demo", "--dry-run",
-              env={"XDG_STATE_HOME": str(tmp_path)})
+    bad.write_text(
+        "version: v1\nmig-configs:\n  x:\n    - devices: all\n      mig-enabled: true\n"
+        "      mig-devices: {1g.24gb: many}\n"
+    )
+    res = run(
+        "mig",
+        "import",
+        str(bad),
+        "--config-label",
+        "x",
+        "--demo",
+        "--dry-run",
+        env={"XDG_STATE_HOME": str(tmp_path)},
+    )
     assert res.returncode == 2 and f"{bad}:6" in res.stderr and "Traceback" not in res.stderr
 
 
@@ -213,15 +278,26 @@ def test_a_malformed_mig_parted_config_names_file_and_line(tmp_path):
 def test_demo_mig_apply_writes_apart_marked_simulated_with_the_full_frame(tmp_path):
     import json
 
-    res = run("mig", "apply", "2", "2g.48gb@0,2g.48gb@6", "--demo", "--yes", env={"XDG_STATE_HOME": str(tmp_path)},
-              timeout=120)
+    res = run(
+        "mig",
+        "apply",
+        "2",
+        "2g.48gb@0,2g.48gb@6",
+        "--demo",
+        "--yes",
+        env={"XDG_STATE_HOME": str(tmp_path)},
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     demo = tmp_path / "inferdeck" / "demo"
     assert not (tmp_path / "inferdeck" / "mig-audit.jsonl").exists()
     entries = [json.loads(line) for line in (demo / "mig-audit.jsonl").read_text().splitlines()]
     assert entries and all(e.get("simulated") for e in entries)
     bundles = sorted((demo / "snapshots").iterdir())
-    assert [b.name.endswith(("before-simulated", "after-simulated")) for b in bundles] == [True, True]
+    assert [b.name.endswith(("before-simulated", "after-simulated")) for b in bundles] == [
+        True,
+        True,
+    ]
     for b in bundles:
         frame = json.loads((b / "frame.json").read_text())
         assert len(frame["engines"]) == 3 and len(frame["services"]) == 3
@@ -231,7 +307,11 @@ def test_record_to_a_file_that_is_no_recording_or_cannot_be_written(tmp_path):
     junk = tmp_path / "x.idrec.gz"
     junk.write_bytes(os.urandom(300))
     res = run("record", "--demo", "--out", str(junk), "--duration", "1")
-    assert res.returncode == 2 and "not an inferdeck recording" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        res.returncode == 2
+        and "not an inferdeck recording" in res.stderr
+        and "Traceback" not in res.stderr
+    )
     res = run("record", "--demo", "--out", "/proc/nope/x.idrec.gz", "--duration", "1")
     assert res.returncode == 2 and "cannot write a recording there" in res.stderr
 
@@ -242,14 +322,23 @@ def test_a_crashed_console_exits_non_zero(tmp_path):
     import pty
 
     cfg = _empty_config(tmp_path)
-    code = ("import screens.app as a\n"
-            "def boom(self): raise RuntimeError('planted')\n"
-            "a.InferdeckApp.on_mount = boom\n"
-            "from console.cli import main\n"
-            f"raise SystemExit(main(['--no-gpu', '--config', {str(cfg)!r}]))\n")
+    code = (
+        "import screens.app as a\n"
+        "def boom(self): raise RuntimeError('planted')\n"
+        "a.InferdeckApp.on_mount = boom\n"
+        "from console.cli import main\n"
+        f"raise SystemExit(main(['--no-gpu', '--config', {str(cfg)!r}]))\n"
+    )
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=slave, stdout=slave, stderr=slave,
-                            env={**os.environ, "TERM": "xterm-256color"}, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "TERM": "xterm-256color"},
+        start_new_session=True,
+    )
     os.close(slave)
     try:
         drain(master, 3)

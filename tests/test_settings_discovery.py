@@ -23,7 +23,9 @@ def test_config_loads_engines_and_tokens(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_TOKEN", "s3cret")
     tok = tmp_path / "tok"
     tok.write_text("filetoken\n")
-    p = write(tmp_path, f"""\
+    p = write(
+        tmp_path,
+        f"""\
         window: 5m
         engines:
           - name: big
@@ -34,7 +36,8 @@ def test_config_loads_engines_and_tokens(tmp_path, monkeypatch):
             token_file: {tok}
             verify_tls: false
             timeout_s: 5
-        """)
+        """,
+    )
     s = load_settings(p)
     assert s.window_s == 300
     assert token_headers(s.engines[0]) == {"Authorization": "Bearer s3cret"}
@@ -42,15 +45,30 @@ def test_config_loads_engines_and_tokens(tmp_path, monkeypatch):
     assert s.engines[1].verify_tls is False and s.engines[1].kind is None
 
 
-@pytest.mark.parametrize("body, expect", [
-    ("engines:\n  - url: http://x:1/metrics\n    tokn_env: A\n", r"config.yaml:3: engines.0: unknown key 'tokn_env'"),
-    ("engines:\n  - url: localhost:8000\n", r"config.yaml:2: engines.0.url: .*not an http\(s\) URL"),
-    ("engines:\n  - url: http://x:1/m\n    kind: ollama\n", r"config.yaml:3: engines.0.kind: Input should be"),
-    ("window: soon\n", r"config.yaml:1: window: .*use a duration"),
-    ("engines:\n  - url: http://x:1/m\n    token_env: NOPE_NOT_SET\n", r"config.yaml:3: engines: environment variable NOPE_NOT_SET"),
-    ("engines: [\n", r"config.yaml:\d+: not valid YAML"),
-    ("window: 1m\nwindow: 5m\n", r"config.yaml:2: key 'window' appears twice"),
-])
+@pytest.mark.parametrize(
+    "body, expect",
+    [
+        (
+            "engines:\n  - url: http://x:1/metrics\n    tokn_env: A\n",
+            r"config.yaml:3: engines.0: unknown key 'tokn_env'",
+        ),
+        (
+            "engines:\n  - url: localhost:8000\n",
+            r"config.yaml:2: engines.0.url: .*not an http\(s\) URL",
+        ),
+        (
+            "engines:\n  - url: http://x:1/m\n    kind: ollama\n",
+            r"config.yaml:3: engines.0.kind: Input should be",
+        ),
+        ("window: soon\n", r"config.yaml:1: window: .*use a duration"),
+        (
+            "engines:\n  - url: http://x:1/m\n    token_env: NOPE_NOT_SET\n",
+            r"config.yaml:3: engines: environment variable NOPE_NOT_SET",
+        ),
+        ("engines: [\n", r"config.yaml:\d+: not valid YAML"),
+        ("window: 1m\nwindow: 5m\n", r"config.yaml:2: key 'window' appears twice"),
+    ],
+)
 def test_config_errors_are_one_sentence_with_line(tmp_path, body, expect, monkeypatch):
     monkeypatch.delenv("NOPE_NOT_SET", raising=False)
     with pytest.raises(ConfigError, match=expect) as info:
@@ -74,21 +92,60 @@ def test_config_search_order_never_uses_cwd(tmp_path, monkeypatch):
 
 def test_cli_bad_config_exits_2(tmp_path):
     p = write(tmp_path, "engines:\n  - url: http://x:1/metrics\n    colour: red\n")
-    res = subprocess.run([sys.executable, "-m", "console", "snapshot", "--config", str(p), "--no-gpu", "--wait", "0"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "snapshot",
+            "--config",
+            str(p),
+            "--no-gpu",
+            "--wait",
+            "0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "config.yaml:3" in res.stderr
 
 
-@pytest.mark.parametrize("argv, expect", [
-    (["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "meta-llama/Llama-3.1-8B", "--port", "8011"], ("vllm", 8011)),
-    (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], ("vllm", 8000)),
-    (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--port=30123"], ("sglang", 30123)),
-    (["text-generation-launcher", "--model-id", "m", "--port", "3001"], ("tgi", 3001)),
-    (["/opt/tritonserver/bin/tritonserver", "--model-repository=/m", "--metrics-port", "8102"], ("triton", 8102)),
-    (["./llama-server", "-m", "x.gguf", "--port", "8081", "--metrics"], ("llamacpp", 8081)),
-    (["python", "train.py", "--port", "8000"], None),
-    (["vim", "vllm"], None),
-])
+@pytest.mark.parametrize(
+    "argv, expect",
+    [
+        (
+            [
+                "/usr/bin/python3",
+                "/usr/local/bin/vllm",
+                "serve",
+                "meta-llama/Llama-3.1-8B",
+                "--port",
+                "8011",
+            ],
+            ("vllm", 8011),
+        ),
+        (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], ("vllm", 8000)),
+        (
+            ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--port=30123"],
+            ("sglang", 30123),
+        ),
+        (["text-generation-launcher", "--model-id", "m", "--port", "3001"], ("tgi", 3001)),
+        (
+            [
+                "/opt/tritonserver/bin/tritonserver",
+                "--model-repository=/m",
+                "--metrics-port",
+                "8102",
+            ],
+            ("triton", 8102),
+        ),
+        (["./llama-server", "-m", "x.gguf", "--port", "8081", "--metrics"], ("llamacpp", 8081)),
+        (["python", "train.py", "--port", "8000"], None),
+        (["vim", "vllm"], None),
+    ],
+)
 def test_classify_command_lines(argv, expect):
     assert classify(argv) == expect
 
@@ -96,12 +153,26 @@ def test_classify_command_lines(argv, expect):
 def test_discovers_a_running_engine_process_and_probes_ports():
     eng = start_engine("sglang")
     code = "import time; time.sleep(30)"
-    proc = subprocess.Popen([sys.executable, "-c", code, "python3", "-m", "sglang.launch_server", "--port",
-                             str(eng.server.port)])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--port",
+            str(eng.server.port),
+        ]
+    )
     try:
         import time
+
         deadline = time.monotonic() + 10
-        while "sglang.launch_server" not in (read_cmdline(proc.pid) or []) and time.monotonic() < deadline:
+        while (
+            "sglang.launch_server" not in (read_cmdline(proc.pid) or [])
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.02)  # right after fork the child still shows the parent's command line
         found = from_processes([proc.pid])
         assert [(f.kind, f.url, f.pid) for f in found] == [("sglang", eng.url, proc.pid)]
@@ -113,20 +184,32 @@ def test_discovers_a_running_engine_process_and_probes_ports():
 
 
 def test_snapshot_discovers_when_nothing_is_configured(tmp_path):
-    code = ("import sys, time; from console.sim.engine import start_engine; "
-            "e = start_engine('vllm', port=int(sys.argv[-1])); time.sleep(60)")
+    code = (
+        "import sys, time; from console.sim.engine import start_engine; "
+        "e = start_engine('vllm', port=int(sys.argv[-1])); time.sleep(60)"
+    )
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-c", code, "/usr/local/bin/vllm", "serve", "m", "--port", str(port)],
-                            cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "/usr/local/bin/vllm", "serve", "m", "--port", str(port)],
+        cwd=ROOT,
+    )
     try:
         import time
+
         time.sleep(1.5)
         env = {"XDG_CONFIG_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-        res = subprocess.run([sys.executable, "-m", "console", "snapshot", "--no-gpu", "--wait", "0"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+        res = subprocess.run(
+            [sys.executable, "-m", "console", "snapshot", "--no-gpu", "--wait", "0"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         engines = json.loads(res.stdout)["engines"]
         mine = [e for e in engines if e["url"] == f"http://127.0.0.1:{port}/metrics"]
         assert mine and mine[0]["kind"] == "vllm" and mine[0]["up"]

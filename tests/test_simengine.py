@@ -50,9 +50,14 @@ def test_windowed_p95_matches_hand_computed_histogram_quantile():
         pages.append(parse(page_for("vllm", model)))
         hist.add(extract(pages[-1], prof, clock.t))
     d = derive(hist.points, prof, 60)
+
     # by hand: bucket deltas between the scrape 60 s ago and now, then histogram_quantile
     def buckets(page):
-        return {float(dict(lab)["le"]): v for lab, v in page.get("vllm:time_to_first_token_seconds_bucket")}
+        return {
+            float(dict(lab)["le"]): v
+            for lab, v in page.get("vllm:time_to_first_token_seconds_bucket")
+        }
+
     new, old = buckets(pages[-1]), buckets(pages[-60])  # the range (t - 60 s, t]: 60 scrapes
     deltas = sorted((le, new[le] - old[le]) for le in new)
     total = deltas[-1][1]
@@ -95,8 +100,12 @@ def test_restart_never_gives_negative_rates_and_resets_percentiles():
 
 def test_overload_fills_the_queue_and_kv():
     clock = Clock()
-    model = TrafficModel(TrafficSpec(rate_rps=8, profile="overload", max_num_seqs=32,
-                                     kv_capacity_tokens=40_000, seed=3), clock=clock)
+    model = TrafficModel(
+        TrafficSpec(
+            rate_rps=8, profile="overload", max_num_seqs=32, kv_capacity_tokens=40_000, seed=3
+        ),
+        clock=clock,
+    )
     clock.t += 120
     model.advance()
     assert len(model.waiting) > 10

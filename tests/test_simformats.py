@@ -34,15 +34,64 @@ def run(kind, spec, seconds, step=1.0):
 
 
 EXPECTED = {
-    "vllm": {"requests_running", "requests_waiting", "kv_cache_usage", "kv_capacity_tokens", "generation_tokens_per_s",
-             "ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_time_s", "success_rate", "prefix_cache_hit_rate", "preemptions"},
-    "sglang": {"requests_running", "requests_waiting", "kv_cache_usage", "kv_capacity_tokens", "generation_tokens_per_s",
-               "ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_time_s", "success_rate", "prefix_cache_hit_rate", "preemptions"},
-    "tgi": {"requests_running", "requests_waiting", "kv_capacity_tokens", "generation_tokens_per_s", "ttft_s", "tpot_s",
-            "e2e_s", "queue_time_s", "success_rate"},
-    "triton": {"requests_running", "requests_waiting", "kv_cache_usage", "kv_capacity_tokens", "generation_tokens_per_s",
-               "ttft_s", "success_rate", "e2e_mean_s", "queue_mean_s"},
-    "llamacpp": {"requests_running", "requests_waiting", "generation_tokens_per_s", "prompt_tokens_per_s"},
+    "vllm": {
+        "requests_running",
+        "requests_waiting",
+        "kv_cache_usage",
+        "kv_capacity_tokens",
+        "generation_tokens_per_s",
+        "ttft_s",
+        "tpot_s",
+        "itl_s",
+        "e2e_s",
+        "queue_time_s",
+        "success_rate",
+        "prefix_cache_hit_rate",
+        "preemptions",
+    },
+    "sglang": {
+        "requests_running",
+        "requests_waiting",
+        "kv_cache_usage",
+        "kv_capacity_tokens",
+        "generation_tokens_per_s",
+        "ttft_s",
+        "tpot_s",
+        "itl_s",
+        "e2e_s",
+        "queue_time_s",
+        "success_rate",
+        "prefix_cache_hit_rate",
+        "preemptions",
+    },
+    "tgi": {
+        "requests_running",
+        "requests_waiting",
+        "kv_capacity_tokens",
+        "generation_tokens_per_s",
+        "ttft_s",
+        "tpot_s",
+        "e2e_s",
+        "queue_time_s",
+        "success_rate",
+    },
+    "triton": {
+        "requests_running",
+        "requests_waiting",
+        "kv_cache_usage",
+        "kv_capacity_tokens",
+        "generation_tokens_per_s",
+        "ttft_s",
+        "success_rate",
+        "e2e_mean_s",
+        "queue_mean_s",
+    },
+    "llamacpp": {
+        "requests_running",
+        "requests_waiting",
+        "generation_tokens_per_s",
+        "prompt_tokens_per_s",
+    },
 }
 
 
@@ -63,18 +112,30 @@ def test_simulator_yields_the_engines_signals(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_restart_profile_never_negative(kind):
-    model, frames = run(kind, TrafficSpec(rate_rps=5, seed=3, profile="restart", restart_every_s=20), 70)
+    model, frames = run(
+        kind, TrafficSpec(rate_rps=5, seed=3, profile="restart", restart_every_s=20), 70
+    )
     assert model.restarts >= 3
     for d in frames:
-        for fld in ("generation_tokens_per_s", "prompt_tokens_per_s", "preemptions", "requests_finished"):
+        for fld in (
+            "generation_tokens_per_s",
+            "prompt_tokens_per_s",
+            "preemptions",
+            "requests_finished",
+        ):
             v = d.fields.get(fld)
             assert v is None or v >= 0, (fld, v)
     assert any(d.reset_at is not None for d in frames)
 
 
 def test_overload_queue_grows_and_kv_fills():
-    model, frames = run("vllm", TrafficSpec(rate_rps=6, profile="overload", max_num_seqs=24,
-                                            kv_capacity_tokens=30_000, seed=4), 90)
+    model, frames = run(
+        "vllm",
+        TrafficSpec(
+            rate_rps=6, profile="overload", max_num_seqs=24, kv_capacity_tokens=30_000, seed=4
+        ),
+        90,
+    )
     waits = [d.fields["requests_waiting"] for d in frames]
     assert waits[-1] > 20 and waits[-1] > waits[10]
     assert frames[-1].fields["kv_cache_usage"] > 0.7

@@ -34,11 +34,24 @@ def test_cost_seed_numbers():
 
 def test_energy_basis_and_pue():
     spec = CostSpec(system_cost_usd=48_000, usd_per_kwh=0.1447)
-    assert energy(spec, 1000, 12) == {"power_w": 1000, "basis": "GPU only", "usd_per_kwh": 0.1447,
-                                      "usd_per_h": pytest.approx(0.1447)}
-    spec = CostSpec(hourly_usd=2.0, usd_per_kwh=0.0964, host_power_w=500, facility_overhead_included=False, pue=1.54)
+    assert energy(spec, 1000, 12) == {
+        "power_w": 1000,
+        "basis": "GPU only",
+        "usd_per_kwh": 0.1447,
+        "usd_per_h": pytest.approx(0.1447),
+    }
+    spec = CostSpec(
+        hourly_usd=2.0,
+        usd_per_kwh=0.0964,
+        host_power_w=500,
+        facility_overhead_included=False,
+        pue=1.54,
+    )
     e = energy(spec, 1000, 3)
-    assert e["power_w"] == pytest.approx(1500 * 1.54) and e["basis"] == "GPU boards + host figure x PUE 1.54"
+    assert (
+        e["power_w"] == pytest.approx(1500 * 1.54)
+        and e["basis"] == "GPU boards + host figure x PUE 1.54"
+    )
     by_hour = CostSpec(hourly_usd=1, tariff_by_hour=[0.05] * 8 + [0.2] * 16)
     assert energy(by_hour, 1000, 7)["usd_per_h"] == pytest.approx(0.05)
     assert energy(by_hour, 1000, 9)["usd_per_h"] == pytest.approx(0.2)
@@ -63,12 +76,28 @@ class Clock:
 
 def test_goodput_bounds_contain_the_simulators_truth():
     clock = Clock()
-    spec = TrafficSpec(rate_rps=3, seed=21, abort_share=0.0, error_share=0.02, prompt_tokens=2000, output_tokens=150,
-                       itl_base_s=0.025, itl_per_seq_s=0.001, max_num_seqs=32)
+    spec = TrafficSpec(
+        rate_rps=3,
+        seed=21,
+        abort_share=0.0,
+        error_share=0.02,
+        prompt_tokens=2000,
+        output_tokens=150,
+        itl_base_s=0.025,
+        itl_per_seq_s=0.001,
+        max_num_seqs=32,
+    )
     model = TrafficModel(spec, clock=clock)
     prof, hist = profiles()["vllm"], EngineHistory()
-    svc = Service(name="s", device="0", model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=4096,
-                  concurrent_sequences=8, slo=SloSpec(ttft_s=0.25, tpot_s=0.05, window="5m"))
+    svc = Service(
+        name="s",
+        device="0",
+        model="llama-3.1-8b",
+        weight_bits=16,
+        tokens_per_sequence=4096,
+        concurrent_sequences=8,
+        slo=SloSpec(ttft_s=0.25, tpot_s=0.05, window="5m"),
+    )
     checked = 0
     for step in range(1, 1201):
         clock.t += 1.0
@@ -78,8 +107,16 @@ def test_goodput_bounds_contain_the_simulators_truth():
         doc = compliance(svc, [hist.points], prof)
         lo, hi = doc["good_share"]["low"], doc["good_share"]["high"]
         start = clock.t - 300
-        done = [f for f in model.finished_log if start < f.t <= clock.t and f.outcome in ("stop", "length", "error")]
-        good = [f for f in done if f.outcome in ("stop", "length") and f.ttft_s <= 0.25 and f.tpot_s <= 0.05]
+        done = [
+            f
+            for f in model.finished_log
+            if start < f.t <= clock.t and f.outcome in ("stop", "length", "error")
+        ]
+        good = [
+            f
+            for f in done
+            if f.outcome in ("stop", "length") and f.ttft_s <= 0.25 and f.tpot_s <= 0.05
+        ]
         truth = len(good) / len(done)
         assert 0 < lo <= truth <= hi <= 1, (lo, truth, hi)
         assert hi - lo < 0.5  # the bounds say something
@@ -122,8 +159,13 @@ def test_burn_rate_alerts_fire_and_clear_on_an_error_burst():
 
 @pytest.mark.integration
 def test_snapshot_demo_has_services_with_slo_and_cost():
-    res = subprocess.run([sys.executable, "-m", "console", "snapshot", "--demo", "--wait", "2"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=90)
+    res = subprocess.run(
+        [sys.executable, "-m", "console", "snapshot", "--demo", "--wait", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     frame = json.loads(res.stdout)
     assert [s["name"] for s in frame["services"]] == ["llama-70b", "llama-8b-a", "llama-8b-b"]
     for s in frame["services"]:
@@ -134,7 +176,10 @@ def test_snapshot_demo_has_services_with_slo_and_cost():
         assert "completion" in slo and "good_share" in slo
         assert s["cost"]["usd_per_h"] > 0 and "energy" in s["cost"]
         assert "usd_per_m_output_tokens" in s["cost"] and "usd_per_m_compliant_tokens" in s["cost"]
-        low, high = s["cost"]["usd_per_m_compliant_tokens"]["low"], s["cost"]["usd_per_m_compliant_tokens"]["high"]
+        low, high = (
+            s["cost"]["usd_per_m_compliant_tokens"]["low"],
+            s["cost"]["usd_per_m_compliant_tokens"]["high"],
+        )
         assert 0 < low <= high
     assert round(frame["cost"]["usd_per_h"], 3) == 1.826  # $48,000 over 26,280 h
     assert frame["cost"]["energy"]["basis"] == "GPU boards + host figure x PUE 1.54"

@@ -49,8 +49,13 @@ async def test_keys_answer_within_100_ms_while_an_engine_hangs_and_nvml_is_slow(
         return slow_power(h)
 
     sim.nvmlDeviceGetPowerUsage = slow
-    poller = Poller([EngineTarget(url=hung.url, name="hung", timeout_s=30.0), EngineTarget(url=fine.url, name="fine")],
-                    NvmlReader(sim, simulated=True))
+    poller = Poller(
+        [
+            EngineTarget(url=hung.url, name="hung", timeout_s=30.0),
+            EngineTarget(url=fine.url, name="fine"),
+        ],
+        NvmlReader(sim, simulated=True),
+    )
     poller.budget_s = 0.8
     app = InferdeckApp(poller, interval_s=1.0)
     try:
@@ -61,7 +66,8 @@ async def test_keys_answer_within_100_ms_while_an_engine_hangs_and_nvml_is_slow(
                 start = time.monotonic()
                 await pilot.press(key)
                 while (screen is None and isinstance(app.screen, HelpScreen)) or (
-                        screen is not None and not isinstance(app.screen, screen)):
+                    screen is not None and not isinstance(app.screen, screen)
+                ):
                     await asyncio.sleep(0.005)
                     assert time.monotonic() - start < 0.1, f"{key} took over 100 ms"
             await pilot.pause(2.2)

@@ -17,10 +17,21 @@ pytestmark = pytest.mark.integration
 
 def start(args=(), env_extra=None):
     master, slave = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "NO_COLOR", "TEXTUAL_COLOR_SYSTEM")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("COLORTERM", "NO_COLOR", "TEXTUAL_COLOR_SYSTEM")
+    }
     env.update({"TERM": "xterm-256color", **(env_extra or {})})
-    proc = subprocess.Popen([sys.executable, "-m", "console", "demo", *args], cwd=ROOT, stdin=slave, stdout=slave,
-                            stderr=slave, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", "demo", *args],
+        cwd=ROOT,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+    )
     os.close(slave)
     return proc, master
 
@@ -66,15 +77,20 @@ def test_closed_terminal_exits_within_5_s_without_spinning():
         time.sleep(1)
         spin = cpu_ticks(proc.pid) - before
         proc.kill()
-        pytest.fail(f"still running 5 s after the terminal closed ({spin} CPU ticks in the last second)")
+        pytest.fail(
+            f"still running 5 s after the terminal closed ({spin} CPU ticks in the last second)"
+        )
 
 
-@pytest.mark.parametrize("env, args", [
-    ({}, ()),  # TERM=xterm-256color, no COLORTERM: 256 colours, as over SSH
-    ({"NO_COLOR": "1"}, ()),
-    ({"TEXTUAL_COLOR_SYSTEM": "standard"}, ()),
-    ({}, ("--no-mouse", "--read-only")),
-])
+@pytest.mark.parametrize(
+    "env, args",
+    [
+        ({}, ()),  # TERM=xterm-256color, no COLORTERM: 256 colours, as over SSH
+        ({"NO_COLOR": "1"}, ()),
+        ({"TEXTUAL_COLOR_SYSTEM": "standard"}, ()),
+        ({}, ("--no-mouse", "--read-only")),
+    ],
+)
 def test_runs_and_quits_cleanly_in_each_terminal_setting(env, args):
     proc, master = start(args, env)
     try:

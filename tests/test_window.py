@@ -40,7 +40,12 @@ def test_quantile_on_vllm_live_fixture_is_prometheus_value():
 
 
 def test_rate_across_a_reset_is_never_negative_and_uses_post_reset_values():
-    pts = [(0.0, {(): (100.0,)}), (10.0, {(): (150.0,)}), (20.0, {(): (30.0,)}), (30.0, {(): (60.0,)})]
+    pts = [
+        (0.0, {(): (100.0,)}),
+        (10.0, {(): (150.0,)}),
+        (20.0, {(): (30.0,)}),
+        (30.0, {(): (60.0,)}),
+    ]
     d = window_delta(pts, 60)
     assert d.reset_at == 20.0
     # Prometheus' increase(): both sides of the reset count (50 before, 30 at the reset, 30 after)
@@ -66,7 +71,11 @@ def test_single_scrape_is_since_start():
 
 
 def test_series_appearing_mid_window_counts_from_first_sight():
-    pts = [(0.0, {("a",): (1.0,)}), (10.0, {("a",): (2.0,), ("b",): (5.0,)}), (20.0, {("a",): (3.0,), ("b",): (9.0,)})]
+    pts = [
+        (0.0, {("a",): (1.0,)}),
+        (10.0, {("a",): (2.0,), ("b",): (5.0,)}),
+        (20.0, {("a",): (3.0,), ("b",): (9.0,)}),
+    ]
     d = window_delta(pts, 60)
     assert d.values[("a",)] == (2.0,) and d.values[("b",)] == (4.0,)
 

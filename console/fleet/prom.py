@@ -11,8 +11,13 @@ class PromError(Exception):
 
 
 class PromClient:
-    def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True,
-                 timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        verify: bool = True,
+        timeout_s: float = 5.0,
+    ) -> None:
         self.url = url.rstrip("/")
         self.headers = headers or {}
         self.timeout_s = timeout_s
@@ -26,13 +31,19 @@ class PromClient:
         try:
             resp = await self._client.get(url, params=params, timeout=self.timeout_s)
         except httpx.TimeoutException:
-            raise PromError(f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s") from None
+            raise PromError(
+                f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s"
+            ) from None
         except httpx.HTTPError as exc:
-            raise PromError(f"cannot reach Prometheus at {self.url} ({type(exc).__name__})") from None
+            raise PromError(
+                f"cannot reach Prometheus at {self.url} ({type(exc).__name__})"
+            ) from None
         try:
             doc = resp.json()
         except ValueError:
-            raise PromError(f"{url} did not answer with JSON (HTTP {resp.status_code}): is this Prometheus?") from None
+            raise PromError(
+                f"{url} did not answer with JSON (HTTP {resp.status_code}): is this Prometheus?"
+            ) from None
         if doc.get("status") != "success":
             raise PromError(f"Prometheus refused the query: {doc.get('error', resp.status_code)}")
         return doc["data"]
@@ -48,6 +59,13 @@ class PromClient:
                 continue
         return out
 
-    async def query_range(self, q: str, start: float, end: float, step: float) -> list[tuple[dict, list]]:
-        data = await self._get("/api/v1/query_range", {"query": q, "start": start, "end": end, "step": step})
-        return [(r["metric"], [(float(t), float(v)) for t, v in r.get("values", [])]) for r in data.get("result", [])]
+    async def query_range(
+        self, q: str, start: float, end: float, step: float
+    ) -> list[tuple[dict, list]]:
+        data = await self._get(
+            "/api/v1/query_range", {"query": q, "start": start, "end": end, "step": step}
+        )
+        return [
+            (r["metric"], [(float(t), float(v)) for t, v in r.get("values", [])])
+            for r in data.get("result", [])
+        ]

@@ -8,6 +8,7 @@ from console.engines import EngineProfile, parse_selector, profiles
 
 BY = "instance, job, node"
 
+
 def _names(name: str) -> list[str]:
     """A series name as scraped (``vllm:x`` is stored as is) and the underscore form some exporters
     produce under OpenMetrics."""
@@ -29,7 +30,9 @@ def signal_query(signal: str, how: str, window: str) -> str | None:
         if spec is None or spec.type == "info":
             continue
         for cand in spec.series:
-            suffix = "_bucket" if how.startswith(("q", "within")) else "_count" if how == "count" else ""
+            suffix = (
+                "_bucket" if how.startswith(("q", "within")) else "_count" if how == "count" else ""
+            )
             for sel in _sel(cand, suffix):
                 if how == "gauge":
                     agg = "max" if spec.aggregate == "max" else "sum"
@@ -38,17 +41,31 @@ def signal_query(signal: str, how: str, window: str) -> str | None:
                     parts.append(f"sum by ({BY}) (rate({sel}[{window}]))")
                 elif how == "count":
                     parts.append(f"sum by ({BY}) (increase({sel}[{window}]))")
-                elif how.startswith("within"):  # share of requests within a limit (le must be a bound)
+                elif how.startswith(
+                    "within"
+                ):  # share of requests within a limit (le must be a bound)
                     limit = float(how[6:]) / spec.scale
                     le = f"{limit:.1f}" if limit == int(limit) else f"{limit:g}"
                     base_sel = sel.removesuffix("_bucket")
-                    bucket = sel.replace("_bucket{", f'_bucket{{le="{le}",') if "{" in sel else f'{sel}{{le="{le}"}}'
-                    count = (base_sel.replace("{", "_count{", 1) if "{" in base_sel else f"{base_sel}_count")
-                    parts.append(f"sum by ({BY}) (rate({bucket}[{window}])) / sum by ({BY}) (rate({count}[{window}]))")
+                    bucket = (
+                        sel.replace("_bucket{", f'_bucket{{le="{le}",')
+                        if "{" in sel
+                        else f'{sel}{{le="{le}"}}'
+                    )
+                    count = (
+                        base_sel.replace("{", "_count{", 1)
+                        if "{" in base_sel
+                        else f"{base_sel}_count"
+                    )
+                    parts.append(
+                        f"sum by ({BY}) (rate({bucket}[{window}])) / sum by ({BY}) (rate({count}[{window}]))"
+                    )
                 else:  # q0.95
                     q = how[1:]
                     scale = f" * {spec.scale:g}" if spec.scale != 1 else ""
-                    parts.append(f"histogram_quantile({q}, sum by ({BY}, le) (rate({sel}[{window}]))){scale}")
+                    parts.append(
+                        f"histogram_quantile({q}, sum by ({BY}, le) (rate({sel}[{window}]))){scale}"
+                    )
     return " or ".join(parts) if parts else None
 
 

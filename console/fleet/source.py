@@ -22,7 +22,9 @@ from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
 
 MIB = 1024 * 1024
-TTFT_TARGET_S = 1.0  # DESIGN's 8B-class TTFT limit: the fleet's SLO column (exact where 1.0 is a bound)
+TTFT_TARGET_S = (
+    1.0  # DESIGN's 8B-class TTFT limit: the fleet's SLO column (exact where 1.0 is a bound)
+)
 
 
 def _node(labels: dict[str, str]) -> str:
@@ -41,12 +43,19 @@ def _key(labels: dict[str, str]) -> tuple[str, str]:
 class FleetSource:
     """Polls Prometheus and builds one Frame per node."""
 
-    def __init__(self, client: PromClient, window_s: float = 60.0, plans: dict[str, Plan] | None = None,
-                 cost: CostSpec | None = None) -> None:
+    def __init__(
+        self,
+        client: PromClient,
+        window_s: float = 60.0,
+        plans: dict[str, Plan] | None = None,
+        cost: CostSpec | None = None,
+    ) -> None:
         self.client = client
         self.cost = cost  # each node's cost (the config's cost section), for $/M compliant tokens
         self.window_s = window_s
-        self.plans = plans or {}  # node name -> its plan (services name Prometheus instances as engines)
+        self.plans = (
+            plans or {}
+        )  # node name -> its plan (services name Prometheus instances as engines)
         self.state = FleetState()
         self.at: float | None = None  # None: live; else evaluate every query at this past time
         self.nvml = None  # MIG re-layout is node-local: nothing to re-read here
@@ -78,8 +87,18 @@ class FleetSource:
             queries[f"ttft:{q}"] = signal_query("ttft", f"q{q}", w)
         queries["ttft:count"] = signal_query("ttft", "count", w)
         queries["ttft:within"] = signal_query("ttft", f"within{TTFT_TARGET_S:g}", w)
-        queries["model"] = f'group by ({BY}, model_name, model) ({{__name__=~"vllm:num_requests_running|vllm_num_requests_running|sglang:num_running_reqs|sglang_num_running_reqs|nv_inference_count"}})'
-        for f in ("FB_USED", "FB_FREE", "POWER_USAGE", "GPU_TEMP", "GPU_UTIL", "SM_CLOCK", "XID_ERRORS"):
+        queries["model"] = (
+            f'group by ({BY}, model_name, model) ({{__name__=~"vllm:num_requests_running|vllm_num_requests_running|sglang:num_running_reqs|sglang_num_running_reqs|nv_inference_count"}})'
+        )
+        for f in (
+            "FB_USED",
+            "FB_FREE",
+            "POWER_USAGE",
+            "GPU_TEMP",
+            "GPU_UTIL",
+            "SM_CLOCK",
+            "XID_ERRORS",
+        ):
             queries[f"dcgm:{f}"] = f"DCGM_FI_DEV_{f}"
         queries["dcgm:ACTIVE"] = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
         names = list(queries)
@@ -106,7 +125,9 @@ class FleetSource:
         except PromError as exc:
             self.state.errors["trend"] = str(exc)
             return
-        self.state.trends = {labels.get("node", "?"): [v for _, v in values] for labels, values in rows}
+        self.state.trends = {
+            labels.get("node", "?"): [v for _, v in values] for labels, values in rows
+        }
         self._trend_at = now
 
     def _plans(self, nodes: dict[str, Frame], now: float) -> dict[str, Frame]:
@@ -118,10 +139,24 @@ class FleetSource:
                 out[name] = frame
                 continue
             state = self._headroom.setdefault(name, HeadroomState())
-            services, conds = evaluate(plan, frame.gpu_source, frame.gpus, frame.engines, state, now)
-            extra = [Alert(key=c.key, severity=c.severity, subject=c.subject, message=c.message, rule=c.rule,
-                           since=frame.taken_at) for c in conds if c.severity != "info" and not c.key.startswith("gpu-source")]
-            out[name] = frame.model_copy(update={"services": services, "alerts": frame.alerts + extra})
+            services, conds = evaluate(
+                plan, frame.gpu_source, frame.gpus, frame.engines, state, now
+            )
+            extra = [
+                Alert(
+                    key=c.key,
+                    severity=c.severity,
+                    subject=c.subject,
+                    message=c.message,
+                    rule=c.rule,
+                    since=frame.taken_at,
+                )
+                for c in conds
+                if c.severity != "info" and not c.key.startswith("gpu-source")
+            ]
+            out[name] = frame.model_copy(
+                update={"services": services, "alerts": frame.alerts + extra}
+            )
         return out
 
     def _frames(self, got: dict, now: float) -> dict[str, Frame]:
@@ -145,7 +180,12 @@ class FleetSource:
                 if k in engines and not math.isnan(value):
                     engines[k][field_name] = value
 
-        for sig in ("requests_running", "requests_waiting", "kv_cache_usage", "generation_tokens_per_s"):
+        for sig in (
+            "requests_running",
+            "requests_waiting",
+            "kv_cache_usage",
+            "generation_tokens_per_s",
+        ):
             put(sig, got.get(sig))
         for q in ("0.5", "0.95", "0.99", "count", "within"):
             put(f"ttft:{q}", got.get(f"ttft:{q}"))
@@ -160,80 +200,169 @@ class FleetSource:
             kind = kinds.get((node, inst))
             ttft = None
             if any(f"ttft:{q}" in v for q in ("0.5", "0.95", "0.99")):
-                ttft = Percentiles(p50=v.get("ttft:0.5"), p95=v.get("ttft:0.95"), p99=v.get("ttft:0.99"),
-                                   window=f"{int(self.window_s)}s", observations=v.get("ttft:count", 0.0))
-            unavailable = {f: "not in Prometheus for this engine" for f in
-                           ("requests_running", "requests_waiting", "kv_cache_usage", "generation_tokens_per_s")
-                           if f not in v}
+                ttft = Percentiles(
+                    p50=v.get("ttft:0.5"),
+                    p95=v.get("ttft:0.95"),
+                    p99=v.get("ttft:0.99"),
+                    window=f"{int(self.window_s)}s",
+                    observations=v.get("ttft:count", 0.0),
+                )
+            unavailable = {
+                f: "not in Prometheus for this engine"
+                for f in (
+                    "requests_running",
+                    "requests_waiting",
+                    "kv_cache_usage",
+                    "generation_tokens_per_s",
+                )
+                if f not in v
+            }
             if v.get("ttft:within") is not None:
                 attain.setdefault(node, []).append(v["ttft:within"])
-            eng = Engine(name=inst, url=f"prometheus instance {inst}", kind=kind, model=v.get("model"),
-                         up=bool(v.get("up")), error=None if v.get("up") else "Prometheus reports up == 0",
-                         requests_running=v.get("requests_running"), requests_waiting=v.get("requests_waiting"),
-                         kv_cache_usage=v.get("kv_cache_usage"), generation_tokens_per_s=v.get("generation_tokens_per_s"),
-                         ttft_s=ttft, unavailable=unavailable if v.get("up") else {})
+            eng = Engine(
+                name=inst,
+                url=f"prometheus instance {inst}",
+                kind=kind,
+                model=v.get("model"),
+                up=bool(v.get("up")),
+                error=None if v.get("up") else "Prometheus reports up == 0",
+                requests_running=v.get("requests_running"),
+                requests_waiting=v.get("requests_waiting"),
+                kv_cache_usage=v.get("kv_cache_usage"),
+                generation_tokens_per_s=v.get("generation_tokens_per_s"),
+                ttft_s=ttft,
+                unavailable=unavailable if v.get("up") else {},
+            )
             by_node.setdefault(node, []).append(eng)
         gpus = self._gpus(got)
         for node in sorted(set(by_node) | set(gpus)):
             alerts = []
             for e in by_node.get(node, []):
                 if not e.up:
-                    alerts.append(Alert(key=f"engine-down:{e.name}", severity="critical", subject=e.name,
-                                        message="engine down (Prometheus up == 0)", since=taken))
+                    alerts.append(
+                        Alert(
+                            key=f"engine-down:{e.name}",
+                            severity="critical",
+                            subject=e.name,
+                            message="engine down (Prometheus up == 0)",
+                            since=taken,
+                        )
+                    )
             for g in gpus.get(node, []):
                 if g.unavailable.get("xid"):
-                    alerts.append(Alert(key=f"xid:{g.index}", severity="critical", subject=f"GPU {g.index}",
-                                        message=g.unavailable["xid"], since=taken))
+                    alerts.append(
+                        Alert(
+                            key=f"xid:{g.index}",
+                            severity="critical",
+                            subject=f"GPU {g.index}",
+                            message=g.unavailable["xid"],
+                            since=taken,
+                        )
+                    )
             shares = attain.get(node)
             tps = sum(e.generation_tokens_per_s or 0.0 for e in by_node.get(node, []))
             worst_share = min(shares) if shares else None
             summary = {"ttft_within_target": worst_share, "ttft_target_s": TTFT_TARGET_S}
             if self.cost is not None:
                 good = tps * (worst_share if worst_share is not None else 1.0)
-                summary["usd_per_m_compliant_tokens_at_least"] = per_million(node_hourly(self.cost), good, 1.0)
+                summary["usd_per_m_compliant_tokens_at_least"] = per_million(
+                    node_hourly(self.cost), good, 1.0
+                )
             self.state.summary[node] = summary
-            nodes[node] = Frame(taken_at=taken, host=node, inferdeck_version=__version__, window_s=self.window_s,
-                                gpu_source=GpuSource(kind="none", error=None if gpus.get(node) else
-                                                     "no DCGM exporter series for this node in Prometheus"),
-                                gpus=gpus.get(node, []), engines=by_node.get(node, []), alerts=alerts)
+            nodes[node] = Frame(
+                taken_at=taken,
+                host=node,
+                inferdeck_version=__version__,
+                window_s=self.window_s,
+                gpu_source=GpuSource(
+                    kind="none",
+                    error=None
+                    if gpus.get(node)
+                    else "no DCGM exporter series for this node in Prometheus",
+                ),
+                gpus=gpus.get(node, []),
+                engines=by_node.get(node, []),
+                alerts=alerts,
+            )
         return nodes
 
     @staticmethod
     def _gpus(got: dict) -> dict[str, list[Gpu]]:
         per: dict[tuple[str, str], dict] = {}
         migs: dict[tuple[str, str], dict[str, dict]] = {}
-        for f in ("FB_USED", "FB_FREE", "POWER_USAGE", "GPU_TEMP", "GPU_UTIL", "SM_CLOCK", "XID_ERRORS", "ACTIVE"):
+        for f in (
+            "FB_USED",
+            "FB_FREE",
+            "POWER_USAGE",
+            "GPU_TEMP",
+            "GPU_UTIL",
+            "SM_CLOCK",
+            "XID_ERRORS",
+            "ACTIVE",
+        ):
             for labels, value in got.get(f"dcgm:{f}") or []:
                 key = (_node(labels), labels.get("gpu", "?"))
-                g = per.setdefault(key, {"uuid": labels.get("UUID"), "name": labels.get("modelName")})
+                g = per.setdefault(
+                    key, {"uuid": labels.get("UUID"), "name": labels.get("modelName")}
+                )
                 if labels.get("GPU_I_ID"):
-                    m = migs.setdefault(key, {}).setdefault(labels["GPU_I_ID"], {"profile": labels.get("GPU_I_PROFILE")})
+                    m = migs.setdefault(key, {}).setdefault(
+                        labels["GPU_I_ID"], {"profile": labels.get("GPU_I_PROFILE")}
+                    )
                     m[f] = value
                 else:
                     g[f] = value
         out: dict[str, list[Gpu]] = {}
-        for (node, gpu), v in sorted(per.items(), key=lambda kv: (kv[0][0], int(kv[0][1]) if kv[0][1].isdigit() else 0)):
+        for (node, gpu), v in sorted(
+            per.items(), key=lambda kv: (kv[0][0], int(kv[0][1]) if kv[0][1].isdigit() else 0)
+        ):
             devices = []
-            for i, (gi_id, m) in enumerate(sorted(migs.get((node, gpu), {}).items(), key=lambda kv: int(kv[0]))):
+            for i, (gi_id, m) in enumerate(
+                sorted(migs.get((node, gpu), {}).items(), key=lambda kv: int(kv[0]))
+            ):
                 used, free = m.get("FB_USED"), m.get("FB_FREE")
-                devices.append(MigDevice(index=i, profile=m.get("profile"), gpu_instance_id=int(gi_id),
-                                         memory_used_bytes=int(used * MIB) if used is not None else None,
-                                         memory_total_bytes=int((used + free) * MIB) if used is not None and
-                                         free is not None else None,
-                                         unavailable={"placement_start": "DCGM does not export placements"}))
-            used = v.get("FB_USED", sum(m.get("FB_USED", 0) for m in migs.get((node, gpu), {}).values()) or None)
-            free = v.get("FB_FREE", sum(m.get("FB_FREE", 0) for m in migs.get((node, gpu), {}).values()) or None)
+                devices.append(
+                    MigDevice(
+                        index=i,
+                        profile=m.get("profile"),
+                        gpu_instance_id=int(gi_id),
+                        memory_used_bytes=int(used * MIB) if used is not None else None,
+                        memory_total_bytes=int((used + free) * MIB)
+                        if used is not None and free is not None
+                        else None,
+                        unavailable={"placement_start": "DCGM does not export placements"},
+                    )
+                )
+            used = v.get(
+                "FB_USED",
+                sum(m.get("FB_USED", 0) for m in migs.get((node, gpu), {}).values()) or None,
+            )
+            free = v.get(
+                "FB_FREE",
+                sum(m.get("FB_FREE", 0) for m in migs.get((node, gpu), {}).values()) or None,
+            )
             na = {}
             if "GPU_UTIL" not in v:
                 na["utilization_gpu_pct"] = "n/a under MIG" if devices else "not in Prometheus"
             if v.get("XID_ERRORS"):
                 na["xid"] = f"XID error {v['XID_ERRORS']:.0f} reported by DCGM"
-            out.setdefault(node, []).append(Gpu(
-                index=int(gpu) if gpu.isdigit() else 0, uuid=v.get("uuid"), name=v.get("name"),
-                memory_used_bytes=int(used * MIB) if used is not None else None,
-                memory_total_bytes=int((used + free) * MIB) if used is not None and free is not None else None,
-                utilization_gpu_pct=v.get("GPU_UTIL"), power_w=v.get("POWER_USAGE"), temperature_c=v.get("GPU_TEMP"),
-                clock_sm_mhz=int(v["SM_CLOCK"]) if "SM_CLOCK" in v else None,
-                mig=MigState(current=bool(devices), pending=bool(devices), devices=devices) if devices else None,
-                unavailable=na))
+            out.setdefault(node, []).append(
+                Gpu(
+                    index=int(gpu) if gpu.isdigit() else 0,
+                    uuid=v.get("uuid"),
+                    name=v.get("name"),
+                    memory_used_bytes=int(used * MIB) if used is not None else None,
+                    memory_total_bytes=int((used + free) * MIB)
+                    if used is not None and free is not None
+                    else None,
+                    utilization_gpu_pct=v.get("GPU_UTIL"),
+                    power_w=v.get("POWER_USAGE"),
+                    temperature_c=v.get("GPU_TEMP"),
+                    clock_sm_mhz=int(v["SM_CLOCK"]) if "SM_CLOCK" in v else None,
+                    mig=MigState(current=bool(devices), pending=bool(devices), devices=devices)
+                    if devices
+                    else None,
+                    unavailable=na,
+                )
+            )
         return out

@@ -30,7 +30,9 @@ def _lib(demo: bool):
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        raise MigError(f"NVML could not start ({exc}): no GPU to manage here (try --demo).") from None
+        raise MigError(
+            f"NVML could not start ({exc}): no GPU to manage here (try --demo)."
+        ) from None
     return pynvml, None
 
 
@@ -41,11 +43,17 @@ def run_mig(args: argparse.Namespace) -> int:
         print(f"inferdeck: {exc}", file=sys.stderr)
         return 2
     try:
-        mm = MigManager(lib, audit_path=state_dir(args.demo) / "mig-audit.jsonl",
-                        snapshot=lambda when: _snapshot(lib, args.demo, when, node), simulated=args.demo)
+        mm = MigManager(
+            lib,
+            audit_path=state_dir(args.demo) / "mig-audit.jsonl",
+            snapshot=lambda when: _snapshot(lib, args.demo, when, node),
+            simulated=args.demo,
+        )
         count = lib.nvmlDeviceGetCount()
         if hasattr(args, "gpu") and not 0 <= args.gpu < count:
-            raise MigError(f"GPU {args.gpu} does not exist (this node has {count}, numbered from 0).")
+            raise MigError(
+                f"GPU {args.gpu} does not exist (this node has {count}, numbered from 0)."
+            )
         cmd = args.mig_command
         if cmd == "show":
             for i in range(count):
@@ -55,15 +63,22 @@ def run_mig(args: argparse.Namespace) -> int:
                     print(f"GPU {i}: {exc}")
                     continue
                 mode = f"MIG {'on' if g.mode_current else 'off'}" + (
-                    f" (pending {'on' if g.mode_pending else 'off'})" if g.mode_pending != g.mode_current else "")
-                print(f"GPU {i} {g.model.name if g.model else ''}: {mode}; {describe(g.layout)}"
-                      + (f" [{placements(g.layout)}]" if g.layout else ""))
+                    f" (pending {'on' if g.mode_pending else 'off'})"
+                    if g.mode_pending != g.mode_current
+                    else ""
+                )
+                print(
+                    f"GPU {i} {g.model.name if g.model else ''}: {mode}; {describe(g.layout)}"
+                    + (f" [{placements(g.layout)}]" if g.layout else "")
+                )
             return 0
         if cmd == "layouts":
             g = mm.read(args.gpu)
             if g.spec is None:
-                raise MigError(f"GPU {args.gpu}'s MIG profiles are unknown: not in the catalogue and the driver "
-                               "did not list placements (needs root).")
+                raise MigError(
+                    f"GPU {args.gpu}'s MIG profiles are unknown: not in the catalogue and the driver "
+                    "did not list placements (needs root)."
+                )
             print(f"# profiles and placements from the {g.spec_source}")
             for layout in valid_layouts(g.spec):
                 mark = "*" if sorted(layout) == sorted(g.layout) else " "
@@ -72,7 +87,9 @@ def run_mig(args: argparse.Namespace) -> int:
         if cmd == "apply":
             g = mm.read(args.gpu)
             if g.spec is None and args.layout not in ("disable", "enable"):
-                raise MigError(f"GPU {args.gpu}'s MIG profiles are unknown; its layouts cannot be checked.")
+                raise MigError(
+                    f"GPU {args.gpu}'s MIG profiles are unknown; its layouts cannot be checked."
+                )
             target = parse_layout(args.layout, g.spec) if g.spec is not None else args.layout
             return _apply(mm, g, target, args.dry_run, args.yes, args.force, _plan(args.demo))
         if cmd == "export":
@@ -89,16 +106,27 @@ def run_mig(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise MigError(f"{args.file}: cannot read it ({exc.strerror}).") from None
             except UnicodeDecodeError:
-                raise MigError(f"{args.file}: not a text file; give a mig-parted YAML config "
-                               "(`inferdeck mig export` writes one).") from None
+                raise MigError(
+                    f"{args.file}: not a text file; give a mig-parted YAML config "
+                    "(`inferdeck mig export` writes one)."
+                ) from None
             gpus = [mm.read(i) for i in range(count)]
             targets = import_mig_parted(text, args.config_label, gpus, args.file)
             rc = 0
             for index, target in targets.items():
-                if target == "disable" and not gpus[index].mode_current and not gpus[index].mode_pending:
+                if (
+                    target == "disable"
+                    and not gpus[index].mode_current
+                    and not gpus[index].mode_pending
+                ):
                     print(f"GPU {index}: MIG is off and stays off: no change")
                     continue
-                rc = max(rc, _apply(mm, gpus[index], target, args.dry_run, args.yes, False, _plan(args.demo)))
+                rc = max(
+                    rc,
+                    _apply(
+                        mm, gpus[index], target, args.dry_run, args.yes, False, _plan(args.demo)
+                    ),
+                )
             return rc
     except MigError as exc:
         print(f"inferdeck: {exc}", file=sys.stderr)
@@ -126,8 +154,12 @@ def _snapshot(lib, demo: bool, when: str, node=None) -> Path:
         targets = discover_targets(nvml)
     poller = Poller(targets, nvml, window_s=settings.window_s, plan=settings)
     frame = asyncio.run(sample(poller, 0.0, settings.interval_s))
-    return write_bundle(state_dir(demo) / "snapshots", frame, f"mig {when}" + (" simulated" if demo else ""),
-                        secrets=_secrets(poller))
+    return write_bundle(
+        state_dir(demo) / "snapshots",
+        frame,
+        f"mig {when}" + (" simulated" if demo else ""),
+        secrets=_secrets(poller),
+    )
 
 
 def _plan(demo: bool):
@@ -140,11 +172,17 @@ def _plan(demo: bool):
         raise MigError(str(exc)) from None
 
 
-def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool, force: bool = False, plan=None) -> int:
+def _apply(
+    mm: MigManager, g, target, dry_run: bool, yes: bool, force: bool = False, plan=None
+) -> int:
     keep, destroy, create = diff(g.layout, target if isinstance(target, list) else [])
-    print(f"GPU {g.index}: {describe(g.layout)} -> {target if isinstance(target, str) else describe(target)}")
+    print(
+        f"GPU {g.index}: {describe(g.layout)} -> {target if isinstance(target, str) else describe(target)}"
+    )
     if isinstance(target, list):
-        print(f"  keep    {placements(keep) or '-'}\n  destroy {placements(destroy) or '-'}\n  create  {placements(create) or '-'}")
+        print(
+            f"  keep    {placements(keep) or '-'}\n  destroy {placements(destroy) or '-'}\n  create  {placements(create) or '-'}"
+        )
     for c in nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids):
         print(f"  $ {c}")
     problems = mm.precheck(g, target)
@@ -158,7 +196,9 @@ def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool, force: bool = Fa
             if land["warning"]:
                 warnings.append(land["warning"])
             else:
-                print(f"  {land['service']} lands on {land['lands_on']}: headroom {land['headroom_gib']:.1f} GiB")
+                print(
+                    f"  {land['service']} lands on {land['lands_on']}: headroom {land['headroom_gib']:.1f} GiB"
+                )
     for w in warnings:
         print(f"  WARNING: {w}" + ("" if force else " (--force goes ahead anyway)"))
     if dry_run:
@@ -166,7 +206,9 @@ def _apply(mm: MigManager, g, target, dry_run: bool, yes: bool, force: bool = Fa
     if problems:  # --force never overrides these: processes, root, pending mode
         return 2
     if warnings and not force:
-        print("  not applied: the plan would break; change the plan, pick another layout, or pass --force")
+        print(
+            "  not applied: the plan would break; change the plan, pick another layout, or pass --force"
+        )
         return 1
     if not yes:
         if not sys.stdin.isatty():

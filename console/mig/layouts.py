@@ -16,8 +16,13 @@ def _base(name: str) -> str:
     return name.split("+")[0].split("-")[0]
 
 
-def _fits(layout: list[Instance], p: MigProfile, start: int, profiles: dict[str, MigProfile], max_instances: int
-          ) -> bool:
+def _fits(
+    layout: list[Instance],
+    p: MigProfile,
+    start: int,
+    profiles: dict[str, MigProfile],
+    max_instances: int,
+) -> bool:
     if start not in p.starts or len(layout) >= max_instances:
         return False
     if sum(1 for n, _ in layout if n == p.name) >= p.max:
@@ -56,10 +61,14 @@ def valid_layouts(model: GpuModel | MigSpec) -> list[list[Instance]]:
     search(0, [])
 
     def maximal(layout: tuple[Instance, ...]) -> bool:
-        return not any(_fits(list(layout), p, s, profiles, spec.max_instances) for p in plain for s in p.starts)
+        return not any(
+            _fits(list(layout), p, s, profiles, spec.max_instances) for p in plain for s in p.starts
+        )
 
-    base = sorted((list(x) for x in found if x and maximal(x)), key=lambda L: (-max(profiles[n].slices for n, _ in L),
-                                                                                 len(L), L))
+    base = sorted(
+        (list(x) for x in found if x and maximal(x)),
+        key=lambda L: (-max(profiles[n].slices for n, _ in L), len(L), L),
+    )
     out = [list(b) for b in base]
     seen = {tuple(b) for b in base}
     for layout in base:
@@ -115,8 +124,12 @@ def parse_layout(text: str, model: GpuModel | MigSpec) -> list[Instance] | str:
                 raise MigError(f"{part!r}: give each instance as profile@start, e.g. 1g.24gb@6.")
             inst.append((name, int(start)))
         key = sorted(inst, key=lambda x: (x[1], x[0]))
-        if key not in [sorted(L, key=lambda x: (x[1], x[0])) for L in layouts] and not _valid_partial(key, model):
-            raise MigError(f"{text!r} is not a valid layout for this GPU; see `inferdeck mig layouts`.")
+        if key not in [
+            sorted(L, key=lambda x: (x[1], x[0])) for L in layouts
+        ] and not _valid_partial(key, model):
+            raise MigError(
+                f"{text!r} is not a valid layout for this GPU; see `inferdeck mig layouts`."
+            )
         return key
     want: dict[str, int] = {}
     for part in t.replace(" ", "").split("+"):
@@ -144,8 +157,13 @@ def _valid_partial(layout: list[Instance], model: GpuModel | MigSpec) -> bool:
     return True
 
 
-def diff(current: list[Instance], target: list[Instance]) -> tuple[list[Instance], list[Instance], list[Instance]]:
+def diff(
+    current: list[Instance], target: list[Instance]
+) -> tuple[list[Instance], list[Instance], list[Instance]]:
     """(keep, destroy, create)."""
     cur, tgt = set(current), set(target)
-    return sorted(cur & tgt, key=lambda x: x[1]), sorted(cur - tgt, key=lambda x: x[1]), \
-        sorted(tgt - cur, key=lambda x: x[1])
+    return (
+        sorted(cur & tgt, key=lambda x: x[1]),
+        sorted(cur - tgt, key=lambda x: x[1]),
+        sorted(tgt - cur, key=lambda x: x[1]),
+    )

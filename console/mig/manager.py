@@ -42,7 +42,9 @@ class GpuMig:
     processes: dict[Instance, list[int]] = field(default_factory=dict)  # on each instance
     spec: MigSpec | None = None  # profiles and placements: from the driver, else the GPU catalogue
     spec_source: str = "none"
-    gi_ids: dict[Instance, int] = field(default_factory=dict)  # the driver's GPU instance id of each
+    gi_ids: dict[Instance, int] = field(
+        default_factory=dict
+    )  # the driver's GPU instance id of each
 
 
 def model_for(name: str, total_bytes: int) -> GpuModel | None:
@@ -55,8 +57,14 @@ def model_for(name: str, total_bytes: int) -> GpuModel | None:
 class MigManager:
     """Reads and changes one node's MIG layout through an NVML module (pynvml or the simulator)."""
 
-    def __init__(self, lib: Any, audit_path: Path | None = None, user: str | None = None,
-                 snapshot: Callable[[str], Path | None] | None = None, simulated: bool = False) -> None:
+    def __init__(
+        self,
+        lib: Any,
+        audit_path: Path | None = None,
+        user: str | None = None,
+        snapshot: Callable[[str], Path | None] | None = None,
+        simulated: bool = False,
+    ) -> None:
         self.lib = lib
         self.simulated = simulated  # the demo's GPUs: every audit entry says so
         self.audit_path = audit_path or state_dir() / "mig-audit.jsonl"
@@ -76,7 +84,9 @@ class MigManager:
         try:
             cur, pend = lib.nvmlDeviceGetMigMode(h)
         except lib.NVMLError as exc:
-            raise MigError(f"GPU {index} ({name}) does not support MIG ({self._err(exc)}).") from None
+            raise MigError(
+                f"GPU {index} ({name}) does not support MIG ({self._err(exc)})."
+            ) from None
         ids: dict[str, int] = {}
         slices: dict[str, int] = {}
         live: list[MigProfile] = []
@@ -90,9 +100,18 @@ class MigManager:
             slices[pname] = int(info.sliceCount)
             starts, size = self._placements(h, int(info.id))
             if starts:
-                live.append(MigProfile(name=pname, id=int(info.id), index=p, slices=int(info.sliceCount),
-                                       memory_mib=int(info.memorySizeMB), max=int(info.instanceCount), size=size,
-                                       starts=starts))
+                live.append(
+                    MigProfile(
+                        name=pname,
+                        id=int(info.id),
+                        index=p,
+                        slices=int(info.sliceCount),
+                        memory_mib=int(info.memorySizeMB),
+                        max=int(info.instanceCount),
+                        size=size,
+                        starts=starts,
+                    )
+                )
         layout: list[Instance] = []
         gi_ids: dict[Instance, int] = {}
         processes: dict[Instance, list[int]] = {}
@@ -106,8 +125,10 @@ class MigManager:
                     lib.nvmlDeviceGetGpuInstances(h, pid, arr, ctypes.byref(n))
                 except lib.NVMLError as exc:
                     if getattr(exc, "value", None) == lib.NVML_ERROR_NO_PERMISSION:
-                        raise MigError(f"reading GPU {index}'s MIG instances needs root (or the mig/config "
-                                       "capability); run inferdeck as root to change MIG layouts.") from None
+                        raise MigError(
+                            f"reading GPU {index}'s MIG instances needs root (or the mig/config "
+                            "capability); run inferdeck as root to change MIG layouts."
+                        ) from None
                     raise
                 for gi in arr[: n.value]:
                     info = lib.nvmlGpuInstanceGetInfo(gi)
@@ -138,7 +159,20 @@ class MigManager:
             spec, source = model.mig, "catalogue"
         else:
             spec, source = None, "none"
-        return GpuMig(index, uuid, model, bool(cur), bool(pend), layout, ids, slices, processes, spec, source, gi_ids)
+        return GpuMig(
+            index,
+            uuid,
+            model,
+            bool(cur),
+            bool(pend),
+            layout,
+            ids,
+            slices,
+            processes,
+            spec,
+            source,
+            gi_ids,
+        )
 
     def _placements(self, h: Any, profile_id: int) -> tuple[list[int], int]:
         """Possible placements of a profile from the driver ([] when it cannot say: not root)."""
@@ -153,17 +187,26 @@ class MigManager:
         return sorted(st for st, _ in got), (got[0][1] if got else 0)
 
     # --- planning ---------------------------------------------------------------------------------
-    def precheck(self, g: GpuMig, target: list[Instance] | str, read_only: bool = False,
-                 commands: dict[int, str] | None = None) -> list[str]:
+    def precheck(
+        self,
+        g: GpuMig,
+        target: list[Instance] | str,
+        read_only: bool = False,
+        commands: dict[int, str] | None = None,
+    ) -> list[str]:
         """Reasons the change must not go ahead (empty: it may)."""
         reasons = []
         if read_only:
             reasons.append("inferdeck runs read-only (--read-only or a replay): no change is made.")
         if g.mode_current != g.mode_pending:
-            reasons.append(f"GPU {g.index} has a MIG mode change pending: reset the GPU or reboot first "
-                           "(inferdeck never does either).")
+            reasons.append(
+                f"GPU {g.index} has a MIG mode change pending: reset the GPU or reboot first "
+                "(inferdeck never does either)."
+            )
         if os.geteuid() != 0 and not self._has_capability():
-            reasons.append("changing MIG needs root (or read access to /proc/driver/nvidia/capabilities/mig/config).")
+            reasons.append(
+                "changing MIG needs root (or read access to /proc/driver/nvidia/capabilities/mig/config)."
+            )
         if isinstance(target, str):
             affected = list(g.processes)
         else:
@@ -172,8 +215,10 @@ class MigManager:
         for key in affected:
             for pid in g.processes[key]:
                 cmd = (commands or {}).get(pid, "command not visible")
-                reasons.append(f"process {pid} ({cmd}) runs on {key[0]}@{key[1]}, which would be destroyed: "
-                               "stop it first.")
+                reasons.append(
+                    f"process {pid} ({cmd}) runs on {key[0]}@{key[1]}, which would be destroyed: "
+                    "stop it first."
+                )
         return reasons
 
     @staticmethod
@@ -181,8 +226,14 @@ class MigManager:
         return os.access("/proc/driver/nvidia/capabilities/mig/config", os.R_OK)
 
     # --- applying ------------------------------------------------------------------------------
-    def apply(self, index: int, target: list[Instance] | str, progress: Callable[[str], None] | None = None,
-              read_only: bool = False, commands: dict[int, str] | None = None) -> dict:
+    def apply(
+        self,
+        index: int,
+        target: list[Instance] | str,
+        progress: Callable[[str], None] | None = None,
+        read_only: bool = False,
+        commands: dict[int, str] | None = None,
+    ) -> dict:
         """Change the layout (or mode). Returns a report; raises MigError on a blocked change."""
         say = progress or (lambda _msg: None)
         g = self.read(index)
@@ -190,8 +241,14 @@ class MigManager:
         if problems:
             raise MigError(" ".join(problems))
         before = list(g.layout)
-        report: dict[str, Any] = {"gpu": index, "uuid": g.uuid, "before": placements(before), "steps": [],
-                                  "result": None, "user": self.user}
+        report: dict[str, Any] = {
+            "gpu": index,
+            "uuid": g.uuid,
+            "before": placements(before),
+            "steps": [],
+            "result": None,
+            "user": self.user,
+        }
         if self.snapshot:
             report["snapshot_before"] = str(self.snapshot("before") or "")
         if isinstance(target, str):
@@ -233,19 +290,29 @@ class MigManager:
                 self._converge(g.index, [], steps, say)
             h = lib.nvmlDeviceGetHandleByIndex(g.index)
             status = lib.nvmlDeviceSetMigMode(h, 1 if want else 0)
-            steps.append(self._step(f"set MIG mode {'on' if want else 'off'}", "ok", status=int(status)))
+            steps.append(
+                self._step(f"set MIG mode {'on' if want else 'off'}", "ok", status=int(status))
+            )
             cur, pend = lib.nvmlDeviceGetMigMode(h)
-            report["after"] = f"mode current {'on' if cur else 'off'}, pending {'on' if pend else 'off'}"
+            report["after"] = (
+                f"mode current {'on' if cur else 'off'}, pending {'on' if pend else 'off'}"
+            )
             if status == lib.NVML_ERROR_IN_USE:
                 report["result"] = "pending: the GPU is in use"
-                report["next"] = ("the mode change could not take effect because the GPU is busy: stop every process "
-                                  "on it, then reset the GPU (nvidia-smi -r) or reboot.")
+                report["next"] = (
+                    "the mode change could not take effect because the GPU is busy: stop every process "
+                    "on it, then reset the GPU (nvidia-smi -r) or reboot."
+                )
             elif status == lib.NVML_ERROR_RESET_REQUIRED or bool(cur) != want:
                 report["result"] = "pending: needs a GPU reset"
-                report["next"] = f"reset the GPU (nvidia-smi -r -i {g.index}) or reboot; inferdeck never does."
+                report["next"] = (
+                    f"reset the GPU (nvidia-smi -r -i {g.index}) or reboot; inferdeck never does."
+                )
             else:
                 report["result"] = "applied"
-                report["next"] = ("MIG is on: choose a layout to create instances." if want else "MIG is off.")
+                report["next"] = (
+                    "MIG is on: choose a layout to create instances." if want else "MIG is off."
+                )
         except Exception as exc:  # noqa: BLE001
             report["result"] = "failed"
             report["error"] = f"{type(exc).__name__}: {exc}"
@@ -262,8 +329,14 @@ class MigManager:
     def _step(self, what: str, result: str, **extra: Any) -> dict:
         return {"t": datetime.now(tz=UTC).isoformat(), "step": what, "result": result, **extra}
 
-    def _converge(self, index: int, target: list[Instance], steps: list[dict], say: Callable[[str], None],
-                  rollback: bool = False) -> None:
+    def _converge(
+        self,
+        index: int,
+        target: list[Instance],
+        steps: list[dict],
+        say: Callable[[str], None],
+        rollback: bool = False,
+    ) -> None:
         lib = self.lib
         g = self.read(index)
         _, destroy, create = diff(g.layout, target)
@@ -278,7 +351,9 @@ class MigManager:
             say(f"{tag}destroy GPU instance {name}@{start}")
             lib.nvmlGpuInstanceDestroy(gi)
             steps.append(self._step(f"{tag}destroy GI {name}@{start}", "ok"))
-        for name, start in sorted(create, key=lambda x: (-g.slices.get(x[0], 0), x[1])):  # largest first
+        for name, start in sorted(
+            create, key=lambda x: (-g.slices.get(x[0], 0), x[1])
+        ):  # largest first
             say(f"{tag}create GPU instance {name}@{start}")
             pid = g.profile_ids[name]
             size = self._size(g, name)
@@ -298,7 +373,9 @@ class MigManager:
         arr = (pynvml.c_nvmlGpuInstancePlacement_t * 16)()
         n = ctypes.c_uint(16)
         h = self.lib.nvmlDeviceGetHandleByIndex(g.index)
-        self.lib.nvmlDeviceGetGpuInstancePossiblePlacements(h, g.profile_ids[name], arr, ctypes.byref(n))
+        self.lib.nvmlDeviceGetGpuInstancePossiblePlacements(
+            h, g.profile_ids[name], arr, ctypes.byref(n)
+        )
         return int(arr[0].size)
 
     def _gi_at(self, h: Any, g: GpuMig, name: str, start: int) -> Any:
@@ -327,7 +404,11 @@ class MigManager:
 
     def audit(self, report: dict) -> None:
         self.audit_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        entry = {"t": datetime.now(tz=UTC).isoformat(), **report, **({"simulated": True} if self.simulated else {})}
+        entry = {
+            "t": datetime.now(tz=UTC).isoformat(),
+            **report,
+            **({"simulated": True} if self.simulated else {}),
+        }
         fd = os.open(self.audit_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")

@@ -22,20 +22,38 @@ def landing(plan: Plan, g: GpuMig, target: list[Instance] | str) -> list[dict]:
             where = "the whole GPU" if whole else None
         else:
             inst = (ref.profile, ref.start) if ref.profile is not None else None
-            if inst is not None and inst in target and g.model is not None and g.model.mig is not None:
+            if (
+                inst is not None
+                and inst in target
+                and g.model is not None
+                and g.model.mig is not None
+            ):
                 capacity = g.model.mig.profile(inst[0]).memory_mib * MIB
                 where = f"{inst[0]}@{inst[1]}"
             else:
                 capacity, where = None, None
         if where is None:
-            out.append({"service": svc.name, "lands_on": None,
-                        "warning": f"{svc.name} loses its planned device {svc.device}: change the plan or pick "
-                                   "a layout that keeps it"})
+            out.append(
+                {
+                    "service": svc.name,
+                    "lands_on": None,
+                    "warning": f"{svc.name} loses its planned device {svc.device}: change the plan or pick "
+                    "a layout that keeps it",
+                }
+            )
             continue
         f = fit(svc, capacity, "catalog", where)
-        out.append({"service": svc.name, "lands_on": where, "required_gib": f.required_bytes / GIB,
-                    "capacity_gib": f.capacity_bytes / GIB if f.capacity_bytes else None,
-                    "headroom_gib": f.headroom_bytes / GIB if f.headroom_bytes is not None else None,
-                    "fits": f.fits,
-                    "warning": None if f.fits else f"{svc.name} needs {f.required_bytes / GIB:.1f} GiB, more than {where}"})
+        out.append(
+            {
+                "service": svc.name,
+                "lands_on": where,
+                "required_gib": f.required_bytes / GIB,
+                "capacity_gib": f.capacity_bytes / GIB if f.capacity_bytes else None,
+                "headroom_gib": f.headroom_bytes / GIB if f.headroom_bytes is not None else None,
+                "fits": f.fits,
+                "warning": None
+                if f.fits
+                else f"{svc.name} needs {f.required_bytes / GIB:.1f} GiB, more than {where}",
+            }
+        )
     return out

@@ -25,8 +25,10 @@ def dcgm_page(sim: SimNvml, hostname: str) -> str:
     rows: dict[str, list[str]] = {k: [] for k in families}
     for g in sim.gpus:
         h = sim.nvmlDeviceGetHandleByIndex(g.index)
-        base = (f'gpu="{g.index}",UUID="{g.uuid}",pci_bus_id="{g.bus_id}",device="nvidia{g.index}",'
-                f'modelName="{g.model.name}",Hostname="{hostname}"')
+        base = (
+            f'gpu="{g.index}",UUID="{g.uuid}",pci_bus_id="{g.bus_id}",device="nvidia{g.index}",'
+            f'modelName="{g.model.name}",Hostname="{hostname}"'
+        )
         mem = sim.nvmlDeviceGetMemoryInfo(h)
         mib = 1024 * 1024
         power = sim.nvmlDeviceGetPowerUsage(h) / 1000
@@ -61,4 +63,6 @@ def dcgm_page(sim: SimNvml, hostname: str) -> str:
 
 
 def start_dcgm(sim: SimNvml, hostname: str, port: int = 0) -> MetricsServer:
-    return MetricsServer(lambda: dcgm_page(sim, hostname), port=port, content_type="text/plain; version=0.0.4").start()
+    return MetricsServer(
+        lambda: dcgm_page(sim, hostname), port=port, content_type="text/plain; version=0.0.4"
+    ).start()

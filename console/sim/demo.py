@@ -18,15 +18,38 @@ from console.sim.nvml import DeviceLoad, SimNvml
 GPU_MEMORY_UTILIZATION = 0.90  # what vLLM preallocates on its device when no plan sizes it
 # activation/workspace memory per running sequence: a full batch eats into the planned margin
 # (the engine starts with half its runtime reserve in use; the rest is for the batch's workspace)
-WORKSPACE_PER_SEQ_BYTES = {"llama-70b": 0.12 * 2**30, "llama-8b-a": 0.05 * 2**30, "llama-8b-b": 0.05 * 2**30}
+WORKSPACE_PER_SEQ_BYTES = {
+    "llama-70b": 0.12 * 2**30,
+    "llama-8b-a": 0.05 * 2**30,
+    "llama-8b-b": 0.05 * 2**30,
+}
 
 SERVICES = (
     # (name, device (gpu, mig index), traffic)
-    ("llama-70b", (0, None), TrafficSpec(model="meta-llama/Llama-3.3-70B-Instruct", rate_rps=1.5,
-                                         max_num_seqs=32, kv_capacity_tokens=110_000, prefill_tok_s=3500,
-                                         itl_base_s=0.032, itl_per_seq_s=0.0009, seed=70)),
-    ("llama-8b-a", (1, 0), TrafficSpec(model="meta-llama/Llama-3.1-8B-Instruct", rate_rps=3.5, seed=81)),
-    ("llama-8b-b", (1, 1), TrafficSpec(model="meta-llama/Llama-3.1-8B-Instruct", rate_rps=2.0, seed=82)),
+    (
+        "llama-70b",
+        (0, None),
+        TrafficSpec(
+            model="meta-llama/Llama-3.3-70B-Instruct",
+            rate_rps=1.5,
+            max_num_seqs=32,
+            kv_capacity_tokens=110_000,
+            prefill_tok_s=3500,
+            itl_base_s=0.032,
+            itl_per_seq_s=0.0009,
+            seed=70,
+        ),
+    ),
+    (
+        "llama-8b-a",
+        (1, 0),
+        TrafficSpec(model="meta-llama/Llama-3.1-8B-Instruct", rate_rps=3.5, seed=81),
+    ),
+    (
+        "llama-8b-b",
+        (1, 1),
+        TrafficSpec(model="meta-llama/Llama-3.1-8B-Instruct", rate_rps=2.0, seed=82),
+    ),
 )
 
 
@@ -41,8 +64,14 @@ class DemoNode:
         out = []
         for name, eng in self.engines.items():
             gpu, mig = where[name]
-            out.append(EngineTarget(url=eng.url, kind=eng.kind, name=name,
-                                    device=str(gpu) if mig is None else f"{gpu}/{mig}"))
+            out.append(
+                EngineTarget(
+                    url=eng.url,
+                    kind=eng.kind,
+                    name=name,
+                    device=str(gpu) if mig is None else f"{gpu}/{mig}",
+                )
+            )
         return out
 
     def stop(self) -> None:
@@ -50,8 +79,11 @@ class DemoNode:
             e.server.stop()
 
 
-def start_demo(plan: Plan | None = None, profiles: dict[str, str] | None = None,
-               clock: Callable[[], float] = time.monotonic) -> DemoNode:
+def start_demo(
+    plan: Plan | None = None,
+    profiles: dict[str, str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> DemoNode:
     """Start the demo node. ``profiles`` may set a traffic profile per service name. With a plan,
     each engine holds its planned weights and KV pool, half its runtime reserve, and a workspace
     that grows with the running batch: a full batch under overload eats into the planned margin."""
@@ -80,16 +112,24 @@ def start_demo(plan: Plan | None = None, profiles: dict[str, str] | None = None,
             used = static[name] + WORKSPACE_PER_SEQ_BYTES[name] * len(model.running)
         else:
             gi = nvml.gpus[gpu].mig_devices()[mig][0] if mig is not None else None
-            total = (gi.profile.memory_mib if gi else nvml.gpus[gpu].model.memory_total_mib) * 1024 * 1024
+            total = (
+                (gi.profile.memory_mib if gi else nvml.gpus[gpu].model.memory_total_mib)
+                * 1024
+                * 1024
+            )
             used = total * GPU_MEMORY_UTILIZATION
         return DeviceLoad(model.utilization(), int(used))
 
     nvml.load = load
     nvml.add_gpu("rtx-pro-6000-se")
     nvml.add_gpu("rtx-pro-6000-se", mig=[("2g.48gb", 0), ("2g.48gb", 6)])
-    nvml.add_gpu("rtx-pro-6000-se", mig=[("1g.24gb", 0), ("1g.24gb", 3), ("1g.24gb", 6), ("1g.24gb", 9)])
+    nvml.add_gpu(
+        "rtx-pro-6000-se", mig=[("1g.24gb", 0), ("1g.24gb", 3), ("1g.24gb", 6), ("1g.24gb", 9)]
+    )
     nvml.add_gpu("rtx-pro-6000-se")
     for pid, (gpu, mig) in enumerate(sorted(devices, key=devices.__getitem__), start=41001):
         load_now = load(gpu, mig)
-        nvml.add_process(gpu, mig, pid, load_now.memory_used_bytes)  # the engine's worker, as NVML lists it
+        nvml.add_process(
+            gpu, mig, pid, load_now.memory_used_bytes
+        )  # the engine's worker, as NVML lists it
     return DemoNode(nvml, engines, devices)

@@ -14,7 +14,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from console.sim.formats import FORMATS, llamacpp_slots
 from console.sim.traffic import PROFILES, TrafficModel, TrafficSpec
 
-__all__ = ["PROFILES", "MetricsServer", "SimEngine", "TrafficModel", "TrafficSpec", "page_for", "start_engine"]
+__all__ = [
+    "PROFILES",
+    "MetricsServer",
+    "SimEngine",
+    "TrafficModel",
+    "TrafficSpec",
+    "page_for",
+    "start_engine",
+]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -22,8 +30,13 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class MetricsServer:
     """A real HTTP server on 127.0.0.1 serving ``page()`` at /metrics, in a daemon thread."""
 
-    def __init__(self, page: Callable[[], str | bytes], port: int = 0, content_type: str = CONTENT_TYPE,
-                 extra: dict[str, tuple[Callable[[], str], str]] | None = None) -> None:
+    def __init__(
+        self,
+        page: Callable[[], str | bytes],
+        port: int = 0,
+        content_type: str = CONTENT_TYPE,
+        extra: dict[str, tuple[Callable[[], str], str]] | None = None,
+    ) -> None:
         self.page = page
         self.content_type = content_type
         self.extra = extra or {}  # path -> (body function, content type)
@@ -80,7 +93,9 @@ class MetricsServer:
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/metrics"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name=f"sim-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name=f"sim-{self.port}", daemon=True
+        )
 
     def start(self) -> MetricsServer:
         self._thread.start()
@@ -119,21 +134,31 @@ def page_for(kind: str, model: TrafficModel) -> str:
         return writer(model)
 
 
-def start_engine(kind: str, spec: TrafficSpec | None = None, port: int = 0,
-                 clock: Callable[[], float] = time.monotonic) -> SimEngine:
+def start_engine(
+    kind: str,
+    spec: TrafficSpec | None = None,
+    port: int = 0,
+    clock: Callable[[], float] = time.monotonic,
+) -> SimEngine:
     if kind not in FORMATS:
         raise ValueError(f"no simulator for engine kind {kind!r}; available: {', '.join(FORMATS)}")
     spec = spec or TrafficSpec()
     if spec.profile not in PROFILES:
-        raise ValueError(f"unknown traffic profile {spec.profile!r}; available: {', '.join(PROFILES)}")
+        raise ValueError(
+            f"unknown traffic profile {spec.profile!r}; available: {', '.join(PROFILES)}"
+        )
     _, buckets, ctype = FORMATS[kind]
     model = TrafficModel(replace(spec), clock=clock, buckets=buckets)
     extra = {}
     if kind == "llamacpp":
+
         def slots() -> str:
             model.advance()
             with model.lock:
                 return llamacpp_slots(model)
+
         extra["/slots"] = (slots, "application/json; charset=utf-8")
-    server = MetricsServer(lambda: page_for(kind, model), port=port, content_type=ctype, extra=extra).start()
+    server = MetricsServer(
+        lambda: page_for(kind, model), port=port, content_type=ctype, extra=extra
+    ).start()
     return SimEngine(kind, model, server)

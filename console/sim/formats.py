@@ -41,17 +41,31 @@ class Exposition:
         self.head(name, "gauge", help_)
         self.sample(name, value, **extra)
 
-    def counter(self, name: str, help_: str, value: float, created: float | None = None, **extra: str) -> None:
+    def counter(
+        self, name: str, help_: str, value: float, created: float | None = None, **extra: str
+    ) -> None:
         self.head(name, "counter", help_)
         self.sample(name, value, **extra)
         if created is not None:
             self.sample(name.removesuffix("_total") + "_created", created, **extra)
 
-    def histogram(self, name: str, help_: str, h: Histogram, scale: float = 1.0, created: float | None = None,
-                  **extra: str) -> None:
+    def histogram(
+        self,
+        name: str,
+        help_: str,
+        h: Histogram,
+        scale: float = 1.0,
+        created: float | None = None,
+        **extra: str,
+    ) -> None:
         self.head(name, "histogram", help_)
         for bound, c in h.cumulative():
-            self.sample(name + "_bucket", c, **extra, le=_fmt(bound * scale if not math.isinf(bound) else bound))
+            self.sample(
+                name + "_bucket",
+                c,
+                **extra,
+                le=_fmt(bound * scale if not math.isinf(bound) else bound),
+            )
         self.sample(name + "_count", h.count, **extra)
         self.sample(name + "_sum", h.sum * scale, **extra)
         if created is not None:
@@ -65,47 +79,172 @@ def vllm_page(m: TrafficModel) -> str:
     """vLLM V1 (0.3x), single-process prometheus_client: labels engine/model_name, _created series."""
     e = Exposition({"engine": "0", "model_name": m.spec.model})
     c = m.created
-    e.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", len(m.running))
-    e.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(m.waiting))
+    e.gauge(
+        "vllm:num_requests_running",
+        "Number of requests in model execution batches.",
+        len(m.running),
+    )
+    e.gauge(
+        "vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(m.waiting)
+    )
     e.head("vllm:num_requests_waiting_by_reason", "gauge", "Number of requests waiting, by reason.")
     e.sample("vllm:num_requests_waiting_by_reason", len(m.waiting), reason="capacity")
     e.sample("vllm:num_requests_waiting_by_reason", 0, reason="deferred")
-    e.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-            min(1.0, m.kv_used_tokens() / m.spec.kv_capacity_tokens))
-    e.counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
-              m.prefix_queries, c)
-    e.counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
-              m.prefix_hits, c)
-    e.counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", m.preemptions, c)
+    e.gauge(
+        "vllm:kv_cache_usage_perc",
+        "KV-cache usage. 1 means 100 percent usage.",
+        min(1.0, m.kv_used_tokens() / m.spec.kv_capacity_tokens),
+    )
+    e.counter(
+        "vllm:prefix_cache_queries_total",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        m.prefix_queries,
+        c,
+    )
+    e.counter(
+        "vllm:prefix_cache_hits_total",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        m.prefix_hits,
+        c,
+    )
+    e.counter(
+        "vllm:num_preemptions_total",
+        "Cumulative number of preemption from the engine.",
+        m.preemptions,
+        c,
+    )
     e.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", m.prompt_tokens, c)
-    e.counter("vllm:generation_tokens_total", "Number of generation tokens processed.", m.generation_tokens, c)
+    e.counter(
+        "vllm:generation_tokens_total",
+        "Number of generation tokens processed.",
+        m.generation_tokens,
+        c,
+    )
     e.head("vllm:request_success_total", "counter", "Count of successfully processed requests.")
     for reason, v in m.outcomes.items():
         e.sample("vllm:request_success_total", v, finished_reason=reason)
     for reason in m.outcomes:
         e.sample("vllm:request_success_created", c, finished_reason=reason)
-    e.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.h["ttft"], created=c)
-    e.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", m.h["itl"], created=c)
-    e.histogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
-                m.h["tpot"], created=c)
-    e.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", m.h["e2e"], created=c)
-    e.histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-                m.h["queue"], created=c)
-    e.histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-                m.h["prefill"], created=c)
+    e.histogram(
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        m.h["ttft"],
+        created=c,
+    )
+    e.histogram(
+        "vllm:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        m.h["itl"],
+        created=c,
+    )
+    e.histogram(
+        "vllm:request_time_per_output_token_seconds",
+        "Histogram of time_per_output_token_seconds per request.",
+        m.h["tpot"],
+        created=c,
+    )
+    e.histogram(
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of e2e request latency in seconds.",
+        m.h["e2e"],
+        created=c,
+    )
+    e.histogram(
+        "vllm:request_queue_time_seconds",
+        "Histogram of time spent in WAITING phase for request.",
+        m.h["queue"],
+        created=c,
+    )
+    e.histogram(
+        "vllm:request_prefill_time_seconds",
+        "Histogram of time spent in PREFILL phase for request.",
+        m.h["prefill"],
+        created=c,
+    )
     blocks = m.spec.kv_capacity_tokens // m.spec.block_size
     e.head("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
-    e.sample("vllm:cache_config_info", 1.0, block_size=str(m.spec.block_size), cache_dtype="auto",
-             enable_prefix_caching="True", gpu_memory_utilization="0.9", num_gpu_blocks=str(blocks))
+    e.sample(
+        "vllm:cache_config_info",
+        1.0,
+        block_size=str(m.spec.block_size),
+        cache_dtype="auto",
+        enable_prefix_caching="True",
+        gpu_memory_utilization="0.9",
+        num_gpu_blocks=str(blocks),
+    )
     return e.text()
 
 
 SGLANG_BUCKETS = {
-    "ttft": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0),
-    "itl": (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
-            0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0),
-    "latency": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
-                400.0, 600.0, 1200.0, 1800.0, 2400.0),
+    "ttft": (
+        0.1,
+        0.2,
+        0.4,
+        0.6,
+        0.8,
+        1.0,
+        2.0,
+        4.0,
+        6.0,
+        8.0,
+        10.0,
+        20.0,
+        40.0,
+        60.0,
+        80.0,
+        100.0,
+        200.0,
+        400.0,
+    ),
+    "itl": (
+        0.002,
+        0.004,
+        0.006,
+        0.008,
+        0.010,
+        0.015,
+        0.020,
+        0.025,
+        0.030,
+        0.035,
+        0.040,
+        0.060,
+        0.080,
+        0.100,
+        0.200,
+        0.400,
+        0.600,
+        0.800,
+        1.0,
+        2.0,
+        4.0,
+        6.0,
+        8.0,
+    ),
+    "latency": (
+        0.1,
+        0.2,
+        0.4,
+        0.6,
+        0.8,
+        1.0,
+        2.0,
+        4.0,
+        6.0,
+        8.0,
+        10.0,
+        20.0,
+        40.0,
+        60.0,
+        80.0,
+        100.0,
+        200.0,
+        400.0,
+        600.0,
+        1200.0,
+        1800.0,
+        2400.0,
+    ),
     "tokens": DEFAULT_BUCKETS["tokens"],
 }
 
@@ -113,44 +252,95 @@ SGLANG_BUCKETS = {
 def sglang_page(m: TrafficModel) -> str:
     """SGLang 0.5 (multiprocess mode: no _created, labels sorted)."""
     tok = Exposition({"engine_type": "unified", "model_name": m.spec.model})
-    sch = Exposition({"engine_type": "unified", "model_name": m.spec.model, "pp_rank": "0", "tp_rank": "0"})
+    sch = Exposition(
+        {"engine_type": "unified", "model_name": m.spec.model, "pp_rank": "0", "tp_rank": "0"}
+    )
     used = m.kv_used_tokens()
     sch.gauge("sglang:num_running_reqs", "The number of running requests.", len(m.running))
-    sch.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", len(m.waiting))
+    sch.gauge(
+        "sglang:num_queue_reqs", "The number of requests in the waiting queue.", len(m.waiting)
+    )
     sch.gauge("sglang:num_used_tokens", "The number of used tokens.", used)
-    sch.gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.",
-              m.spec.kv_capacity_tokens)
+    sch.gauge(
+        "sglang:max_total_num_tokens",
+        "Maximum total number of tokens in the KV cache pool.",
+        m.spec.kv_capacity_tokens,
+    )
     sch.gauge("sglang:token_usage", "The token usage.", round(used / m.spec.kv_capacity_tokens, 4))
-    sch.gauge("sglang:gen_throughput", "The generation throughput (token/s).",
-              len(m.running) / max(m.spec.itl_base_s, 1e-3))
-    sch.gauge("sglang:cache_hit_rate", "The prefix cache hit rate.",
-              m.prefix_hits / m.prefix_queries if m.prefix_queries else 0.0)
+    sch.gauge(
+        "sglang:gen_throughput",
+        "The generation throughput (token/s).",
+        len(m.running) / max(m.spec.itl_base_s, 1e-3),
+    )
+    sch.gauge(
+        "sglang:cache_hit_rate",
+        "The prefix cache hit rate.",
+        m.prefix_hits / m.prefix_queries if m.prefix_queries else 0.0,
+    )
     sch.head("sglang:realtime_tokens_total", "counter", "Realtime token counts by mode.")
-    sch.sample("sglang:realtime_tokens_total", m.prompt_tokens - m.prefix_hits, mode="prefill_compute")
+    sch.sample(
+        "sglang:realtime_tokens_total", m.prompt_tokens - m.prefix_hits, mode="prefill_compute"
+    )
     sch.sample("sglang:realtime_tokens_total", m.prefix_hits, mode="prefill_cache")
     sch.sample("sglang:realtime_tokens_total", m.generation_tokens, mode="decode")
     sch.counter("sglang:num_retracted_requests_total", "Retracted requests.", m.preemptions)
-    sch.histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", m.h["queue"])
+    sch.histogram(
+        "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", m.h["queue"]
+    )
     ok = m.finished_ok
     aborted = m.outcomes["abort"] + m.outcomes["error"]
-    tok.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", m.prompt_tokens, is_streaming="true")
-    tok.counter("sglang:generation_tokens_total", "Number of generation tokens processed.", m.generation_tokens,
-                is_streaming="true")
-    tok.counter("sglang:num_requests_total", "The number of finished requests.", ok + aborted, is_streaming="true")
+    tok.counter(
+        "sglang:prompt_tokens_total",
+        "Number of prefill tokens processed.",
+        m.prompt_tokens,
+        is_streaming="true",
+    )
+    tok.counter(
+        "sglang:generation_tokens_total",
+        "Number of generation tokens processed.",
+        m.generation_tokens,
+        is_streaming="true",
+    )
+    tok.counter(
+        "sglang:num_requests_total",
+        "The number of finished requests.",
+        ok + aborted,
+        is_streaming="true",
+    )
     tok.counter("sglang:num_aborted_requests_total", "The number of aborted requests.", aborted)
-    tok.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.h["ttft"],
-                  is_streaming="true")
-    tok.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", m.h["itl"])
-    tok.histogram("sglang:request_time_per_output_token_seconds", "Histogram of time per output token in seconds.",
-                  m.h["tpot"], is_streaming="true")
-    tok.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
-                  m.h["e2e"], is_streaming="true")
+    tok.histogram(
+        "sglang:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        m.h["ttft"],
+        is_streaming="true",
+    )
+    tok.histogram(
+        "sglang:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        m.h["itl"],
+    )
+    tok.histogram(
+        "sglang:request_time_per_output_token_seconds",
+        "Histogram of time per output token in seconds.",
+        m.h["tpot"],
+        is_streaming="true",
+    )
+    tok.histogram(
+        "sglang:e2e_request_latency_seconds",
+        "Histogram of End-to-end request latency in seconds",
+        m.h["e2e"],
+        is_streaming="true",
+    )
     return sch.text() + tok.text()
 
 
 _TGI_DURATION = tuple(0.0001 * 1.5**k for k in range(1, 36))
-TGI_BUCKETS = {"ttft": _TGI_DURATION, "itl": _TGI_DURATION, "latency": _TGI_DURATION,
-               "tokens": tuple(float(x) for x in range(41, 4097, 41))}
+TGI_BUCKETS = {
+    "ttft": _TGI_DURATION,
+    "itl": _TGI_DURATION,
+    "latency": _TGI_DURATION,
+    "tokens": tuple(float(x) for x in range(41, 4097, 41)),
+}
 
 
 def tgi_page(m: TrafficModel) -> str:
@@ -176,8 +366,12 @@ def tgi_page(m: TrafficModel) -> str:
     return e.text()
 
 
-TRITON_BUCKETS = {"ttft": (0.1, 0.5, 2.0, 5.0), "itl": DEFAULT_BUCKETS["itl"], "latency": DEFAULT_BUCKETS["latency"],
-                  "tokens": (10.0, 50.0, 100.0, 500.0, 1000.0)}
+TRITON_BUCKETS = {
+    "ttft": (0.1, 0.5, 2.0, 5.0),
+    "itl": DEFAULT_BUCKETS["itl"],
+    "latency": DEFAULT_BUCKETS["latency"],
+    "tokens": (10.0, 50.0, 100.0, 500.0, 1000.0),
+}
 
 
 def triton_page(m: TrafficModel) -> str:
@@ -187,31 +381,71 @@ def triton_page(m: TrafficModel) -> str:
     max_blocks = m.spec.kv_capacity_tokens // bs
     used_blocks = math.ceil(m.kv_used_tokens() / bs)
     e.head("nv_trt_llm_request_metrics", "gauge", "TRT LLM request metrics")
-    for kind, v in (("waiting", len(m.waiting)), ("context", 0), ("scheduled", len(m.running)),
-                    ("max", m.spec.max_num_seqs), ("active", len(m.running))):
+    for kind, v in (
+        ("waiting", len(m.waiting)),
+        ("context", 0),
+        ("scheduled", len(m.running)),
+        ("max", m.spec.max_num_seqs),
+        ("active", len(m.running)),
+    ):
         e.sample("nv_trt_llm_request_metrics", v, request_type=kind)
     e.head("nv_trt_llm_kv_cache_block_metrics", "gauge", "TRT LLM KV cache block metrics")
-    for kind, v in (("fraction", round(used_blocks / max_blocks, 4)), ("tokens_per", bs), ("used", used_blocks),
-                    ("free", max_blocks - used_blocks), ("max", max_blocks)):
+    for kind, v in (
+        ("fraction", round(used_blocks / max_blocks, 4)),
+        ("tokens_per", bs),
+        ("used", used_blocks),
+        ("free", max_blocks - used_blocks),
+        ("max", max_blocks),
+    ):
         e.sample("nv_trt_llm_kv_cache_block_metrics", v, kv_cache_block_type=kind)
     ok = m.finished_ok
-    e.counter("nv_inference_request_success", "Number of successful inference requests, all batch sizes", ok)
-    e.head("nv_inference_request_failure", "counter", "Number of failed inference requests, all batch sizes")
+    e.counter(
+        "nv_inference_request_success",
+        "Number of successful inference requests, all batch sizes",
+        ok,
+    )
+    e.head(
+        "nv_inference_request_failure",
+        "counter",
+        "Number of failed inference requests, all batch sizes",
+    )
     e.sample("nv_inference_request_failure", m.outcomes["error"], reason="BACKEND")
     e.sample("nv_inference_request_failure", m.outcomes["abort"], reason="CANCELED")
     e.counter("nv_inference_count", "Number of inferences performed", ok)
     e.counter("nv_inference_exec_count", "Number of model executions performed", ok)
-    e.counter("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds",
-              round(m.e2e_total_s * 1e6))
-    e.counter("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds",
-              round(m.queue_total_s * 1e6))
-    e.gauge("nv_inference_pending_request_count", "Instantaneous number of pending requests", len(m.waiting))
-    e.histogram("nv_inference_first_response_histogram_ms", "Duration from request to first response in milliseconds",
-                m.h["ttft"], scale=1000.0)
-    e.histogram("nv_llm_output_token_len", "TRT LLM response metrics", m.h["output_len"],
-                response_metric_type="total_output_tokens")
-    e.histogram("nv_llm_input_token_len", "TRT LLM response metrics", m.h["prompt_len"],
-                response_metric_type="total_input_tokens")
+    e.counter(
+        "nv_inference_request_duration_us",
+        "Cumulative inference request duration in microseconds",
+        round(m.e2e_total_s * 1e6),
+    )
+    e.counter(
+        "nv_inference_queue_duration_us",
+        "Cumulative inference queuing duration in microseconds",
+        round(m.queue_total_s * 1e6),
+    )
+    e.gauge(
+        "nv_inference_pending_request_count",
+        "Instantaneous number of pending requests",
+        len(m.waiting),
+    )
+    e.histogram(
+        "nv_inference_first_response_histogram_ms",
+        "Duration from request to first response in milliseconds",
+        m.h["ttft"],
+        scale=1000.0,
+    )
+    e.histogram(
+        "nv_llm_output_token_len",
+        "TRT LLM response metrics",
+        m.h["output_len"],
+        response_metric_type="total_output_tokens",
+    )
+    e.histogram(
+        "nv_llm_input_token_len",
+        "TRT LLM response metrics",
+        m.h["prompt_len"],
+        response_metric_type="total_input_tokens",
+    )
     return e.text()
 
 
@@ -220,13 +454,32 @@ def llamacpp_page(m: TrafficModel) -> str:
     e = Exposition({})
     e.counter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed.", m.prompt_tokens)
     e.counter("llamacpp:prompt_seconds_total", "Prompt process time", round(m.prompt_seconds, 6))
-    e.counter("llamacpp:tokens_predicted_total", "Number of generation tokens processed.", m.generation_tokens)
-    e.counter("llamacpp:tokens_predicted_seconds_total", "Predict process time", round(m.decode_seconds, 6))
-    e.counter("llamacpp:n_decode_total", "Total number of llama_decode() calls", math.floor(m.decode_steps))
+    e.counter(
+        "llamacpp:tokens_predicted_total",
+        "Number of generation tokens processed.",
+        m.generation_tokens,
+    )
+    e.counter(
+        "llamacpp:tokens_predicted_seconds_total",
+        "Predict process time",
+        round(m.decode_seconds, 6),
+    )
+    e.counter(
+        "llamacpp:n_decode_total",
+        "Total number of llama_decode() calls",
+        math.floor(m.decode_steps),
+    )
     e.counter("llamacpp:n_tokens_max", "Largest observed n_tokens.", m.max_tokens_seen)
-    e.gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", m.spec.prefill_tok_s)
-    e.gauge("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s.",
-            1.0 / m.spec.itl_base_s)
+    e.gauge(
+        "llamacpp:prompt_tokens_seconds",
+        "Average prompt throughput in tokens/s.",
+        m.spec.prefill_tok_s,
+    )
+    e.gauge(
+        "llamacpp:predicted_tokens_seconds",
+        "Average generation throughput in tokens/s.",
+        1.0 / m.spec.itl_base_s,
+    )
     e.gauge("llamacpp:requests_processing", "Number of requests processing.", len(m.running))
     e.gauge("llamacpp:requests_deferred", "Number of requests deferred.", len(m.waiting))
     return e.text()
@@ -238,9 +491,15 @@ def llamacpp_slots(m: TrafficModel) -> str:
     per_slot = m.spec.kv_capacity_tokens // max(1, m.spec.max_num_seqs)
     for i in range(m.spec.max_num_seqs):
         req = m.running[i] if i < len(m.running) else None
-        slots.append({"id": i, "n_ctx": per_slot, "is_processing": req is not None,
-                      "n_prompt_tokens": req.prompt if req else 0,
-                      "next_token": [{"n_decoded": req.emitted if req else 0}]})
+        slots.append(
+            {
+                "id": i,
+                "n_ctx": per_slot,
+                "is_processing": req is not None,
+                "n_prompt_tokens": req.prompt if req else 0,
+                "next_token": [{"n_decoded": req.emitted if req else 0}],
+            }
+        )
     return json.dumps(slots)
 
 

@@ -24,9 +24,21 @@ import pynvml
 
 from console.gpucatalog import MIB, GpuModel, MigProfile, catalog
 
-ARCH = {"ampere": pynvml.NVML_DEVICE_ARCH_AMPERE, "ada": pynvml.NVML_DEVICE_ARCH_ADA,
-        "hopper": pynvml.NVML_DEVICE_ARCH_HOPPER, "blackwell": pynvml.NVML_DEVICE_ARCH_BLACKWELL}
-CI_INDEX = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}  # compute slices -> CI profile index
+ARCH = {
+    "ampere": pynvml.NVML_DEVICE_ARCH_AMPERE,
+    "ada": pynvml.NVML_DEVICE_ARCH_ADA,
+    "hopper": pynvml.NVML_DEVICE_ARCH_HOPPER,
+    "blackwell": pynvml.NVML_DEVICE_ARCH_BLACKWELL,
+}
+CI_INDEX = {
+    1: 0x0,
+    2: 0x1,
+    3: 0x2,
+    4: 0x3,
+    7: 0x4,
+    8: 0x5,
+    6: 0x6,
+}  # compute slices -> CI profile index
 NA_UINT = 0xFFFFFFFF
 
 
@@ -117,8 +129,12 @@ class SimNvml:
     NVMLError = pynvml.NVMLError
     NVMLLibraryMismatchError = pynvml.NVMLLibraryMismatchError
 
-    def __init__(self, load: LoadFn | None = None, driver_version: str = "580.95.05",
-                 cuda_driver_version: int = 13000) -> None:
+    def __init__(
+        self,
+        load: LoadFn | None = None,
+        driver_version: str = "580.95.05",
+        cuda_driver_version: int = 13000,
+    ) -> None:
         self.gpus: list[SimGpu] = []
         self.load = load
         self.driver_version = driver_version
@@ -128,10 +144,14 @@ class SimNvml:
         self.missing: set[str] = set()  # functions this (older) driver lacks
         self.faults: list[Fault] = []
         self.calls: Counter[str] = Counter()
-        self.processes: dict[str, list[tuple[int, int]]] = {}  # GPU or MIG device uuid -> (pid, bytes)
+        self.processes: dict[
+            str, list[tuple[int, int]]
+        ] = {}  # GPU or MIG device uuid -> (pid, bytes)
         self._lock = threading.RLock()
         for name in dir(pynvml):  # constants, as `import pynvml` gives them
-            if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "nvmlMemory_v", "c_nvml")) and not hasattr(self, name):
+            if name.startswith(
+                ("NVML_", "NVMLError", "nvmlClocks", "nvmlMemory_v", "c_nvml")
+            ) and not hasattr(self, name):
                 setattr(self, name, getattr(pynvml, name))
         for name in dir(type(self)):
             if name.startswith("nvml"):
@@ -141,7 +161,12 @@ class SimNvml:
     def add_gpu(self, model_key: str, mig: list[tuple[str, int]] | None = None) -> SimGpu:
         model = catalog()[model_key]
         i = len(self.gpus)
-        gpu = SimGpu(model=model, index=i, uuid=_uuid("GPU", model_key, i), bus_id=f"00000000:{0x18 + i * 0x10:02X}:00.0")
+        gpu = SimGpu(
+            model=model,
+            index=i,
+            uuid=_uuid("GPU", model_key, i),
+            bus_id=f"00000000:{0x18 + i * 0x10:02X}:00.0",
+        )
         if mig is not None:
             if model.mig is None:
                 raise ValueError(f"{model.name} has no MIG")
@@ -161,8 +186,14 @@ class SimNvml:
     def _busy(self, uuid: str) -> bool:
         return bool(self.processes.get(uuid))
 
-    def inject(self, code: int, gpu: int | None = None, function: str | None = None,
-               after: float | None = None, on_call: int | None = None) -> Fault:
+    def inject(
+        self,
+        code: int,
+        gpu: int | None = None,
+        function: str | None = None,
+        after: float | None = None,
+        on_call: int | None = None,
+    ) -> Fault:
         fault = Fault(code, gpu, function, after, on_call)
         self.faults.append(fault)
         return fault
@@ -237,7 +268,10 @@ class SimNvml:
         return _pointer(pynvml.c_nvmlGpuInstance_t, ((gpu.index + 1) << 20) | (gi.gi_id << 10))
 
     def _ci_handle(self, gpu: SimGpu, gi: SimGI, ci: SimCI) -> Any:
-        return _pointer(pynvml.c_nvmlComputeInstance_t, ((gpu.index + 1) << 20) | (gi.gi_id << 10) | (ci.ci_id + 1))
+        return _pointer(
+            pynvml.c_nvmlComputeInstance_t,
+            ((gpu.index + 1) << 20) | (gi.gi_id << 10) | (ci.ci_id + 1),
+        )
 
     def _need_root(self) -> None:
         if not self.root:
@@ -259,7 +293,13 @@ class SimNvml:
             loads = [self._load(gpu.index, i) for i in range(len(devs))]
             assert gpu.model.mig is not None
             full = max(p.slices for p in gpu.model.mig.profiles)
-            util = sum(ld.utilization * gi.profile.slices for ld, (gi, _) in zip(loads, devs, strict=True)) / full
+            util = (
+                sum(
+                    ld.utilization * gi.profile.slices
+                    for ld, (gi, _) in zip(loads, devs, strict=True)
+                )
+                / full
+            )
             return min(util, 1.0), sum(ld.memory_used_bytes for ld in loads)
         ld = self._load(gpu.index, None)
         return ld.utilization, ld.memory_used_bytes
@@ -373,11 +413,19 @@ class SimNvml:
         util = self._gpu_load(gpu)[0]
         if clock == pynvml.NVML_CLOCK_MEM:
             return gpu.model.mem_clock_max_mhz if util > 0 else 405
-        return round(gpu.model.sm_clock_max_mhz * (0.35 + 0.6 * min(1.0, util * 3))) if util > 0 else 345
+        return (
+            round(gpu.model.sm_clock_max_mhz * (0.35 + 0.6 * min(1.0, util * 3)))
+            if util > 0
+            else 345
+        )
 
     def nvmlDeviceGetMaxClockInfo(self, handle: _Handle, clock: int) -> int:  # noqa: N802
         gpu = self._gpu(handle)
-        return gpu.model.mem_clock_max_mhz if clock == pynvml.NVML_CLOCK_MEM else gpu.model.sm_clock_max_mhz
+        return (
+            gpu.model.mem_clock_max_mhz
+            if clock == pynvml.NVML_CLOCK_MEM
+            else gpu.model.sm_clock_max_mhz
+        )
 
     def nvmlDeviceGetPerformanceState(self, handle: _Handle) -> int:  # noqa: N802
         return 0 if self._gpu_load(self._gpu(handle))[0] > 0 else 8
@@ -450,8 +498,14 @@ class SimNvml:
         if not gpu.model.ecc:
             raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
         if gpu.mig_current and counter == pynvml.NVML_VOLATILE_ECC:
-            raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)  # "volatile errors via device handles not supported"
-        return gpu.ecc_corrected if error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED else gpu.ecc_uncorrected
+            raise _err(
+                pynvml.NVML_ERROR_NOT_SUPPORTED
+            )  # "volatile errors via device handles not supported"
+        return (
+            gpu.ecc_corrected
+            if error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
+            else gpu.ecc_uncorrected
+        )
 
     def nvmlDeviceGetRemappedRows(self, handle: _Handle) -> tuple[int, int, int, int]:  # noqa: N802
         gpu = self._gpu(handle)
@@ -477,9 +531,14 @@ class SimNvml:
         out = []
         for gi, ci in targets:
             for pid, used in self.processes.get(ci.uuid if ci else gpu.uuid, []):
-                out.append(SimpleNamespace(pid=pid, usedGpuMemory=used,
-                                           gpuInstanceId=gi.gi_id if gi else NA_UINT,
-                                           computeInstanceId=ci.ci_id if ci else NA_UINT))
+                out.append(
+                    SimpleNamespace(
+                        pid=pid,
+                        usedGpuMemory=used,
+                        gpuInstanceId=gi.gi_id if gi else NA_UINT,
+                        computeInstanceId=ci.ci_id if ci else NA_UINT,
+                    )
+                )
         return out
 
     # --- MIG mode and devices --------------------------------------------------------------
@@ -555,8 +614,13 @@ class SimNvml:
                 return info
         raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
-    def nvmlDeviceGetGpuInstancePossiblePlacements(self, handle: _Handle, profile_id: int, placements: Any,  # noqa: N802
-                                                   count: Any) -> int:
+    def nvmlDeviceGetGpuInstancePossiblePlacements(
+        self,
+        handle: _Handle,
+        profile_id: int,
+        placements: Any,  # noqa: N802
+        count: Any,
+    ) -> int:
         gpu = self._gpu(handle)
         if gpu.model.mig is None:
             raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -600,7 +664,9 @@ class SimNvml:
         if len(gpu.gis) >= gpu.model.mig.max_instances:
             raise _err(pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES)
         if "+me" in p.name and any("+me" in gi.profile.name for gi in gpu.gis):
-            raise _err(pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES)  # one instance owns the media engines
+            raise _err(
+                pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+            )  # one instance owns the media engines
 
     def _create_gi(self, gpu: SimGpu, p: MigProfile, start: int) -> SimGI:
         self._check_fits(gpu, p, start)
@@ -612,11 +678,17 @@ class SimNvml:
     def _create_ci(self, gpu: SimGpu, gi: SimGI) -> SimCI:
         if gi.cis:
             raise _err(pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES)
-        ci = SimCI(0, gi.profile.slices, _uuid("MIG", gpu.uuid, gi.gi_id, gi.start, gi.profile.id, len(gpu.gis)))
+        ci = SimCI(
+            0,
+            gi.profile.slices,
+            _uuid("MIG", gpu.uuid, gi.gi_id, gi.start, gi.profile.id, len(gpu.gis)),
+        )
         gi.cis.append(ci)
         return ci
 
-    def nvmlDeviceCreateGpuInstanceWithPlacement(self, handle: _Handle, profile_id: int, placement: Any):  # noqa: N802
+    def nvmlDeviceCreateGpuInstanceWithPlacement(
+        self, handle: _Handle, profile_id: int, placement: Any
+    ):  # noqa: N802
         gpu = self._gpu(handle)
         self._need_mig(gpu)
         self._need_root()
@@ -626,7 +698,9 @@ class SimNvml:
             raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return self._gi_handle(gpu, self._create_gi(gpu, p, place.start))
 
-    def nvmlDeviceGetGpuInstances(self, handle: _Handle, profile_id: int, instances: Any, count: Any) -> int:  # noqa: N802
+    def nvmlDeviceGetGpuInstances(
+        self, handle: _Handle, profile_id: int, instances: Any, count: Any
+    ) -> int:  # noqa: N802
         gpu = self._gpu(handle)
         self._need_mig(gpu)
         self._need_root()
@@ -663,8 +737,13 @@ class SimNvml:
         gpu.gis.remove(gi)
 
     # --- compute instances ----------------------------------------------------------------------
-    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, handle: Any, profile: int, eng: int,  # noqa: N802
-                                                     version: int = 2):
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(
+        self,
+        handle: Any,
+        profile: int,
+        eng: int,  # noqa: N802
+        version: int = 2,
+    ):
         gpu, gi = self._gi(handle)
         slices = {v: k for k, v in CI_INDEX.items()}.get(profile)
         if slices is None or slices > gi.profile.slices or eng != 0:
@@ -683,7 +762,9 @@ class SimNvml:
         ci = self._create_ci(gpu, gi)
         return self._ci_handle(gpu, gi, ci)
 
-    def nvmlGpuInstanceGetComputeInstances(self, handle: Any, profile_id: int, instances: Any, count: Any) -> int:  # noqa: N802
+    def nvmlGpuInstanceGetComputeInstances(
+        self, handle: Any, profile_id: int, instances: Any, count: Any
+    ) -> int:  # noqa: N802
         gpu, gi = self._gi(handle)
         self._need_root()
         found = [ci for ci in gi.cis if CI_INDEX.get(ci.slices) == profile_id]

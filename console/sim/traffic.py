@@ -93,18 +93,89 @@ class TrafficSpec:
 
 
 DEFAULT_BUCKETS: dict[str, tuple[float, ...]] = {
-    "ttft": (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-             20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),
-    "itl": (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-            40.0, 80.0),
-    "latency": (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-                240.0, 480.0, 960.0, 1920.0, 7680.0),
+    "ttft": (
+        0.001,
+        0.005,
+        0.01,
+        0.02,
+        0.04,
+        0.06,
+        0.08,
+        0.1,
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+        2.5,
+        5.0,
+        7.5,
+        10.0,
+        20.0,
+        40.0,
+        80.0,
+        160.0,
+        640.0,
+        2560.0,
+    ),
+    "itl": (
+        0.01,
+        0.025,
+        0.05,
+        0.075,
+        0.1,
+        0.15,
+        0.2,
+        0.3,
+        0.4,
+        0.5,
+        0.75,
+        1.0,
+        2.5,
+        5.0,
+        7.5,
+        10.0,
+        20.0,
+        40.0,
+        80.0,
+    ),
+    "latency": (
+        0.3,
+        0.5,
+        0.8,
+        1.0,
+        1.5,
+        2.0,
+        2.5,
+        5.0,
+        10.0,
+        15.0,
+        20.0,
+        30.0,
+        40.0,
+        50.0,
+        60.0,
+        120.0,
+        240.0,
+        480.0,
+        960.0,
+        1920.0,
+        7680.0,
+    ),
     "tokens": (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000),
 }
 
 # histogram name -> bucket family
-HISTOGRAMS = {"ttft": "ttft", "itl": "itl", "tpot": "itl", "e2e": "latency", "queue": "latency",
-              "prefill": "latency", "validation": "latency", "prompt_len": "tokens", "output_len": "tokens"}
+HISTOGRAMS = {
+    "ttft": "ttft",
+    "itl": "itl",
+    "tpot": "itl",
+    "e2e": "latency",
+    "queue": "latency",
+    "prefill": "latency",
+    "validation": "latency",
+    "prompt_len": "tokens",
+    "output_len": "tokens",
+}
 
 
 @dataclass
@@ -198,11 +269,20 @@ class TrafficModel:
             p *= rng.random()
         for _ in range(n):
             out = max(2, int(rng.expovariate(1.0 / spec.output_tokens)))
-            mean_prompt = spec.prompt_tokens * (3 if self.overload else 1)  # overload: long-context surge
+            mean_prompt = spec.prompt_tokens * (
+                3 if self.overload else 1
+            )  # overload: long-context surge
             prompt = max(8, int(rng.lognormvariate(math.log(mean_prompt), 0.5)))
             u = rng.random()
-            outcome = ("error" if u < spec.error_share else "abort" if u < spec.error_share + spec.abort_share
-                       else "stop" if rng.random() < 0.7 else "length")
+            outcome = (
+                "error"
+                if u < spec.error_share
+                else "abort"
+                if u < spec.error_share + spec.abort_share
+                else "stop"
+                if rng.random() < 0.7
+                else "length"
+            )
             self.waiting.append(Request(t - dt * rng.random(), prompt, out, outcome))
             self.h["validation"].observe(0.0005 + 0.002 * rng.random())
 
@@ -273,7 +353,9 @@ class TrafficModel:
                 done.append(req)
         for req in done:
             self._finish(req, t)
-        self.max_tokens_seen = max([self.max_tokens_seen] + [r.prompt + r.emitted for r in self.running])
+        self.max_tokens_seen = max(
+            [self.max_tokens_seen] + [r.prompt + r.emitted for r in self.running]
+        )
         while self.running and self.kv_used_tokens() > spec.kv_capacity_tokens:
             victim = self.running.pop()
             victim.emitted, victim.first_token, victim.carry = 0, None, 0.0
@@ -284,8 +366,11 @@ class TrafficModel:
         self.running.remove(req)
         e2e = t - req.arrival
         ttft = (req.first_token - req.arrival) if req.first_token is not None else None
-        tpot = ((t - req.first_token) / (req.emitted - 1) if req.emitted > 1 else 0.0) \
-            if req.first_token is not None else None
+        tpot = (
+            ((t - req.first_token) / (req.emitted - 1) if req.emitted > 1 else 0.0)
+            if req.first_token is not None
+            else None
+        )
         self.outcomes[req.outcome] += 1
         if req.outcome in ("stop", "length"):
             self.h["e2e"].observe(e2e)
