@@ -27,10 +27,12 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed $(VENV)/.llama
 	$(PY) -m ruff check console screens tests bench
+	$(PY) -m ruff format --check console screens tests bench
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check console screens tests bench
+	$(PY) -m ruff format --check console screens tests bench
 
 bench: $(VENV)/.installed
 	$(PY) bench/parser_speed.py

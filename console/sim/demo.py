@@ -100,7 +100,7 @@ def start_demo(
         f = fit(svc, None, "catalog", "")
         static[svc.name] = f.weights_bytes + f.kv_bytes + f.runtime_bytes / 2
 
-    nvml = SimNvml()
+    nvml = SimNvml(clock=clock)
 
     def load(gpu: int, mig: int | None) -> DeviceLoad:
         name = devices.get((gpu, mig))

@@ -77,7 +77,7 @@ class SimGpu:
     gis: list[SimGI] = field(default_factory=list)
     temperature_c: float = 32.0
     energy_mj: float = 0.0
-    last_t: float = field(default_factory=time.monotonic)
+    last_t: float | None = None  # the simulator clock's time of the last power reading
     clock_reasons: int = 0
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0
@@ -134,7 +134,9 @@ class SimNvml:
         load: LoadFn | None = None,
         driver_version: str = "580.95.05",
         cuda_driver_version: int = 13000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.clock = clock  # thermal lag and energy follow this clock (a test's, or the wall's)
         self.gpus: list[SimGpu] = []
         self.load = load
         self.driver_version = driver_version
@@ -309,8 +311,8 @@ class SimNvml:
         util, _ = self._gpu_load(gpu)
         m = gpu.model
         power = m.power_idle_w + (m.power_limit_w * 0.92 - m.power_idle_w) * util
-        now = time.monotonic()
-        dt = max(0.0, now - gpu.last_t)
+        now = self.clock()
+        dt = max(0.0, now - gpu.last_t) if gpu.last_t is not None else 0.0
         gpu.last_t = now
         target = 30.0 + 48.0 * util
         gpu.temperature_c += (target - gpu.temperature_c) * min(1.0, dt / 20.0)
