@@ -11,11 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from console import __version__
-from console.engines import KINDS
+from console.engines import kinds
 from console.enginestats import parse_window
 from console.frame import Frame
 from console.keyseries import KeySeries
 from console.nvml import NvmlReader
+from console.paths import mig_audit_log, recordings_dir, snapshots_dir
 from console.poller import EngineTarget, Poller
 from console.scraper import UrlError, check_url, without_credentials
 from console.settings import (
@@ -26,6 +27,7 @@ from console.settings import (
     load_settings,
     token_headers,
 )
+from console.sim.formats import FORMATS
 from console.sim.traffic import PROFILES
 
 
@@ -39,9 +41,9 @@ def parse_engine(spec: str) -> EngineTarget:
     url = spec
     if "=" in spec.split("://", 1)[0]:
         kind, url = spec.split("=", 1)
-        if kind not in KINDS:
+        if kind not in kinds():
             raise UsageError(
-                f"--engine {spec!r}: unknown engine kind {kind!r}; use one of {', '.join(KINDS)}."
+                f"--engine {spec!r}: unknown engine kind {kind!r}; use one of {', '.join(kinds())}."
             )
     url, auth = without_credentials(url)
     try:
@@ -192,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
         "--wait", type=float, default=0.0, help="seconds to sample first (default 0)"
     )
     sim = sub.add_parser("simulate", help="serve a simulated engine's /metrics until interrupted")
-    sim.add_argument("--engine", choices=KINDS, default="vllm")
+    sim.add_argument("--engine", choices=sorted(FORMATS), default="vllm")
     sim.add_argument("--port", type=int, default=0)
     sim.add_argument("--profile", choices=PROFILES, default="steady")
     sim.add_argument("--rate", type=float, default=4.0, help="mean requests per second")
@@ -327,9 +329,9 @@ def _recorder(
 ):
     """A recorder with its file already open: a path that cannot be written, or an existing file
     that is no recording, is one sentence now rather than a traceback at the first poll."""
-    from console.recording import Recorder, RecordingError, default_out
+    from console.recording import Recorder, RecordingError
 
-    path = Path(out).expanduser() if out else default_out()
+    path = Path(out).expanduser() if out else recordings_dir()
     header = {
         "window_s": settings.window_s,
         "plan": settings.model_dump(mode="json", exclude={"engines"}),
@@ -400,14 +402,13 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
         mig = None
         if poller.nvml is not None and not args.read_only:
             from console.mig.manager import MigManager
-            from console.recording import state_dir
 
             lib = poller.nvml.lib or (poller.nvml.read() and poller.nvml.lib)
-            snapdir = state_dir(demo) / "snapshots" if demo else _snapshot_dir(settings)
+            snapdir = snapshots_dir(settings.snapshot_dir, demo)
             mig = (
                 MigManager(
                     lib,
-                    audit_path=state_dir(demo) / "mig-audit.jsonl",
+                    audit_path=mig_audit_log(demo),
                     simulated=demo,
                     snapshot=lambda when: _mig_snapshot(poller, snapdir, when, demo),
                 )
@@ -422,7 +423,7 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
             interval_s=settings.interval_s,
             title="inferdeck demo" if demo else "inferdeck",
             read_only=args.read_only,
-            snapshot_dir=_snapshot_dir(settings),
+            snapshot_dir=snapshots_dir(settings.snapshot_dir),
             secrets=_secrets(poller),
             mig=mig,
         )
@@ -448,16 +449,6 @@ def _mig_snapshot(poller: Poller, root: Path, when: str, simulated: bool = False
         )
     return write_bundle(
         root, frame, f"mig {when}" + (" simulated" if simulated else ""), secrets=_secrets(poller)
-    )
-
-
-def _snapshot_dir(settings: Settings) -> Path:
-    from console.recording import state_dir
-
-    return (
-        Path(settings.snapshot_dir).expanduser()
-        if settings.snapshot_dir
-        else state_dir() / "snapshots"
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -16,8 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from console.promtext import Labels, Page, label, without
 from console.window import Vector
 from console.yamlfile import ConfigError, load_yaml, pydantic_error
-
-KINDS = ("vllm", "sglang", "tgi", "triton", "llamacpp")
 
 _SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$")
 _PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"\s*(?:,|$)')
@@ -146,6 +145,24 @@ def _load(text: str, source: str) -> dict[str, EngineProfile]:
 def profiles() -> dict[str, EngineProfile]:
     text = resources.files("config").joinpath("engines.yaml").read_text(encoding="utf-8")
     return _load(text, "config/engines.yaml")
+
+
+def add_profiles(path: Path) -> list[str]:
+    """An operator's engines file (same shape as config/engines.yaml): its profiles join the shipped
+    ones, a kind of the same name replacing it. Errors name the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read the engines file ({exc.strerror}).") from None
+    extra = _load(text, str(path))
+    profiles().update(extra)
+    needed_families.cache_clear()
+    return list(extra)
+
+
+def kinds() -> tuple[str, ...]:
+    """The engine kinds: the profiles in config/engines.yaml, in their order."""
+    return tuple(profiles())
 
 
 @cache
@@ -345,7 +362,7 @@ __all__ = [
     "ConfigError",
     "EngineProfile",
     "Extract",
-    "KINDS",
+    "kinds",
     "ProfileError",
     "detect_kind",
     "extract",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 SCHEMA = "inferdeck.frame/1"
 
@@ -196,6 +196,118 @@ class Headroom(_Model):
     detail: str = ""
 
 
+class _Report(_Model):
+    """A derived report: the JSON holds the fields that were set (an absent key means "not
+    applicable here", a null means "could not be computed", as in ``unavailable``)."""
+
+    @model_serializer(mode="wrap")
+    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict:
+        out = handler(self)
+        return {k: v for k, v in out.items() if k in self.model_fields_set}
+
+
+class TargetReport(_Report):
+    """One latency SLO of a service over its window."""
+
+    target_s: float
+    requests: float | None = None  # observations in the window (tokens when ``counts`` says so)
+    observed_s: float | None = None  # the SLO's percentile, from the summed bucket increases
+    observed_lower_bound_only: bool = False  # the rank fell in +Inf
+    observed_bucket_s: tuple[float, float] | None = None  # the bucket holding it, when wide
+    headroom_s: float | None = None
+    met: bool | None = None
+    attainment: float | None = None  # share within the limit
+    attainment_exact: bool | None = None  # False: interpolated between bucket bounds
+    since_start: bool | None = None
+    approx: bool | None = None  # no histogram of this figure (TGI TTFT: a sum of quantiles)
+    counts: str | None = None  # "tokens" for a per-token TPOT histogram
+    note: str | None = None
+
+
+class CompletionReport(_Report):
+    target: float
+    observed: float | None = None  # completed OK / completed (aborts excluded)
+    requests: float = 0.0
+    aborted: float | None = None
+    met: bool = False
+
+
+class RangeReport(_Report):
+    """A quantity known only between bounds (the good share, goodput)."""
+
+    low: float
+    high: float
+    approx: bool | None = None  # an attainment behind it was interpolated
+    unknown: list[str] | None = None  # SLOs without an attainment: the low bound is 0
+    note: str | None = None
+
+
+class BurnWindow(_Report):
+    bad_share: float | None = None
+    requests: float = 0.0
+    burn: float | None = None
+
+
+class BurnReport(_Report):
+    error_budget: float
+    period_days: float
+    windows: dict[str, BurnWindow]
+
+
+class SloReport(_Report):
+    """SLO compliance of one service over its evaluation window."""
+
+    window: str
+    percentile: str
+    targets: dict[str, TargetReport] = Field(default_factory=dict)  # "ttft_s", "tpot_s", "e2e_s"
+    unavailable: dict[str, str] = Field(default_factory=dict)
+    completion: CompletionReport | None = None
+    good_share: RangeReport | None = None
+    output_tokens_per_s: float | None = None
+    goodput_tokens_per_s: RangeReport | None = None
+    burn: BurnReport | None = None
+
+
+class EnergyReport(_Report):
+    power_w: float | None = None
+    basis: str | None = None  # "GPU only", "GPU boards + host figure", "wall meter" (x PUE)
+    usd_per_kwh: float | None = None
+    usd_per_h: float | None = None
+
+
+class PriceRange(_Report):
+    low: float | None = None
+    high: float | None = None
+
+
+class CostReport(_Report):
+    """Cost meters of one service: its share of the node, energy, and per-token prices."""
+
+    device_share: float
+    usd_per_h: float
+    energy: EnergyReport | None = None
+    occupancy: float | None = None  # share of the window with requests running
+    usd_per_m_output_tokens: float | None = None
+    usd_per_m_compliant_tokens: PriceRange | None = None  # from the goodput bounds
+    joules_per_output_token: float | None = None
+    wh_per_1000_requests: float | None = None
+
+
+class GpuCost(_Report):
+    gpu: int
+    usd_per_h: float
+    energy_usd_per_h: float | None = None
+    energy_basis: str | None = None
+
+
+class NodeCost(_Report):
+    usd_per_h: float
+    horizon_h: int | float
+    energy: EnergyReport
+    total_usd_per_h: float
+    per_gpu: list[GpuCost] = Field(default_factory=list)
+
+
 class ServiceStatus(_Model):
     """A planned service: its fit on paper and its headroom now."""
 
@@ -212,8 +324,8 @@ class ServiceStatus(_Model):
     down_since: datetime | None = None
     last_recovery_s: float | None = None  # how long the engine took to come back last time
     headroom: list[Headroom] = Field(default_factory=list)
-    slo: dict | None = None  # SLO compliance (the SLO issue)
-    cost: dict | None = None  # cost meters (the SLO/cost issue)
+    slo: SloReport | None = None
+    cost: CostReport | None = None
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
@@ -228,7 +340,7 @@ class Frame(_Model):
     gpus: list[Gpu] = Field(default_factory=list)
     engines: list[Engine] = Field(default_factory=list)
     services: list[ServiceStatus] = Field(default_factory=list)
-    cost: dict | None = None  # node cost meters (hourly, energy, per-GPU split)
+    cost: NodeCost | None = None  # node cost meters (hourly, energy, per-GPU split)
     alerts: list[Alert] = Field(default_factory=list)  # active first, then recently cleared
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -10,7 +10,7 @@ from console.alerts import Condition
 from console.cost import energy, node_hourly, per_million, slice_share
 from console.engines import EngineProfile, Extract
 from console.enginestats import restart_times
-from console.frame import Gpu, ServiceStatus
+from console.frame import CostReport, Gpu, ServiceStatus, SloReport
 from console.plan import Plan, Service, parse_device
 from console.slo import (
     OutcomeHistory,
@@ -171,7 +171,14 @@ def service_meters(
                         cost_doc["wh_per_1000_requests"] = (
                             e["power_w"] * o.span_s / 3600 / done * 1000
                         )
-        out.append(status.model_copy(update={"slo": slo_doc, "cost": cost_doc}))
+        out.append(
+            status.model_copy(
+                update={
+                    "slo": SloReport.model_validate(slo_doc) if slo_doc is not None else None,
+                    "cost": CostReport.model_validate(cost_doc) if cost_doc is not None else None,
+                }
+            )
+        )
     return out, node, conds
 
 

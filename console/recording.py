@@ -27,12 +27,6 @@ SCHEMA = "inferdeck.recording/1"
 SUFFIX = ".idrec.gz"
 
 
-def state_dir(demo: bool = False) -> Path:
-    """inferdeck's state folder; the demo's simulated MIG changes keep theirs apart, in demo/."""
-    root = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "inferdeck"
-    return root / "demo" if demo else root
-
-
 class Recorder:
     def __init__(
         self,
@@ -210,10 +204,6 @@ def read(path: Path) -> tuple[dict, list[Sample]]:
         header = {**header, "truncated": notes}
     samples.sort(key=lambda s: s.t)
     return header, samples
-
-
-def default_out() -> Path:
-    return state_dir() / "recordings"
 
 
 def repair(path: Path) -> None:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from console.engines import KINDS
+from console.engines import add_profiles, kinds
 from console.enginestats import parse_window
 from console.plan import Plan, check_plan
 from console.scraper import UrlError, check_url, without_credentials
@@ -50,7 +49,15 @@ class _HasUrl(_Strict):
 
 class EngineConfig(_HasUrl):
     name: str | None = None
-    kind: Literal["vllm", "sglang", "tgi", "triton", "llamacpp"] | None = None
+    kind: str | None = None  # one of the profiles in config/engines.yaml
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str | None) -> str | None:
+        if v is not None and v not in kinds():
+            raise ValueError(f"unknown engine kind {v!r}; use one of {', '.join(kinds())}")
+        return v
+
     token_env: str | None = None
     token_file: str | None = None
     verify_tls: bool = True
@@ -86,6 +93,9 @@ class Settings(Plan):
     window: str = "1m"
     interval_s: float = Field(1.0, gt=0)
     snapshot_dir: str | None = None  # default $XDG_STATE_HOME/inferdeck/snapshots
+    engine_profiles: str | None = (
+        None  # an engines file of the operator's (config/engines.yaml's shape)
+    )
     discover: bool = True
     engines: list[EngineConfig] = Field(default_factory=list)
     prometheus: PrometheusConfig | None = None
@@ -145,6 +155,9 @@ def load_settings(path: Path | None) -> Settings:
         raise ConfigError(
             f"{where(())}: the config must be a mapping of keys (window, engines, ...)."
         )
+    user_profiles = data.get("engine_profiles")
+    if isinstance(user_profiles, str):  # before the engines, whose kinds it may name
+        add_profiles((path.parent / Path(user_profiles).expanduser()).resolve())
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
@@ -214,7 +227,6 @@ def token_headers(
 __all__ = [
     "ConfigError",
     "EngineConfig",
-    "KINDS",
     "Settings",
     "config_path",
     "load_settings",

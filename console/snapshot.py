@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.frame import Frame, Percentiles
+from console.frame import Frame, Percentiles, TargetReport
 from console.units import NA, gib, num, pct, quantile_text, seconds, share_range, target_text, watts
 
 
@@ -146,28 +146,24 @@ def to_markdown(frame: Frame, note: str = "") -> str:
         lines += ["", "## SLO compliance", ""]
         rows = []
         for s in frame.services:
-            slo = s.slo or {}
-            t = slo.get("targets", {})
+            slo = s.slo
+            targets = slo.targets if slo else {}
 
-            def obs(key: str, t: dict = t) -> str:
-                e = t.get(key) or {}
-                if e.get("observed_s") is None:
+            def obs(key: str, targets: dict[str, TargetReport] = targets) -> str:
+                e = targets.get(key)
+                if e is None or e.observed_s is None:
                     return NA
-                return (
-                    f"{target_text(e, ranges=True)} / {seconds(e['target_s'])} "
-                    f"({'met' if e.get('met') else 'MISSED'})"
-                )
+                return f"{target_text(e, ranges=True)} / {seconds(e.target_s)} ({'met' if e.met else 'MISSED'})"
 
-            comp = (slo.get("completion") or {}).get("observed")
-            g = slo.get("good_share")
+            comp = slo.completion.observed if slo and slo.completion else None
             rows.append(
                 [
                     s.name,
-                    slo.get("window", NA),
+                    slo.window if slo else NA,
                     obs("ttft_s"),
                     obs("tpot_s"),
                     pct(comp, 2),
-                    share_range(g),
+                    share_range(slo.good_share if slo else None),
                 ]
             )
         lines += _table(
@@ -189,23 +185,23 @@ def to_markdown(frame: Frame, note: str = "") -> str:
         ]
         lines += ["", "## Cost", ""]
         if frame.cost:
-            e = frame.cost.get("energy") or {}
+            e = frame.cost.energy
             lines.append(
-                f"node {_money(frame.cost['usd_per_h'], 3)}/h; energy {_money(e.get('usd_per_h'), 3)}/h "
-                f"({num(e.get('power_w'))} W, {e.get('basis') or NA})"
+                f"node {_money(frame.cost.usd_per_h, 3)}/h; energy {_money(e.usd_per_h, 3)}/h "
+                f"({num(e.power_w)} W, {e.basis or NA})"
             )
             lines.append("")
             rows = []
             for s in frame.services:
-                k = s.cost or {}
-                good = k.get("usd_per_m_compliant_tokens") or {}
+                k = s.cost
+                good = k.usd_per_m_compliant_tokens if k else None
                 rows.append(
                     [
                         s.name,
-                        _money(k.get("usd_per_h"), 3),
-                        _money(k.get("usd_per_m_output_tokens")),
-                        f"{_money(good.get('low'))}–{_money(good.get('high'))}",
-                        pct(k.get("occupancy")),
+                        _money(k.usd_per_h if k else None, 3),
+                        _money(k.usd_per_m_output_tokens if k else None),
+                        f"{_money(good.low if good else None)}–{_money(good.high if good else None)}",
+                        pct(k.occupancy if k else None),
                     ]
                 )
             lines += _table(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from console.frame import Percentiles
+from console.frame import Percentiles, RangeReport, TargetReport
 
 GIB = 1024**3
 
@@ -64,32 +64,32 @@ def quantile_text(
     return text
 
 
-def target_text(entry: dict | None, ranges: bool = False, compact: bool = False) -> str:
+def target_text(entry: TargetReport | None, ranges: bool = False, compact: bool = False) -> str:
     """An SLO target's observed figure with its marks ('≈' interpolated attainment) and count;
     ``compact`` (a table cell) leaves out the bucket and '≈', which the good share carries."""
-    if not entry or entry.get("observed_s") is None:
+    if entry is None or entry.observed_s is None:
         return NA
-    text = ("~" if entry.get("approx") else "") + seconds(
-        entry["observed_s"], entry.get("observed_lower_bound_only", False)
+    text = ("~" if entry.approx else "") + seconds(
+        entry.observed_s, entry.observed_lower_bound_only
     )
-    if entry.get("since_start"):
+    if entry.since_start:
         text += "*"
-    if entry.get("observed_bucket_s") and not compact:
-        text += f" ({span(entry['observed_bucket_s'])})" if ranges else "±"
-    if entry.get("attainment_exact") is False and not compact:
+    if entry.observed_bucket_s and not compact:
+        text += f" ({span(entry.observed_bucket_s)})" if ranges else "±"
+    if entry.attainment_exact is False and not compact:
         text += "≈"
-    if "requests" in entry and entry["requests"] < FEW:
-        text += f"·{entry['requests']:.0f}"
+    if entry.requests is not None and entry.requests < FEW:
+        text += f"·{entry.requests:.0f}"
     return text
 
 
-def share_range(g: dict | None, digits: int = 1) -> str:
+def share_range(g: RangeReport | None, digits: int = 1) -> str:
     """A good-share range, both ends rounded down: never above the completion it is bounded by."""
-    if not g:
+    if g is None:
         return NA
     scale = 10**digits
 
     def down(v: float) -> str:
         return f"{math.floor(v * 100 * scale + 1e-9) / scale:.{digits}f}"
 
-    return f"{'≈' if g.get('approx') else ''}{down(g['low'])}–{down(g['high'])}%"
+    return f"{'≈' if g.approx else ''}{down(g.low)}–{down(g.high)}%"

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 from console.enginestats import WINDOWS_S, window_label
 from console.frame import Frame
 from console.keyseries import KeySeries
-from console.recording import state_dir
+from console.paths import snapshots_dir
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
@@ -81,7 +81,7 @@ class InferdeckApp(App[None]):
         self.mig = mig
         self.source = source
         self.read_only = read_only
-        self.snapshot_dir = snapshot_dir or state_dir() / "snapshots"
+        self.snapshot_dir = snapshot_dir or snapshots_dir()
         self.secrets = secrets or []
         self.replay = replay
         self.keys = KeySeries()

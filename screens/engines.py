@@ -13,8 +13,13 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console.frame import Engine, Frame, Percentiles
+from console.plan import AlertRules, SloSpec
 from console.units import FEW, NA, num, pct, quantile_text, seconds
 from screens.widgets import KeyedTable, TablePane, bar, pct_cell, spark, theme_colors
+
+# the plan's defaults, so the colours agree with the alerts and SLOs an unconfigured plan uses
+KV_CRITICAL = AlertRules.model_fields["kv_usage_critical"].default
+COMPLETION_TARGET = SloSpec.model_fields["completion"].default
 
 Cell = Callable[[Engine, dict[str, str], "EnginePane"], Text]
 
@@ -28,13 +33,21 @@ def _name(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
 def _kv(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     if e.kv_cache_usage is None:
         return Text(NA, style=c["dim"])
-    return Text.assemble(bar(e.kv_cache_usage, 3, c, 0.9, 0.97), f"{e.kv_cache_usage * 100:4.0f}%")
+    return Text.assemble(
+        bar(e.kv_cache_usage, 3, c, KV_CRITICAL, 0.97), f"{e.kv_cache_usage * 100:4.0f}%"
+    )
 
 
 def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     if e.success_rate is None:
         return Text(NA, style=c["dim"])
-    style = c["error"] if e.success_rate < 0.99 else c["warning"] if e.success_rate < 0.995 else ""
+    style = (
+        c["error"]
+        if e.success_rate < 0.99
+        else c["warning"]
+        if e.success_rate < COMPLETION_TARGET
+        else ""
+    )
     finished = e.requests_finished or 0
     text = f"{e.success_rate * 100:.1f}" if e.success_rate < 0.9995 else "100"
     return Text(text, style=style if finished >= 20 else c["dim"])

@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from console.fleet.state import FleetState
+from console.fleet.state import FleetState, NodeSummary
 from console.frame import Frame
 from console.units import seconds
 from screens.engines import EnginePane
@@ -64,13 +64,13 @@ def _row(node: str, f: Frame) -> dict:
     }
 
 
-def _share(summary: dict, style: str) -> Text:
-    v = summary.get("ttft_within_target")
+def _share(summary: NodeSummary | None, style: str) -> Text:
+    v = summary.ttft_within_target if summary else None
     return Text("n/a" if v is None else f"{v * 100:.1f}%", style=style)
 
 
-def _cost(summary: dict, style: str) -> Text:
-    v = summary.get("usd_per_m_compliant_tokens_at_least")
+def _cost(summary: NodeSummary | None, style: str) -> Text:
+    v = summary.usd_per_m_compliant_tokens_at_least if summary else None
     return Text("n/a" if v is None else f"≥${v:,.2f}", style=style)
 
 
@@ -209,9 +209,9 @@ class FleetApp(App[None]):
                         Text(r["engines"], style=style),
                         Text(r["worst"], style=style or worst_style[r["worst"]]),
                         Text(seconds(r["ttft"]), style=style),
-                        _share(st.summary.get(r["node"], {}), style),
+                        _share(st.summary.get(r["node"]), style),
                         Text(f"{r['tps']:,.0f}", style=style),
-                        _cost(st.summary.get(r["node"], {}), style),
+                        _cost(st.summary.get(r["node"]), style),
                         Text(str(r["alerts"]), style=style),
                         Text(spark(st.trends.get(r["node"], []), 16), style=c["success"]),
                     ],

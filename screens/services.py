@@ -11,19 +11,22 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from console.cost import crossover, serving_goodput
-from console.frame import Frame, ServiceStatus
+from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetReport
+from console.slo import SLOW_BURN
 from console.units import FEW, NA, seconds, share_range, target_text
 from screens.widgets import KeyedTable, Pane, theme_colors
 
 
-def _target(entry: dict | None, c: dict[str, str]) -> Text:
-    if not entry or entry.get("observed_s") is None:
+def _target(entry: TargetReport | None, c: dict[str, str]) -> Text:
+    if entry is None or entry.observed_s is None:
         return Text(NA, style=c["dim"])
-    style = c["success"] if entry.get("met") else c["error"]
-    if entry.get("requests", FEW) < FEW:  # few requests: dimmed, with their count
+    style = c["success"] if entry.met else c["error"]
+    if (
+        entry.requests is not None and entry.requests < FEW
+    ):  # few requests: dimmed, with their count
         style = c["dim"]
     return Text.assemble(
-        (target_text(entry, compact=True), style), (f"/{seconds(entry['target_s'])}", c["dim"])
+        (target_text(entry, compact=True), style), (f"/{seconds(entry.target_s)}", c["dim"])
     )
 
 
@@ -31,17 +34,17 @@ def _pct(v: float | None) -> str:
     return NA if v is None else f"{v * 100:.1f}"
 
 
-def _share(slo: dict | None, c: dict[str, str]) -> Text:
-    g = (slo or {}).get("good_share")
+def _share(slo: SloReport | None, c: dict[str, str]) -> Text:
+    g = slo.good_share if slo else None
     return Text(share_range(g), style="" if g else c["dim"])
 
 
-def _burn(slo: dict | None, c: dict[str, str]) -> Text:
-    w = ((slo or {}).get("burn") or {}).get("windows") or {}
-    vals = [w.get(k, {}).get("burn") for k in ("5m", "1h")]
+def _burn(slo: SloReport | None, c: dict[str, str]) -> Text:
+    w = slo.burn.windows if slo and slo.burn else {}
+    vals = [w[k].burn if k in w else None for k in ("5m", "1h")]
     if all(v is None for v in vals):
         return Text(NA, style=c["dim"])
-    hot = any(v is not None and v >= 6 for v in vals)
+    hot = any(v is not None and v >= SLOW_BURN for v in vals)  # the slow-burn alert's threshold
     return Text(
         "/".join("-" if v is None else f"{v:.1f}" for v in vals), style=c["error"] if hot else ""
     )
@@ -73,14 +76,15 @@ class SloPane(Pane):
         rows = []
         win = None
         for s in frame.services:
-            slo = s.slo or {}
-            win = win or slo.get("window")
-            targets = slo.get("targets", {})
-            comp = slo.get("completion") or {}
+            slo = s.slo
+            win = win or (slo.window if slo else None)
+            targets = slo.targets if slo else {}
+            comp = slo.completion if slo else None
+            observed = comp.observed if comp else None
             done = Text(
-                _pct(comp.get("observed")),
-                style=(c["success"] if comp.get("met") else c["error"])
-                if comp.get("observed") is not None
+                _pct(observed),
+                style=(c["success"] if comp and comp.met else c["error"])
+                if observed is not None
                 else c["dim"],
             )
             rows.append(
@@ -125,38 +129,31 @@ class CostPane(Pane):
         c = self.colors()
         node = frame.cost
         if node:
-            e = node.get("energy") or {}
             self.border_title = (
-                f"Cost: node {_money(node['usd_per_h'])}/h + energy {_money(e.get('usd_per_h'))}/h "
-                f"({e.get('basis') or 'no power reading'})"
+                f"Cost: node {_money(node.usd_per_h)}/h + energy {_money(node.energy.usd_per_h)}/h "
+                f"({node.energy.basis or 'no power reading'})"
             )
         rows = []
         for s in frame.services:
-            k = s.cost or {}
-            good = k.get("usd_per_m_compliant_tokens")
+            k = s.cost or CostReport(device_share=0.0, usd_per_h=0.0)  # no cost: every cell n/a
+            good = k.usd_per_m_compliant_tokens
             good_text = (
-                f"{_money(good['low'])}–{_money(good['high'])}"
-                if good and good.get("low") is not None and good.get("high") is not None
+                f"{_money(good.low)}–{_money(good.high)}"
+                if good and good.low is not None and good.high is not None
                 else NA
             )
-            e = k.get("energy") or {}
-            busy = k.get("occupancy")
+            jtok = k.joules_per_output_token
             rows.append(
                 (
                     f"cost:{s.name}",
                     [
                         Text(s.name[:12]),
-                        Text(_money(k.get("usd_per_h"))),
-                        Text(_money(e.get("usd_per_h"), 3)),
-                        Text(f"{busy * 100:.0f}%" if busy is not None else NA),
-                        Text(_money(k.get("usd_per_m_output_tokens"))),
+                        Text(_money(k.usd_per_h if s.cost else None)),
+                        Text(_money(k.energy.usd_per_h if k.energy else None, 3)),
+                        Text(f"{k.occupancy * 100:.0f}%" if k.occupancy is not None else NA),
+                        Text(_money(k.usd_per_m_output_tokens)),
                         Text(good_text),
-                        Text(
-                            f"{k['joules_per_output_token']:.1f}"
-                            if k.get("joules_per_output_token")
-                            else NA,
-                            style="" if k.get("joules_per_output_token") else c["dim"],
-                        ),
+                        Text(f"{jtok:.1f}" if jtok else NA, style="" if jtok else c["dim"]),
                     ],
                 )
             )
@@ -215,69 +212,69 @@ class ServiceDetailScreen(Screen[None]):
                 f"  {h.name:<9}{h.state:<9}{value:<16}{budget:<22}{h.detail}\n",
                 style={"warning": c["warning"], "critical": c["error"]}.get(h.state, ""),
             )
-        slo = s.slo or {}
-        t.append(
-            f"\nSLO over {slo.get('window', '?')} at {slo.get('percentile', 'p95')}\n", style="bold"
-        )
-        for key, entry in (slo.get("targets") or {}).items():
-            att = entry.get("attainment")
-            mark = "" if entry.get("attainment_exact", True) else "≈"
-            t.append(
-                f"  {key[:-2].upper():<6} observed {target_text(entry, ranges=True)} vs target "
-                f"{seconds(entry['target_s'])}, headroom {seconds(entry.get('headroom_s'))}, "
-                f"within limit {mark}{_pct(att)}% of {entry.get('requests', 0):,.0f} requests\n"
-            )
-        comp = slo.get("completion") or {}
-        t.append(
-            f"  completion {_pct(comp.get('observed'))}% (target {_pct(comp.get('target'))}%) of "
-            f"{comp.get('requests', 0):,.0f}; aborted by clients {comp.get('aborted') or 0:,.0f}\n"
-        )
-        g = slo.get("good_share")
-        if g:
-            t.append(
-                f"  good requests (all SLOs and completed): {share_range(g, 2)}"
-                " (separate histograms only bound the joint share)\n"
-            )
-        gp = slo.get("goodput_tokens_per_s")
-        if gp:
-            t.append(
-                f"  goodput {gp['low']:,.0f}–{gp['high']:,.0f} tok/s of {slo.get('output_tokens_per_s', 0):,.0f}\n"
-            )
-        burn = slo.get("burn") or {}
-        if burn:
-            ws = ", ".join(
-                f"{k} " + ("-" if v["burn"] is None else f"{v['burn']:.1f}x")
-                for k, v in burn["windows"].items()
-            )
-            t.append(
-                f"  error budget {burn['error_budget'] * 100:.2f}% over {burn['period_days']:.0f} days; burn {ws}\n"
-            )
-        for reason_key, reason in (slo.get("unavailable") or {}).items():
-            t.append(f"  {reason_key}: n/a — {reason}\n", style=c["dim"])
-        k = s.cost or {}
-        if k:
+        slo = s.slo
+        if slo is not None:
+            self._slo_lines(t, slo, c)
+        k = s.cost
+        if k is not None:
             t.append("\ncost\n", style="bold")
             t.append(
-                f"  {_money(k.get('usd_per_h'), 3)}/h for its {k.get('device_share', 0) * 100:.1f}% of the node\n"
+                f"  {_money(k.usd_per_h, 3)}/h for its {k.device_share * 100:.1f}% of the node\n"
             )
-            e = k.get("energy") or {}
-            if e.get("power_w") is not None:
-                t.append(
-                    f"  energy {e['power_w']:.0f} W ({e['basis']}) = {_money(e.get('usd_per_h'), 3)}/h\n"
-                )
-            good = k.get("usd_per_m_compliant_tokens") or {}
+            e = k.energy
+            if e is not None and e.power_w is not None:
+                t.append(f"  energy {e.power_w:.0f} W ({e.basis}) = {_money(e.usd_per_h, 3)}/h\n")
+            good = k.usd_per_m_compliant_tokens
             t.append(
-                f"  per million output tokens {_money(k.get('usd_per_m_output_tokens'))}; compliant "
-                f"{_money(good.get('low'))}–{_money(good.get('high'))}; busy "
-                f"{(k.get('occupancy') or 0) * 100:.0f}% of the window\n"
+                f"  per million output tokens {_money(k.usd_per_m_output_tokens)}; compliant "
+                f"{_money(good.low if good else None)}–{_money(good.high if good else None)}; busy "
+                f"{(k.occupancy or 0) * 100:.0f}% of the window\n"
             )
-            if k.get("joules_per_output_token"):
+            if k.joules_per_output_token:
                 t.append(
-                    f"  {k['joules_per_output_token']:.2f} J per output token; "
-                    f"{k.get('wh_per_1000_requests', 0):.1f} Wh per 1,000 requests\n"
+                    f"  {k.joules_per_output_token:.2f} J per output token; "
+                    f"{k.wh_per_1000_requests or 0:.1f} Wh per 1,000 requests\n"
                 )
         self.query_one("#svc-body", Static).update(t)
         self._whatif(frame)
+
+    @staticmethod
+    def _slo_lines(t: Text, slo: SloReport, c: dict[str, str]) -> None:
+        t.append(f"\nSLO over {slo.window} at {slo.percentile}\n", style="bold")
+        for key, entry in slo.targets.items():
+            mark = "" if entry.attainment_exact is not False else "≈"
+            t.append(
+                f"  {key[:-2].upper():<6} observed {target_text(entry, ranges=True)} vs target "
+                f"{seconds(entry.target_s)}, headroom {seconds(entry.headroom_s)}, "
+                f"within limit {mark}{_pct(entry.attainment)}% of {entry.requests or 0:,.0f} requests\n"
+            )
+        comp = slo.completion
+        if comp is not None:
+            t.append(
+                f"  completion {_pct(comp.observed)}% (target {_pct(comp.target)}%) of "
+                f"{comp.requests:,.0f}; aborted by clients {comp.aborted or 0:,.0f}\n"
+            )
+        if slo.good_share:
+            t.append(
+                f"  good requests (all SLOs and completed): {share_range(slo.good_share, 2)}"
+                " (separate histograms only bound the joint share)\n"
+            )
+        gp = slo.goodput_tokens_per_s
+        if gp:
+            t.append(
+                f"  goodput {gp.low:,.0f}–{gp.high:,.0f} tok/s of {slo.output_tokens_per_s or 0:,.0f}\n"
+            )
+        if slo.burn:
+            ws = ", ".join(
+                f"{k} " + ("-" if v.burn is None else f"{v.burn:.1f}x")
+                for k, v in slo.burn.windows.items()
+            )
+            t.append(
+                f"  error budget {slo.burn.error_budget * 100:.2f}% over {slo.burn.period_days:.0f} days; "
+                f"burn {ws}\n"
+            )
+        for reason_key, reason in slo.unavailable.items():
+            t.append(f"  {reason_key}: n/a — {reason}\n", style=c["dim"])
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if self.app.frame is not None:  # type: ignore[attr-defined]
@@ -303,15 +300,15 @@ class ServiceDetailScreen(Screen[None]):
             if plan_cost is not None and plan_cost.system_cost_usd
             else None
         )
-        k = s.cost or {}
-        u_l = k.get("occupancy") or 1.0
+        occupancy = s.cost.occupancy if s.cost else None
+        u_l = occupancy or 1.0
         if cost_l is None or cost_r <= 0:
             box.update("This node's three-year cost is not in the config (cost.system_cost_usd).")
             return
         need = crossover(cost_r, cost_l, u_l, u_r or u_l)
         line = f"The candidate is cheaper per good token when G_R / G_L > {need:.3f}"
-        gp = (s.slo or {}).get("goodput_tokens_per_s")
-        g_l = serving_goodput((gp["low"] + gp["high"]) / 2, k.get("occupancy")) if gp else None
+        gp = s.slo.goodput_tokens_per_s if s.slo else None
+        g_l = serving_goodput((gp.low + gp.high) / 2, occupancy) if gp else None
         if g_r is not None and g_l is not None:
             ratio = g_r / g_l if g_l > 0 else float("inf")
             verdict = "cheaper" if ratio > need else "not cheaper"

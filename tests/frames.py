@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 from console.frame import (
     Alert,
+    CostReport,
     Engine,
     Frame,
     Gpu,
@@ -13,6 +14,7 @@ from console.frame import (
     MigState,
     Percentiles,
     ServiceStatus,
+    SloReport,
 )
 
 GIB = 1024**3
@@ -258,9 +260,13 @@ def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
         "usd_per_m_compliant_tokens": {"low": 0.32, "high": 0.33},
         "joules_per_output_token": 2.0,
     }
-    services[0] = services[0].model_copy(update={"slo": slo, "cost": cost})
+    services[0] = services[0].model_copy(
+        update={"slo": SloReport.model_validate(slo), "cost": CostReport.model_validate(cost)}
+    )
     node_cost = {
         "usd_per_h": 1.826,
+        "horizon_h": 26280,
+        "total_usd_per_h": 2.012,
         "energy": {"power_w": 1930, "basis": "GPU only", "usd_per_h": 0.186},
     }
     return Frame(

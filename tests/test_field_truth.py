@@ -16,7 +16,7 @@ from console.cost import CostSpec, serving_goodput
 from console.derive import Deriver
 from console.engines import Extract, gauge_value, profiles
 from console.enginestats import EngineHistory, derive
-from console.frame import Gpu, GpuSource, Percentiles
+from console.frame import Gpu, GpuSource, Percentiles, RangeReport
 from console.meters import service_meters
 from console.plan import Plan, Service, SloSpec
 from console.sample import EngineSample, Sample
@@ -474,8 +474,8 @@ def test_what_if_goodput_is_per_serving_second():
 
 def test_good_share_never_reads_above_completion_and_markdown_keeps_marks():
     """Defect 10."""
-    assert share_range({"low": 0.9951, "high": 0.9959, "approx": False}) == "99.5–99.5%"
-    assert share_range({"low": 0.99, "high": 0.99999, "approx": True}) == "≈99.0–99.9%"
+    assert share_range(RangeReport(low=0.9951, high=0.9959, approx=False)) == "99.5–99.5%"
+    assert share_range(RangeReport(low=0.99, high=0.99999, approx=True)) == "≈99.0–99.9%"
     p = Percentiles(
         p50=0.2,
         p95=2.09,

@@ -229,7 +229,7 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
             seen += 1
     assert seen == 7
     for node in ("node-a", "node-b", "node-c"):  # the SLO column: share of TTFT within 1 s
-        share = state.summary[node]["ttft_within_target"]
+        share = state.summary[node].ttft_within_target
         assert share is not None and 0.5 < share <= 1.0
 
 
@@ -342,9 +342,47 @@ def test_scrubbing_history_and_a_node_plan(fleet):
     assert abs(past.taken_at - (live_taken - 8)) < 2  # evaluated 8 s earlier
     assert sorted(past.nodes) == ["node-a", "node-b", "node-c"]
     assert set(trends) == {"node-a", "node-b", "node-c"} and all(trends.values())
-    cost = past.summary["node-a"]["usd_per_m_compliant_tokens_at_least"]
+    cost = past.summary["node-a"].usd_per_m_compliant_tokens_at_least
     assert cost is not None and cost > 0
     b = past.nodes["node-b"]
     (svc,) = b.services
     assert svc.engine_up is True and svc.device_id is None
     assert any(a.key == "service-device:svc" and a.severity == "critical" for a in b.alerts)
+
+
+def test_fleet_alerts_go_through_the_node_s_for_and_clear():
+    """A fleet node's plan alerts rise after their rule's `for`, as on the node (not at once)."""
+    from datetime import UTC, datetime
+
+    from console.frame import Frame, Gpu, GpuSource
+    from console.plan import Node, Plan, Service
+
+    plan = Plan(
+        node=Node(name="n"),
+        services=[
+            Service(
+                name="svc",
+                device="0:2g.48gb@6",
+                model="llama-3.1-8b",
+                weight_bits=16,
+                tokens_per_sequence=4096,
+                concurrent_sequences=4,
+            )
+        ],
+    )
+    source = FleetSource(PromClient("http://127.0.0.1:9"), plans={"n": plan})
+    frame = Frame(
+        taken_at=datetime.fromtimestamp(1000, tz=UTC),
+        host="n",
+        inferdeck_version="x",
+        window_s=60,
+        gpu_source=GpuSource(kind="nvml"),
+        gpus=[Gpu(index=0, memory_total_bytes=96 * 2**30)],
+    )
+
+    def keys(now):
+        return {a.key for a in source._plans({"n": frame}, now)["n"].alerts if a.state == "active"}
+
+    assert "service-device:svc" not in keys(1000.0)  # the memory rule's `for` is 15 s
+    assert "service-device:svc" in keys(1016.0)
+    asyncio.run(source.aclose())

@@ -58,7 +58,7 @@ def test_config_loads_engines_and_tokens(tmp_path, monkeypatch):
         ),
         (
             "engines:\n  - url: http://x:1/m\n    kind: ollama\n",
-            r"config.yaml:3: engines.0.kind: Input should be",
+            r"config.yaml:3: engines.0.kind: unknown engine kind 'ollama'; use one of vllm",
         ),
         ("window: soon\n", r"config.yaml:1: window: .*use a duration"),
         (
@@ -215,3 +215,68 @@ def test_snapshot_discovers_when_nothing_is_configured(tmp_path):
         assert mine and mine[0]["kind"] == "vllm" and mine[0]["up"]
     finally:
         proc.kill()
+
+
+def test_an_operator_engines_file_adds_a_kind_without_editing_the_package(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from console.sim.engine import MetricsServer
+    from tests.conftest import ROOT
+
+    (tmp_path / "mine.yaml").write_text(
+        "myengine:\n  title: My engine\n  detect: [my_requests_running]\n  signals:\n"
+        "    requests_running: {type: gauge, series: [my_requests_running]}\n"
+    )
+    server = MetricsServer(
+        lambda: "# TYPE my_requests_running gauge\nmy_requests_running 7\n"
+    ).start()
+    try:
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(
+            f"engine_profiles: mine.yaml\nengines:\n  - name: m\n    kind: myengine\n    url: {server.url}\n"
+        )
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "console",
+                "snapshot",
+                "--config",
+                str(cfg),
+                "--no-gpu",
+                "--wait",
+                "0",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.stop()
+    assert res.returncode == 0, res.stderr
+    eng = json.loads(res.stdout)["engines"][0]
+    assert eng["kind"] == "myengine" and eng["requests_running"] == 7
+    (tmp_path / "mine.yaml").write_text(
+        "myengine:\n  title: x\n  detect: []\n  signals: {}\n  bogus: 1\n"
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "snapshot",
+            "--config",
+            str(cfg),
+            "--no-gpu",
+            "--wait",
+            "0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "mine.yaml:" in res.stderr and "Traceback" not in res.stderr

@@ -3,7 +3,7 @@ restart profile never yields a negative rate."""
 
 import pytest
 
-from console.engines import KINDS, detect_kind, extract, needed_families, profiles
+from console.engines import detect_kind, extract, needed_families, profiles
 from console.enginestats import EngineHistory, derive
 from console.promtext import parse
 from console.sim.engine import TrafficModel, TrafficSpec, page_for
@@ -95,7 +95,7 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", sorted(FORMATS))
 def test_simulator_yields_the_engines_signals(kind):
     model, frames = run(kind, TrafficSpec(rate_rps=5, seed=11, warmup_s=30), 30)
     d = frames[-1]
@@ -110,7 +110,7 @@ def test_simulator_yields_the_engines_signals(kind):
         assert d.unavailable["ttft_s"] == "llama.cpp does not export this"
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", sorted(FORMATS))
 def test_restart_profile_never_negative(kind):
     model, frames = run(
         kind, TrafficSpec(rate_rps=5, seed=3, profile="restart", restart_every_s=20), 70

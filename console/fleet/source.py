@@ -12,11 +12,12 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from console import __version__
+from console.alerts import AlertBook, Condition
 from console.cost import CostSpec, node_hourly, per_million
 from console.engines import profiles
 from console.fleet.prom import PromClient, PromError
 from console.fleet.promql import BY, detect_query, signal_query
-from console.fleet.state import FleetState
+from console.fleet.state import FleetState, NodeSummary
 from console.frame import Alert, Engine, Frame, Gpu, GpuSource, MigDevice, MigState, Percentiles
 from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
@@ -60,6 +61,9 @@ class FleetSource:
         self.at: float | None = None  # None: live; else evaluate every query at this past time
         self.nvml = None  # MIG re-layout is node-local: nothing to re-read here
         self._headroom: dict[str, HeadroomState] = {}
+        self._books: dict[
+            str, AlertBook
+        ] = {}  # node -> its alerts, raised and cleared as on the node
         self._trend_at = 0.0
 
     async def aclose(self) -> None:
@@ -131,31 +135,30 @@ class FleetSource:
         self._trend_at = now
 
     def _plans(self, nodes: dict[str, Frame], now: float) -> dict[str, Frame]:
-        """Each node's plan, evaluated as on the node itself: headroom and alerts."""
+        """Each node's plan, evaluated as on the node itself, and every alert through the node's
+        own for/clear hysteresis (a look into the past shows what held then, at once)."""
         out = {}
         for name, frame in nodes.items():
             plan = self.plans.get(name)
-            if plan is None:
-                out[name] = frame
-                continue
-            state = self._headroom.setdefault(name, HeadroomState())
-            services, conds = evaluate(
-                plan, frame.gpu_source, frame.gpus, frame.engines, state, now
-            )
-            extra = [
-                Alert(
-                    key=c.key,
-                    severity=c.severity,
-                    subject=c.subject,
-                    message=c.message,
-                    rule=c.rule,
-                    since=frame.taken_at,
+            services, conds = frame.services, []
+            if plan is not None:
+                state = self._headroom.setdefault(name, HeadroomState())
+                services, conds = evaluate(
+                    plan, frame.gpu_source, frame.gpus, frame.engines, state, now
                 )
-                for c in conds
-                if c.severity != "info" and not c.key.startswith("gpu-source")
+                conds = [
+                    c for c in conds if c.severity != "info" and not c.key.startswith("gpu-source")
+                ]
+            conds += [
+                Condition(a.key, a.severity, a.subject, a.message, a.rule, 0.0, 60.0)
+                for a in frame.alerts
             ]
+            if self.at is None:
+                book = self._books.setdefault(name, AlertBook())
+            else:
+                book = AlertBook(max_for_s=0.0)
             out[name] = frame.model_copy(
-                update={"services": services, "alerts": frame.alerts + extra}
+                update={"services": services, "alerts": book.update(conds, now)}
             )
         return out
 
@@ -262,13 +265,14 @@ class FleetSource:
             shares = attain.get(node)
             tps = sum(e.generation_tokens_per_s or 0.0 for e in by_node.get(node, []))
             worst_share = min(shares) if shares else None
-            summary = {"ttft_within_target": worst_share, "ttft_target_s": TTFT_TARGET_S}
-            if self.cost is not None:
-                good = tps * (worst_share if worst_share is not None else 1.0)
-                summary["usd_per_m_compliant_tokens_at_least"] = per_million(
-                    node_hourly(self.cost), good, 1.0
-                )
-            self.state.summary[node] = summary
+            good = tps * (worst_share if worst_share is not None else 1.0)
+            self.state.summary[node] = NodeSummary(
+                ttft_within_target=worst_share,
+                ttft_target_s=TTFT_TARGET_S,
+                usd_per_m_compliant_tokens_at_least=per_million(node_hourly(self.cost), good, 1.0)
+                if self.cost is not None
+                else None,
+            )
             nodes[node] = Frame(
                 taken_at=taken,
                 host=node,

@@ -11,7 +11,7 @@ from console.mig.layouts import MigError, describe, diff, parse_layout, placemen
 from console.mig.manager import MigManager
 from console.mig.parted import export_mig_parted, import_mig_parted
 from console.mig.script import nvidia_smi
-from console.recording import state_dir
+from console.paths import mig_audit_log, snapshots_dir
 
 
 class MigUsageError(Exception):
@@ -45,7 +45,7 @@ def run_mig(args: argparse.Namespace) -> int:
     try:
         mm = MigManager(
             lib,
-            audit_path=state_dir(args.demo) / "mig-audit.jsonl",
+            audit_path=mig_audit_log(args.demo),
             snapshot=lambda when: _snapshot(lib, args.demo, when, node),
             simulated=args.demo,
         )
@@ -155,7 +155,7 @@ def _snapshot(lib, demo: bool, when: str, node=None) -> Path:
     poller = Poller(targets, nvml, window_s=settings.window_s, plan=settings)
     frame = asyncio.run(sample(poller, 0.0, settings.interval_s))
     return write_bundle(
-        state_dir(demo) / "snapshots",
+        snapshots_dir(demo=demo),
         frame,
         f"mig {when}" + (" simulated" if demo else ""),
         secrets=_secrets(poller),

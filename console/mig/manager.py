@@ -24,7 +24,7 @@ import pynvml
 
 from console.gpucatalog import GpuModel, MigProfile, MigSpec, catalog, mig_profile_name
 from console.mig.layouts import Instance, MigError, diff, placements
-from console.recording import state_dir
+from console.paths import mig_audit_log
 
 CI_INDEX = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
 
@@ -67,7 +67,7 @@ class MigManager:
     ) -> None:
         self.lib = lib
         self.simulated = simulated  # the demo's GPUs: every audit entry says so
-        self.audit_path = audit_path or state_dir() / "mig-audit.jsonl"
+        self.audit_path = audit_path or mig_audit_log()
         self.user = user or getpass.getuser()
         self.snapshot = snapshot  # called with "before"/"after": writes a bundle, returns its path
 
