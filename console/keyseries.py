@@ -38,6 +38,19 @@ class KeySeries:
         while self.points and self.points[0][0] < t - self.keep_s:
             self.points.popleft()
 
+    def trend(self, name: str, width: int, step_s: float = 1.0) -> list[float]:
+        """The series' last ``width`` values, one per ``step_s`` of frame time (the last in each):
+        the same trend live, in a replay at any speed, and after a pause."""
+        out: dict[int, float] = {}
+        for t, values in reversed(self.points):
+            v = values.get(name)
+            if v is None:
+                continue
+            out.setdefault(int(t // step_s), v)
+            if len(out) >= width:
+                break
+        return [out[b] for b in sorted(out)]
+
     def export(self) -> dict:
         """{"seconds": 300, "t": [...], "series": {name: [values...]}} (null where unread)."""
         names: list[str] = []

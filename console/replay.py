@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from console.derive import Deriver
 from console.frame import Frame
+from console.keyseries import KeySeries
 from console.plan import Plan
 from console.sample import Sample
 
@@ -35,12 +36,14 @@ class ReplaySource:
         self.clock = clock
         self.playing = True
         self.speed = 1.0
+        self.history = KeySeries()  # every derived frame's key series: trends as they were live
         self._reset()
         self.cursor = samples[0].t  # recorded time shown
         self._last_wall: float | None = None
 
     def _reset(self) -> None:
         self.deriver = Deriver(self.plan, self._window_s, self.header.get("host"))
+        self.history.points.clear()
         self.pos = -1
         self.frame: Frame | None = None
         self.checkpoints: dict[int, tuple[Deriver, Frame]] = {}
@@ -86,6 +89,7 @@ class ReplaySource:
         while self.pos < i:
             self.pos += 1
             self.frame = self.deriver.frame(self.samples[self.pos])
+            self.history.add(self.frame)
             if self.pos % CHECKPOINT_EVERY == 0 and self.pos not in self.checkpoints:
                 self.checkpoints[self.pos] = (copy.deepcopy(self.deriver), self.frame)
         assert self.frame is not None

@@ -84,7 +84,8 @@ class InferdeckApp(App[None]):
         self.snapshot_dir = snapshot_dir or snapshots_dir()
         self.secrets = secrets or []
         self.replay = replay
-        self.keys = KeySeries()
+        # the last minutes of key series (trends, bundles): a replay keeps every frame it derives
+        self.keys = replay.history if replay is not None else KeySeries()
         self.interval_s = interval_s
         self.title = title
         self.paused = False
@@ -116,6 +117,8 @@ class InferdeckApp(App[None]):
 
     def on_mount(self) -> None:
         self.query_one("#timebar", Static).display = self.replay is not None
+        for pane in (self.query_one(GpuPane), self.query_one(EnginePane)):
+            pane.history = self.keys
         self.poll_loop()
         # a dropped SSH session: exit on SIGHUP, and when the terminal stops being one (no spin)
         self._had_tty = _stdin_is_tty()
@@ -155,7 +158,8 @@ class InferdeckApp(App[None]):
             await asyncio.sleep(max(0.05, self.interval_s - (time.monotonic() - started)))
 
     def show(self, frame: Frame) -> None:
-        self.keys.add(frame)
+        if self.replay is None:
+            self.keys.add(frame)
         with self.batch_update():
             dashboard = self.screen_stack[0]
             dashboard.query_one(GpuPane).show(frame)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 
 from rich.text import Text
@@ -95,7 +94,9 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
         "trend",
         16,
         True,
-        lambda e, c, p: Text(spark(p.trend.get(e.url, ()), 16), style=c["success"]),
+        lambda e, c, p: Text(
+            spark(p.trend(f"{e.name}.generation_tokens_per_s", 16), 16), style=c["success"]
+        ),
     ),
 ]
 
@@ -103,7 +104,6 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
 class EnginePane(TablePane):
     def __init__(self) -> None:
         super().__init__("Engines", id="engines")
-        self.trend: dict[str, deque[float]] = {}
         self.name_width = 12
 
     def compose(self) -> ComposeResult:
@@ -118,14 +118,9 @@ class EnginePane(TablePane):
             if wide or not wide_only
         ]
 
-    def show(self, frame: Frame, record: bool = True) -> None:
+    def show(self, frame: Frame) -> None:
         self.frame = frame
         c = self.colors()
-        if record:
-            for e in frame.engines:
-                series = self.trend.setdefault(e.url, deque(maxlen=60))
-                if e.up and e.generation_tokens_per_s is not None:
-                    series.append(e.generation_tokens_per_s)
         shown = [
             (key, cell) for _, key, _, wide_only, cell in COLUMNS if self.wide or not wide_only
         ]

@@ -16,6 +16,7 @@ from textual.widgets import Footer, Input, Static
 
 from console.fleet.state import FleetState, NodeSummary
 from console.frame import Frame
+from console.keyseries import KeySeries
 from console.units import seconds
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
@@ -80,6 +81,7 @@ class NodeScreen(Screen[None]):
     def __init__(self, node: str) -> None:
         super().__init__()
         self.node = node
+        self.keys = KeySeries()  # this node's trends, one point per fleet refresh
 
     def compose(self) -> ComposeResult:
         yield Static(id="node-title")
@@ -97,6 +99,8 @@ class NodeScreen(Screen[None]):
                 style="dim",
             )
         )
+        for pane in (self.query_one(GpuPane), self.query_one(EnginePane)):
+            pane.history = self.keys
         self.show_state(self.app.state)  # type: ignore[attr-defined]
 
     def show_state(self, state: FleetState) -> None:
@@ -116,6 +120,8 @@ class NodeScreen(Screen[None]):
                 ),
             )
         )
+        if not self.keys.points or self.keys.points[-1][0] < frame.taken_at.timestamp():
+            self.keys.add(frame)
         self.query_one(AlertPane).show(frame)
         self.query_one(GpuPane).show(frame)
         self.query_one(EnginePane).show(frame)

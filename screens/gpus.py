@@ -3,8 +3,6 @@ screen (every NVML field, the MIG layout, and a sortable, filterable process tab
 
 from __future__ import annotations
 
-from collections import deque
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -79,7 +77,6 @@ def _events(g: Gpu, c: dict[str, str]) -> Text:
 class GpuPane(TablePane):
     def __init__(self) -> None:
         super().__init__("GPUs", id="gpus")
-        self.trend: dict[int, deque[float]] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("", id="gpu-note")
@@ -91,13 +88,9 @@ class GpuPane(TablePane):
             for label, key, width in NARROW_COLUMNS + (WIDE_COLUMNS if wide else ())
         ]
 
-    def show(self, frame: Frame, record: bool = True) -> None:
+    def show(self, frame: Frame) -> None:
         self.frame = frame
         c = self.colors()
-        if record:
-            for g in frame.gpus:
-                if g.power_w is not None:
-                    self.trend.setdefault(g.index, deque(maxlen=60)).append(g.power_w)
         note = self.query_one("#gpu-note", Static)
         text = frame.gpu_source.error or frame.gpu_source.note or ""
         note.update(text)
@@ -170,7 +163,7 @@ class GpuPane(TablePane):
                 Text(clock),
                 _events(g, c),
                 Text(str(procs) if procs else ""),
-                Text(spark(self.trend.get(g.index, ()), 16), style=c["success"]),
+                Text(spark(self.trend(f"gpu{g.index}.power_w", 16), 16), style=c["success"]),
             ]
         return cells
 

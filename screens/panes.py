@@ -92,7 +92,7 @@ class ServicesPane(TablePane):
             (label, key, width) for key, label, width in HEAD_COLUMNS + (WIDE_HEAD if wide else ())
         ]
 
-    def show(self, frame: Frame, record: bool = True) -> None:
+    def show(self, frame: Frame) -> None:
         self.frame = frame
         c = self.colors()
         rows = []

@@ -10,6 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable
 
 from console.frame import Percentiles
+from console.keyseries import KeySeries
 from console.units import FEW, NA, quantile_text
 
 BAR_FULL = "█"
@@ -92,6 +93,7 @@ class TablePane(Pane):
         super().__init__(title, **kw)
         self.wide: bool | None = None
         self.frame = None
+        self.history: KeySeries | None = None  # the app's time-based key series, for trends
 
     def columns(self, wide: bool) -> Sequence[tuple[str, str, int]]:
         raise NotImplementedError
@@ -101,10 +103,13 @@ class TablePane(Pane):
 
     def on_resize(self) -> None:
         if self._columns() and self.frame is not None:
-            self.show(self.frame, record=False)
+            self.show(self.frame)
 
-    def show(self, frame, record: bool = True) -> None:
+    def show(self, frame) -> None:
         raise NotImplementedError
+
+    def trend(self, name: str, width: int) -> list[float]:
+        return self.history.trend(name, width) if self.history is not None else []
 
     def _columns(self) -> bool:
         wide = self.size.width >= WIDE

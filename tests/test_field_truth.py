@@ -707,3 +707,42 @@ def test_the_whole_derivation_at_1s_for_6_hours_fires_and_clears_burn_alerts():
     assert not [a for a in frame.alerts if a.rule == "burn" and a.state == "active"]
     assert frame.engines[0].generation_tokens_per_s == pytest.approx(300.0)
     assert len(deriver.tracks["v"].history.points) <= 931  # 15.5 minutes at 1 s
+
+
+def test_a_replay_at_any_speed_draws_the_trend_seen_live():
+    """Sparklines read one time-based history: jumping to the end of a recording (as 60x play does)
+    gives the same last 16 seconds of tokens/s as the live console drew."""
+    import asyncio
+
+    from console.keyseries import KeySeries
+    from console.replay import ReplaySource
+
+    samples = []
+    for k in range(120):
+        t = 5000.0 + k
+        ex = Extract(t=t, counters={"generation_tokens": {eng(0): (float(k * k),)}})
+        samples.append(
+            Sample(
+                t=t,
+                source=GpuSource(kind="none"),
+                engines=[
+                    EngineSample(
+                        label="v",
+                        url="http://127.0.0.1:8000/metrics",
+                        t=t,
+                        up=True,
+                        kind="vllm",
+                        extract=ex,
+                    )
+                ],
+            )
+        )
+    live, deriver = KeySeries(), Deriver(window_s=60)
+    for s in samples:
+        live.add(deriver.frame(s))
+    src = ReplaySource({"window_s": 60}, samples)
+    src.playing = False
+    src.seek(samples[-1].t)
+    asyncio.run(src.poll())
+    want = live.trend("v.generation_tokens_per_s", 16)
+    assert len(want) == 16 and src.history.trend("v.generation_tokens_per_s", 16) == want
