@@ -56,10 +56,16 @@ async def run(n_engines: int, big: bool, polls: int) -> dict[str, float]:
     from screens.app import InferdeckApp
 
     class Source:
+        plan = deriver.plan
+        window_s = 60.0
+
         async def poll(self):
             return frame
 
         async def aclose(self):
+            return None
+
+        def forget_mig(self, index):
             return None
 
     frame = None

@@ -103,6 +103,11 @@ class Poller:
     def alerts(self) -> AlertBook:
         return self.deriver.alerts
 
+    def forget_mig(self, index: int) -> None:
+        """Read GPU ``index``'s MIG layout afresh at the next poll (after a re-layout)."""
+        if self.nvml is not None:
+            self.nvml.forget_mig(index)
+
     @property
     def window_s(self) -> float:
         return self.deriver.window_s

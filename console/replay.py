@@ -61,6 +61,9 @@ class ReplaySource:
     async def aclose(self) -> None:
         return None
 
+    def forget_mig(self, index: int) -> None:
+        """A recording never changes: nothing to read again."""
+
     @property
     def window_s(self) -> float:
         return self._window_s

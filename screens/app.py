@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -23,10 +22,12 @@ from console.enginestats import WINDOWS_S, window_label
 from console.frame import Frame
 from console.keyseries import KeySeries
 from console.paths import snapshots_dir
+from console.plan import Plan
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
 from screens.panes import AlertPane, ServicesPane
+from screens.replaybar import ReplayBar
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
 
@@ -36,8 +37,17 @@ if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or re
 
 
 class FrameSource(Protocol):
+    """What the console needs of a source: frames, the plan behind them, a window it may change,
+    and a way to have a GPU's MIG layout read afresh (the live poller and a replay both are one)."""
+
+    window_s: float
+
+    @property
+    def plan(self) -> Plan: ...
+
     async def poll(self) -> Frame: ...
     async def aclose(self) -> None: ...
+    def forget_mig(self, index: int) -> None: ...
 
 
 class InferdeckApp(App[None]):
@@ -105,7 +115,7 @@ class InferdeckApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(self.title, id="status")
-        yield Static("", id="timebar")
+        yield ReplayBar(self.replay)
         yield AlertPane()
         yield GpuPane()
         yield EnginePane()
@@ -116,7 +126,6 @@ class InferdeckApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#timebar", Static).display = self.replay is not None
         for pane in (self.query_one(GpuPane), self.query_one(EnginePane)):
             pane.history = self.keys
         self.poll_loop()
@@ -225,8 +234,7 @@ class InferdeckApp(App[None]):
                     severity="error" if a.severity == "critical" else "warning",
                     timeout=8,
                 )
-            plan = getattr(self.source, "plan", None)
-            if new and plan is not None and plan.bell:
+            if new and self.source.plan.bell:
                 self.bell()
         self._seen_alerts = set(active)
 
@@ -243,34 +251,12 @@ class InferdeckApp(App[None]):
         if self.poll_errors:
             text.append(f" │ poll errors: {self.poll_errors} ({self.last_poll_error})")
         self.screen_stack[0].query_one("#status", Static).update(text)
-        if self.replay is not None:
-            self._timebar()
-
-    def _timebar(self) -> None:
-        r = self.replay
-        assert r is not None
-        start, cur, end = r.position()
-        width = 30
-        frac = (cur - start) / (end - start) if end > start else 1.0
-        filled = round(frac * width)
-        state = "▶" if r.playing else "⏸"
-        text = Text.assemble(
-            (f" {state} {r.speed:g}x ", "bold"),
-            (f"{_hms(cur)}Z ", "bold"),
-            "█" * filled + "░" * (width - filled),
-            f" {_hms(start)}–{_hms(end)}Z  ",
-            ("p play/pause  [ ] step  , . ±1 min  1 2 3 speed  g go to", "dim"),
-        )
-        self.screen_stack[0].query_one("#timebar", Static).update(text)
+        self.screen_stack[0].query_one(ReplayBar).draw()
 
     def action_window(self) -> None:
         """Cycle the window for rates and percentiles: 1m -> 5m -> 15m."""
-        current = getattr(self.source, "window_s", None)
-        if current is None:
-            self.notify("This source has a fixed window.", severity="warning")
-            return
-        later = [w for w in WINDOWS_S if w > current]
-        self.source.window_s = later[0] if later else WINDOWS_S[0]  # type: ignore[attr-defined]
+        later = [w for w in WINDOWS_S if w > self.source.window_s]
+        self.source.window_s = later[0] if later else WINDOWS_S[0]
         self.notify(
             f"Window {window_label(self.source.window_s)}: rates and percentiles recompute "
             "from the kept history.",
@@ -338,46 +324,30 @@ class InferdeckApp(App[None]):
 
         from screens.mig import MigScreen  # loaded when the menu opens
 
-        self.push_screen(MigScreen(self.mig, getattr(self.source, "plan", None), commands))
+        self.push_screen(MigScreen(self.mig, self.source.plan, commands))
 
     def forget_mig(self, index: int) -> None:
         """After a re-layout the GPU pane re-reads that GPU's MIG state at the next poll."""
-        nvml = getattr(self.source, "nvml", None)
-        if nvml is not None:
-            nvml.forget_mig(index)
+        self.source.forget_mig(index)
 
     def action_snapshots(self) -> None:
         self.push_screen(SnapshotBrowser(self.snapshot_dir))
 
+    # the replay's controls live in its bar; these keys reach it from anywhere
     def action_step(self, n: int) -> None:
-        if self.replay is not None:
-            self.replay.step(n)
-            self._refresh_replay()
+        self.screen_stack[0].query_one(ReplayBar).step(n)
 
     def action_jump(self, seconds: float) -> None:
-        if self.replay is not None:
-            self.replay.jump(seconds)
-            self._refresh_replay()
+        self.screen_stack[0].query_one(ReplayBar).jump(seconds)
 
     def action_speed(self, speed: float) -> None:
-        if self.replay is not None:
-            self.replay.set_speed(speed)
-            self._timebar()
+        self.screen_stack[0].query_one(ReplayBar).speed(speed)
 
     def action_seek(self) -> None:
-        if self.replay is None:
-            return
+        self.screen_stack[0].query_one(ReplayBar).seek()
 
-        def go(text: str | None) -> None:
-            if text and self.replay is not None:
-                problem = self.replay.seek_text(text)
-                if problem:
-                    self.notify(problem, severity="warning")
-                self._refresh_replay()
-
-        self.push_screen(
-            PromptScreen("Go to time (HH:MM[:SS] UTC, or an ISO date and time)", "12:34:56"), go
-        )
+    def on_replay_bar_moved(self, _: ReplayBar.Moved) -> None:
+        self._refresh_replay()
 
     @work(exclusive=True, group="replay", exit_on_error=False)
     async def _refresh_replay(self) -> None:
@@ -387,18 +357,13 @@ class InferdeckApp(App[None]):
 
     def action_pause(self) -> None:
         if self.replay is not None:
-            self.replay.toggle_play()
-            self._timebar()
+            self.screen_stack[0].query_one(ReplayBar).toggle()
             return
         self.paused = not self.paused
         if not self.paused and self.frame is not None:
             self.show(self.frame)
         else:
             self._status()
-
-
-def _hms(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M:%S")
 
 
 def _stdin_is_tty() -> bool:

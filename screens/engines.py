@@ -8,13 +8,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console.frame import Engine, Frame, Percentiles
 from console.plan import AlertRules, SloSpec
 from console.units import FEW, NA, num, pct, quantile_text, seconds
-from screens.widgets import KeyedTable, TablePane, bar, pct_cell, spark, theme_colors
+from screens.widgets import DeckScreen, KeyedTable, TablePane, bar, pct_cell, spark, theme_colors
 
 # the plan's defaults, so the colours agree with the alerts and SLOs an unconfigured plan uses
 KV_CRITICAL = AlertRules.model_fields["kv_usage_critical"].default
@@ -175,7 +174,7 @@ def _pct_row(name: str, p: Percentiles | None, reason: str | None) -> list[str]:
     return [name, *vals, f"{p.observations:,.0f}", note]
 
 
-class EngineDetailScreen(Screen[None]):
+class EngineDetailScreen(DeckScreen):
     """Everything inferdeck knows about one engine, redrawn on every frame."""
 
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
@@ -195,8 +194,8 @@ class EngineDetailScreen(Screen[None]):
         t = self.query_one("#detail-latency", DataTable)
         for label in ("latency", "p50", "p95", "p99", "requests", "basis"):
             t.add_column(label, key=label)
-        if self.app.frame is not None:  # type: ignore[attr-defined]
-            self.show(self.app.frame)  # type: ignore[attr-defined]
+        if self.deck.frame is not None:
+            self.show(self.deck.frame)
 
     def show(self, frame: Frame) -> None:
         engine = next((e for e in frame.engines if e.url == self.url), None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import work
@@ -101,7 +101,7 @@ class NodeScreen(Screen[None]):
         )
         for pane in (self.query_one(GpuPane), self.query_one(EnginePane)):
             pane.history = self.keys
-        self.show_state(self.app.state)  # type: ignore[attr-defined]
+        self.show_state(cast("FleetApp", self.app).state)
 
     def show_state(self, state: FleetState) -> None:
         frame = state.nodes.get(self.node)

@@ -7,12 +7,19 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from console.frame import Frame, Gpu, GpuProcess, MigDevice
 from console.units import GIB, NA, gib, num, watts
-from screens.widgets import KeyedTable, TablePane, bar, short_gpu_name, spark, theme_colors
+from screens.widgets import (
+    DeckScreen,
+    KeyedTable,
+    TablePane,
+    bar,
+    short_gpu_name,
+    spark,
+    theme_colors,
+)
 
 NARROW_COLUMNS = (
     ("GPU", "gpu", 4),
@@ -182,7 +189,7 @@ SORTS = {
 }
 
 
-class GpuDetailScreen(Screen[None]):
+class GpuDetailScreen(DeckScreen):
     """Every field of one GPU, its MIG layout and its processes; redrawn on every frame."""
 
     BINDINGS = [
@@ -225,8 +232,8 @@ class GpuDetailScreen(Screen[None]):
             ("Command", "cmd", 60),
         ):
             t.add_column(label, key=key, width=width)
-        if self.app.frame is not None:  # type: ignore[attr-defined]
-            self.show(self.app.frame)  # type: ignore[attr-defined]
+        if self.deck.frame is not None:
+            self.show(self.deck.frame)
 
     def action_back(self) -> None:
         box = self.query_one("#proc-filter", Input)
@@ -254,8 +261,8 @@ class GpuDetailScreen(Screen[None]):
         self.query_one("#proc-table", KeyedTable).focus()
 
     def _redraw(self) -> None:
-        if self.app.frame is not None:  # type: ignore[attr-defined]
-            self.show(self.app.frame)  # type: ignore[attr-defined]
+        if self.deck.frame is not None:
+            self.show(self.deck.frame)
 
     def show(self, frame: Frame) -> None:
         g = next((x for x in frame.gpus if x.index == self.index), None)

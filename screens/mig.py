@@ -11,13 +11,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 
 from console.mig.layouts import MigError, describe, diff, placements, valid_layouts
 from console.mig.preview import landing
 from console.mig.script import nvidia_smi
-from screens.widgets import theme_colors
+from screens.widgets import DeckScreen, theme_colors
 
 if TYPE_CHECKING:  # the manager drives NVML: screens only hold it
     from console.mig.manager import MigManager
@@ -61,7 +61,7 @@ class ConfirmApply(ModalScreen[bool]):
         self.dismiss(False)
 
 
-class MigScreen(Screen[None]):
+class MigScreen(DeckScreen):
     BINDINGS = [Binding("escape,q", "back", "Back"), Binding("a", "apply", "Apply")]
 
     def __init__(self, manager: MigManager, plan, commands: dict[int, str]) -> None:
@@ -196,7 +196,7 @@ class MigScreen(Screen[None]):
         t.append("  equivalent nvidia-smi:\n", style=c["dim"])
         for cmd in nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids):
             t.append(f"    $ {cmd}\n", style=c["dim"])
-        problems = self.manager.precheck(g, target, self.app.read_only, self.commands)  # type: ignore[attr-defined]
+        problems = self.manager.precheck(g, target, self.deck.read_only, self.commands)
         if problems:
             t.append("Blocked:\n", style=f"bold {c['error']}")
             for p in problems:
@@ -210,7 +210,7 @@ class MigScreen(Screen[None]):
         if g is None or target is None or self.busy:
             self.notify("Pick a GPU and a target layout first.", severity="warning")
             return
-        problems = self.manager.precheck(g, target, self.app.read_only, self.commands)  # type: ignore[attr-defined]
+        problems = self.manager.precheck(g, target, self.deck.read_only, self.commands)
         if problems:
             self.notify(problems[0], severity="error", timeout=8)
             return
@@ -238,7 +238,7 @@ class MigScreen(Screen[None]):
             )
 
         try:
-            report = self.manager.apply(index, target, progress, self.app.read_only, self.commands)  # type: ignore[attr-defined]
+            report = self.manager.apply(index, target, progress, self.deck.read_only, self.commands)
         except MigError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             self.busy = False
@@ -256,7 +256,7 @@ class MigScreen(Screen[None]):
             text += f"\nnext: {report['next']}"
         self.query_one("#mig-log", Static).update(text)
         self.notify(text.splitlines()[0], severity="information" if ok else "error", timeout=10)
-        self.app.forget_mig(index)  # type: ignore[attr-defined]
+        self.deck.forget_mig(index)
         self._load_gpu(index)
 
     def action_back(self) -> None:

@@ -7,14 +7,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from console.cost import crossover, serving_goodput
 from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetReport
 from console.slo import SLOW_BURN
 from console.units import FEW, NA, seconds, share_range, target_text
-from screens.widgets import KeyedTable, Pane, theme_colors
+from screens.widgets import DeckScreen, KeyedTable, Pane, theme_colors
 
 
 def _target(entry: TargetReport | None, c: dict[str, str]) -> Text:
@@ -161,7 +160,7 @@ class CostPane(Pane):
         self.display = bool(frame.services) and frame.cost is not None
 
 
-class ServiceDetailScreen(Screen[None]):
+class ServiceDetailScreen(DeckScreen):
     """One service: plan fit, headroom, SLO figures with their basis, cost meters and the what-if."""
 
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
@@ -183,8 +182,8 @@ class ServiceDetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        if self.app.frame is not None:  # type: ignore[attr-defined]
-            self.show(self.app.frame)  # type: ignore[attr-defined]
+        if self.deck.frame is not None:
+            self.show(self.deck.frame)
 
     def _status(self, frame: Frame) -> ServiceStatus | None:
         return next((s for s in frame.services if s.name == self.service), None)
@@ -277,8 +276,8 @@ class ServiceDetailScreen(Screen[None]):
             t.append(f"  {reason_key}: n/a — {reason}\n", style=c["dim"])
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if self.app.frame is not None:  # type: ignore[attr-defined]
-            self._whatif(self.app.frame)  # type: ignore[attr-defined]
+        if self.deck.frame is not None:
+            self._whatif(self.deck.frame)
 
     def _whatif(self, frame: Frame) -> None:
         box = self.query_one("#whatif-result", Static)
@@ -294,7 +293,7 @@ class ServiceDetailScreen(Screen[None]):
         except ValueError:
             box.update(Text("Type numbers: cost [busy share] [goodput tok/s].", style="bold"))
             return
-        plan_cost = getattr(getattr(self.app.source, "plan", None), "cost", None)  # type: ignore[attr-defined]
+        plan_cost = self.deck.source.plan.cost
         cost_l = (
             plan_cost.system_cost_usd
             if plan_cost is not None and plan_cost.system_cost_usd

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual.color import Color
 from textual.containers import Vertical
+from textual.screen import Screen
 from textual.widgets import DataTable
 
 from console.frame import Percentiles
 from console.keyseries import KeySeries
+
+if TYPE_CHECKING:  # the app imports these widgets
+    from screens.app import InferdeckApp
 from console.units import FEW, NA, quantile_text
 
 BAR_FULL = "█"
@@ -162,3 +167,11 @@ def spark(values: Sequence[float], width: int) -> str:
     if span <= 0:
         return SPARK[0 if hi == 0 else 3] * len(vals)
     return "".join(SPARK[min(7, int((v - lo) / span * 7.999))] for v in vals)
+
+
+class DeckScreen(Screen[None]):
+    """A screen of the console: ``deck`` is the app, typed (its frame, source and modes)."""
+
+    @property
+    def deck(self) -> InferdeckApp:
+        return cast("InferdeckApp", self.app)

@@ -16,6 +16,7 @@ from console.frame import (
     ServiceStatus,
     SloReport,
 )
+from console.plan import Plan
 
 GIB = 1024**3
 MIB = 1024**2
@@ -304,6 +305,12 @@ class StaticSource:
     def __init__(self, frame: Frame) -> None:
         self.frame = frame
         self.polls = 0
+        self.plan = Plan()
+        self.window_s = 60.0
+        self.forgotten: list[int] = []
+
+    def forget_mig(self, index: int) -> None:
+        self.forgotten.append(index)
 
     async def poll(self) -> Frame:
         self.polls += 1

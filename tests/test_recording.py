@@ -277,3 +277,51 @@ async def test_pressing_s_saves_a_bundle_with_the_note(tmp_path):
     assert screen_alerts and all(m in md for m in screen_alerts)
     assert "<svg" in (bundle / "screen.svg").read_text()
     assert os.stat(bundle / "frame.json").st_mode & 0o777 == 0o600
+
+
+async def test_the_replay_bar_drives_the_replay():
+    """The replay's controls (their own widget): pause, step, jump, speed, and the bar shows them."""
+    from console.engines import Extract
+    from console.frame import GpuSource
+    from console.replay import ReplaySource
+    from console.sample import EngineSample, Sample
+    from screens.app import InferdeckApp
+    from screens.replaybar import ReplayBar
+
+    samples = []
+    for k in range(300):
+        t = 8000.0 + k
+        ex = Extract(t=t, counters={"generation_tokens": {(("engine", "0"),): (float(10 * k),)}})
+        samples.append(
+            Sample(
+                t=t,
+                source=GpuSource(kind="none"),
+                engines=[
+                    EngineSample(
+                        label="v",
+                        url="http://127.0.0.1:8000/metrics",
+                        t=t,
+                        up=True,
+                        kind="vllm",
+                        extract=ex,
+                    )
+                ],
+            )
+        )
+    src = ReplaySource({"window_s": 60}, samples)
+    app = InferdeckApp(src, interval_s=0.05, read_only=True, replay=src)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("p")  # pause
+        assert not src.playing
+        start = src.cursor
+        await pilot.press("right_square_bracket")
+        await pilot.pause(0.2)
+        assert src.cursor == start + 1
+        await pilot.press("full_stop")  # +1 minute
+        await pilot.pause(0.2)
+        assert src.cursor == start + 61
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        bar = str(app.query_one(ReplayBar).render())
+        assert "10x" in bar and "⏸" in bar
+        assert app.frame is not None and app.frame.taken_at.timestamp() == start + 61
