@@ -28,11 +28,13 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed $(VENV)/.llama
 	$(PY) -m ruff check console screens tests bench
 	$(PY) -m ruff format --check console screens tests bench
+	$(PY) -m mypy console screens
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check console screens tests bench
 	$(PY) -m ruff format --check console screens tests bench
+	$(PY) -m mypy console screens
 
 bench: $(VENV)/.installed
 	$(PY) bench/parser_speed.py

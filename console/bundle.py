@@ -10,6 +10,7 @@ import os
 import re
 from datetime import UTC
 from pathlib import Path
+from typing import Any
 
 from console.frame import Frame
 from console.redact import redact, secrets_in
@@ -69,9 +70,9 @@ def write_bundle(
     return path
 
 
-def list_bundles(root: Path) -> list[dict]:
+def list_bundles(root: Path) -> list[dict[str, Any]]:
     """Saved bundles, newest first: path, time, note, active alert count."""
-    out = []
+    out: list[dict[str, Any]] = []
     if not root.is_dir():
         return out
     for d in sorted((p for p in root.iterdir() if p.is_dir()), reverse=True):

@@ -9,6 +9,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console import __version__
 from console.engines import kinds
@@ -29,6 +30,10 @@ from console.settings import (
 )
 from console.sim.formats import FORMATS
 from console.sim.traffic import PROFILES
+
+if TYPE_CHECKING:
+    from console.plan import Plan
+    from console.sim.demo import DemoNode
 
 
 class UsageError(Exception):
@@ -248,7 +253,7 @@ def _settings(args: argparse.Namespace, demo: bool = False) -> Settings:
     return settings
 
 
-def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, object, Settings]:
+def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, DemoNode | None, Settings]:
     """(poller, demo node or None, settings) for the chosen source."""
     settings = _settings(args, demo)
     targets = [parse_engine(s) for s in args.engine] + config_targets(settings)
@@ -375,7 +380,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
         headers = token_headers(prom) or auth
         verify = prom.verify_tls
     client = PromClient(url.rstrip("/").removesuffix("/metrics"), headers=headers, verify=verify)
-    plans = {}
+    plans: dict[str, Plan] = {}
     for node, path in settings.node_plans.items():
         try:
             plans[node] = load_settings(Path(path).expanduser())

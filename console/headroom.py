@@ -215,7 +215,7 @@ def _service(
     else:
         heads.append(Headroom(name="engine", state="ok", detail="up"))
     recovered = state.recovered.get(engine.name) if engine is not None else None
-    if recovered is not None and now - recovered[0] < 300:
+    if engine is not None and recovered is not None and now - recovered[0] < 300:
         cond(
             f"service-recovered:{svc.name}",
             "info",
@@ -276,8 +276,8 @@ def _service(
                 detail += f", summed over {len(caps)} replicas"
             usage = engine.kv_cache_usage
             prev = state.prev_waiting.get(engine.name)
-            waiting = engine.requests_waiting or 0
-            growing = waiting > 0 and prev is not None and waiting >= prev
+            queued = engine.requests_waiting or 0.0
+            growing = queued > 0 and prev is not None and queued >= prev
             if (
                 usage is not None
                 and usage >= plan.alerts.kv_usage_critical
@@ -290,7 +290,7 @@ def _service(
                     subject,
                     f"KV cache {usage * 100:.0f}% full with "
                     + ("a growing queue" if growing else f"{engine.preemptions:.0f} preemptions")
-                    + f" ({waiting:.0f} waiting): shed load, add a replica, or lower max-num-seqs",
+                    + f" ({queued:.0f} waiting): shed load, add a replica, or lower max-num-seqs",
                     "kv",
                 )
             elif seqs < seqs_needed:
@@ -323,7 +323,7 @@ def _service(
                 )
             )
         waiting = engine.requests_waiting
-        state.prev_waiting[engine.name] = waiting or 0
+        state.prev_waiting[engine.name] = waiting or 0.0
         if waiting is not None:
             st = "warning" if waiting > 0 else "ok"
             heads.append(

@@ -4,7 +4,8 @@ in slo.py and cost.py)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from console.alerts import Condition
 from console.cost import energy, node_hourly, per_million, slice_share
@@ -69,7 +70,7 @@ def device_share(svc: Service, plan: Plan, gpus: list[Gpu]) -> float:
 def service_meters(
     plan: Plan,
     services: list[ServiceStatus],
-    histories: dict[str, Sequence[Extract]],
+    histories: Mapping[str, Sequence[Extract]],
     profiles: dict[str, EngineProfile],
     burn_hist: dict[str, OutcomeHistory],
     gpus: list[Gpu],
@@ -79,7 +80,7 @@ def service_meters(
     out = []
     hour = dt.datetime.fromtimestamp(now).hour
     spec = plan.cost
-    node = None
+    node: dict[str, Any] | None = None
     if spec is not None:
         total_w = sum(g.power_w for g in gpus if g.power_w is not None) if gpus else None
         hourly = node_hourly(spec)
@@ -136,7 +137,7 @@ def service_meters(
                             plan.alerts.burn.clear_s,
                         )
                     )
-        cost_doc = None
+        cost_doc: dict[str, Any] | None = None
         if spec is not None and node is not None:
             share = device_share(svc, plan, gpus)
             hourly = node["usd_per_h"] * share
@@ -148,7 +149,7 @@ def service_meters(
                 gpu_part = share * (len(gpus) or 1)  # the service's fraction of its GPU
                 cost_doc["energy"] = energy(spec, parent.power_w * gpu_part, hour, node_share=share)
             if slo_doc is not None and prof is not None:
-                w_s = slo_doc and _window_s(slo_doc["window"])
+                w_s = _window_s(slo_doc["window"])
                 u = occupancy(hists, w_s)
                 cost_doc["occupancy"] = u
                 rate = slo_doc.get("output_tokens_per_s")

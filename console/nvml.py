@@ -92,7 +92,7 @@ def _text(v: Any) -> str:
 
 class NvmlReader:
     def __init__(self, lib: Any | None = None, simulated: bool = False) -> None:
-        self._lib = lib
+        self._lib: Any = lib  # pynvml or the simulator: untyped either way
         self._simulated = simulated
         self._started = False
         self._error: str | None = None
@@ -300,7 +300,8 @@ class NvmlReader:
         cached = self._slow.get(index)
         if cached is not None and time.monotonic() - cached[0] < SLOW_TTL_S:
             return cached[1], cached[2]
-        lib, na = self._lib, {}
+        lib = self._lib
+        na: dict[str, str] = {}
         f: dict[str, Any] = {}
         f["uuid"] = self._call("nvmlDeviceGetUUID", h, field="uuid", na=na)
         f["name"] = self._call("nvmlDeviceGetName", h, field="name", na=na)

@@ -8,6 +8,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -195,7 +196,7 @@ class Poller:
 
     async def _poll_engine(self, state: _EngineState, now: float) -> EngineSample:
         target = state.target
-        base = {
+        base: dict[str, Any] = {
             "label": target.label,
             "url": target.url,
             "device": target.device,

@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from console import __version__
 from console.redact import redact
@@ -42,7 +43,7 @@ class Recorder:
         self.retention_h = retention_h
         self.secrets = secrets or []
         self._file: gzip.GzipFile | None = None
-        self._raw = None
+        self._raw: BinaryIO | None = None
         self._day: str | None = None
         self.path: Path | None = None
         self.frames = 0

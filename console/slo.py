@@ -281,7 +281,9 @@ def outcome_series(ex: Extract, profile: EngineProfile) -> dict[tuple, tuple[flo
     failed), by the profile's one classification (``SuccessSpec.rules``)."""
     spec = profile.success
     out: dict[tuple, tuple[float, float, float]] = {}
-    for signal, weigh in spec.rules() if spec is not None else []:
+    if spec is None:
+        return out
+    for signal, weigh in spec.rules():
         for lab, vec in ex.counters.get(signal, {}).items():
             good, failed, _ = weigh((label(lab, spec.label) if spec.label else None) or "")
             out[(signal, lab)] = (vec[0], good, failed)

@@ -185,10 +185,10 @@ def to_markdown(frame: Frame, note: str = "") -> str:
         ]
         lines += ["", "## Cost", ""]
         if frame.cost:
-            e = frame.cost.energy
+            node_energy = frame.cost.energy
             lines.append(
-                f"node {_money(frame.cost.usd_per_h, 3)}/h; energy {_money(e.usd_per_h, 3)}/h "
-                f"({num(e.power_w)} W, {e.basis or NA})"
+                f"node {_money(frame.cost.usd_per_h, 3)}/h; energy {_money(node_energy.usd_per_h, 3)}/h "
+                f"({num(node_energy.power_w)} W, {node_energy.basis or NA})"
             )
             lines.append("")
             rows = []
@@ -228,15 +228,15 @@ def to_markdown(frame: Frame, note: str = "") -> str:
                 ]
             )
         lines += _table(["service", "device", "required / capacity", "fits", "headroom"], rows)
-    events = [a for a in frame.alerts if a.state == "cleared" or a.severity == "info"]
+    recent = [a for a in frame.alerts if a.state == "cleared" or a.severity == "info"]
     lines += ["", "## Recent events", ""]
-    if events:
+    if recent:
         rows = []
-        for a in events:
-            when = a.since.isoformat() + (
-                f" → cleared {a.cleared_at.isoformat()}" if a.cleared_at else ""
+        for ev in recent:
+            when = ev.since.isoformat() + (
+                f" → cleared {ev.cleared_at.isoformat()}" if ev.cleared_at else ""
             )
-            rows.append([when, a.severity, a.subject, a.message])
+            rows.append([when, ev.severity, ev.subject, ev.message])
         lines += _table(["when", "severity", "subject", "event"], rows)
     else:
         lines.append("none in the last 10 minutes")

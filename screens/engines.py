@@ -119,7 +119,7 @@ class EnginePane(TablePane):
 
     def show(self, frame: Frame) -> None:
         self.frame = frame
-        c = self.colors()
+        c = self.palette()
         shown = [
             (key, cell) for _, key, _, wide_only, cell in COLUMNS if self.wide or not wide_only
         ]

@@ -97,12 +97,12 @@ class GpuPane(TablePane):
 
     def show(self, frame: Frame) -> None:
         self.frame = frame
-        c = self.colors()
+        c = self.palette()
         note = self.query_one("#gpu-note", Static)
         text = frame.gpu_source.error or frame.gpu_source.note or ""
         note.update(text)
         note.display = bool(text)
-        rows: list[tuple[str, list[object]]] = []
+        rows: list[tuple[str, list[Text]]] = []
         for g in frame.gpus:
             rows.append((f"gpu:{g.index}", self._gpu_row(g, c)))
             for d in g.mig.devices if g.mig else []:

@@ -19,7 +19,7 @@ class AlertPane(Pane):
         yield Static("", id="alert-lines")
 
     def show(self, frame: Frame) -> None:
-        c = self.colors()
+        c = self.palette()
         active = [a for a in frame.alerts if a.state == "active"]
         self.border_title = f"Alerts ({len(active)} active)"
         lines = [] if active else [Text("No active alerts.", style=c["success"])]
@@ -94,7 +94,7 @@ class ServicesPane(TablePane):
 
     def show(self, frame: Frame) -> None:
         self.frame = frame
-        c = self.colors()
+        c = self.palette()
         rows = []
         for s in frame.services:
             heads = {h.name: h for h in s.headroom}

@@ -71,7 +71,7 @@ class SloPane(Pane):
         yield t
 
     def show(self, frame: Frame) -> None:
-        c = self.colors()
+        c = self.palette()
         rows = []
         win = None
         for s in frame.services:
@@ -125,7 +125,7 @@ class CostPane(Pane):
         yield t
 
     def show(self, frame: Frame) -> None:
-        c = self.colors()
+        c = self.palette()
         node = frame.cost
         if node:
             self.border_title = (

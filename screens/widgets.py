@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable
 
-from console.frame import Percentiles
+from console.frame import Frame, Percentiles
 from console.keyseries import KeySeries
 
 if TYPE_CHECKING:  # the app imports these widgets
@@ -79,11 +79,12 @@ class KeyedTable(DataTable):
 class Pane(Vertical):
     """A titled section."""
 
-    def __init__(self, title: str, **kw: object) -> None:
-        super().__init__(**kw)
+    def __init__(self, title: str, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
         self.border_title = title
 
-    def colors(self) -> dict[str, str]:
+    def palette(self) -> dict[str, str]:
+        """The theme's colours as Rich styles (DOMNode.colors is Textual's own)."""
         return theme_colors(self.app.theme_variables)
 
 
@@ -94,10 +95,10 @@ class TablePane(Pane):
     """A pane around one KeyedTable whose columns depend on the width: narrow ones always, the
     wide-only ones from WIDE columns on. Redraws its last frame when the set changes."""
 
-    def __init__(self, title: str, **kw: object) -> None:
-        super().__init__(title, **kw)
+    def __init__(self, title: str, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(title, id=id)
         self.wide: bool | None = None
-        self.frame = None
+        self.frame: Frame | None = None
         self.history: KeySeries | None = None  # the app's time-based key series, for trends
 
     def columns(self, wide: bool) -> Sequence[tuple[str, str, int]]:

@@ -81,7 +81,7 @@ class FleetSource:
     async def poll(self) -> FleetState:
         w = f"{int(self.window_s)}s"
         self.state.errors = {}
-        queries = {"up": "up"}
+        queries: dict[str, str | None] = {"up": "up"}
         for kind, prof in profiles().items():
             queries[f"kind:{kind}"] = detect_query(prof)
         for sig in ("requests_running", "requests_waiting", "kv_cache_usage"):
@@ -140,7 +140,7 @@ class FleetSource:
         out = {}
         for name, frame in nodes.items():
             plan = self.plans.get(name)
-            services, conds = frame.services, []
+            services, conds = frame.services, list[Condition]()
             if plan is not None:
                 state = self._headroom.setdefault(name, HeadroomState())
                 services, conds = evaluate(

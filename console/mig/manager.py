@@ -137,7 +137,7 @@ class MigManager:
                     gi_ids[inst] = int(info.id)
             layout.sort(key=lambda x: x[1])
             # processes per MIG device, mapped to their instance
-            starts = {}
+            on_instance: dict[Instance, list[int]] = {}
             for i in range(lib.nvmlDeviceGetMaxMigDeviceCount(h)):
                 try:
                     mh = lib.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
@@ -146,8 +146,10 @@ class MigManager:
                 gi_id = lib.nvmlDeviceGetGpuInstanceId(mh)
                 gi = lib.nvmlGpuInstanceGetInfo(lib.nvmlDeviceGetGpuInstanceById(h, gi_id))
                 key = (by_id[int(gi.profileId)], int(gi.placement.start))
-                starts[key] = [int(p.pid) for p in lib.nvmlDeviceGetComputeRunningProcesses(mh)]
-            processes = {k: v for k, v in starts.items() if v}
+                on_instance[key] = [
+                    int(p.pid) for p in lib.nvmlDeviceGetComputeRunningProcesses(mh)
+                ]
+            processes = {k: v for k, v in on_instance.items() if v}
         else:
             pids = [int(p.pid) for p in lib.nvmlDeviceGetComputeRunningProcesses(h)]
             if pids:

@@ -3,15 +3,17 @@ fit and headroom there (the plan's arithmetic), before anything is applied."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from console.gpucatalog import MIB
 from console.mig.layouts import Instance
 from console.mig.manager import GpuMig
 from console.plan import GIB, Plan, fit, parse_device
 
 
-def landing(plan: Plan, g: GpuMig, target: list[Instance] | str) -> list[dict]:
+def landing(plan: Plan, g: GpuMig, target: list[Instance] | str) -> list[dict[str, Any]]:
     """Per planned service on this GPU: where it lands and whether it fits there."""
-    out = []
+    out: list[dict[str, Any]] = []
     for svc in plan.services:
         ref = parse_device(svc.device)
         if ref.gpu != g.index:

@@ -22,6 +22,7 @@ def nvidia_smi(
         ]
     if target == "enable":
         return [f"nvidia-smi -i {index} -mig 1"]
+    assert isinstance(target, list)
     _, destroy, create = diff(current, target)
     cmds = []
     for name, start in destroy:

@@ -390,14 +390,15 @@ def triton_page(m: TrafficModel) -> str:
     ):
         e.sample("nv_trt_llm_request_metrics", v, request_type=kind)
     e.head("nv_trt_llm_kv_cache_block_metrics", "gauge", "TRT LLM KV cache block metrics")
-    for kind, v in (
+    kv_rows: tuple[tuple[str, float], ...] = (
         ("fraction", round(used_blocks / max_blocks, 4)),
         ("tokens_per", bs),
         ("used", used_blocks),
         ("free", max_blocks - used_blocks),
         ("max", max_blocks),
-    ):
-        e.sample("nv_trt_llm_kv_cache_block_metrics", v, kv_cache_block_type=kind)
+    )
+    for kind, value in kv_rows:
+        e.sample("nv_trt_llm_kv_cache_block_metrics", value, kv_cache_block_type=kind)
     ok = m.finished_ok
     e.counter(
         "nv_inference_request_success",

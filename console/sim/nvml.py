@@ -529,7 +529,7 @@ class SimNvml:
         elif gpu.mig_current:
             targets = devs
         else:
-            targets = [(None, None)]
+            targets = [(None, None)]  # type: ignore[list-item]  # the whole GPU: no GI/CI
         out = []
         for gi, ci in targets:
             for pid, used in self.processes.get(ci.uuid if ci else gpu.uuid, []):
