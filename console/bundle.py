@@ -36,7 +36,7 @@ def write_bundle(
     root: Path,
     frame: Frame,
     note: str = "",
-    history: dict | None = None,
+    history: dict[str, Any] | None = None,
     svg: str | None = None,
     secrets: list[str] | None = None,
 ) -> Path:

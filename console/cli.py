@@ -33,6 +33,7 @@ from console.sim.traffic import PROFILES
 
 if TYPE_CHECKING:
     from console.plan import Plan
+    from console.recording import Recorder
     from console.sim.demo import DemoNode
 
 
@@ -331,7 +332,7 @@ def _recorder(
     settings: Settings,
     retention: float | None = None,
     flag: str = "--out",
-):
+) -> Recorder:
     """A recorder with its file already open: a path that cannot be written, or an existing file
     that is no recording, is one sentence now rather than a traceback at the first poll."""
     from console.recording import Recorder, RecordingError

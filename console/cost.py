@@ -10,6 +10,8 @@ the bill does not already include facility overhead, x the tariff at that hour.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 HORIZON_H = 3 * 365 * 24  # 26,280
@@ -77,7 +79,9 @@ def node_hourly(spec: CostSpec) -> float:
     )
 
 
-def energy(spec: CostSpec, gpu_power_w: float | None, hour: int, node_share: float = 1.0) -> dict:
+def energy(
+    spec: CostSpec, gpu_power_w: float | None, hour: int, node_share: float = 1.0
+) -> dict[str, Any]:
     """Power drawn, its basis, and what it costs per hour now. For a part of the node, pass its GPU
     power and its ``node_share`` of the host's (or the wall meter's) figure."""
     if spec.wall_power_w is not None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -224,10 +224,10 @@ class Extract:
     )  # signal -> why a present series was unusable
 
 
-_INTERNED: dict = {}
+_INTERNED: dict[Any, Any] = {}
 
 
-def _intern(x):
+def _intern(x: Any) -> Any:
     """One shared copy of a label set or bucket bounds: the history holds 15 minutes of scrapes that
     repeat the same keys, and each would otherwise keep its own."""
     if (

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from console.engines import EngineProfile, Extract, as_list, gauge_value, rank_key
 from console.frame import Percentiles
 from console.promtext import Labels, label
-from console.window import Delta, histogram_quantiles, quantile_bucket, rate, wide, window_delta
+from console.window import (
+    Delta,
+    Vector,
+    histogram_quantiles,
+    quantile_bucket,
+    rate,
+    wide,
+    window_delta,
+)
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 FEW_OBSERVATIONS = 20
@@ -43,7 +51,7 @@ def parse_window(text: str) -> float:
     return value
 
 
-class Scrapes(deque):
+class Scrapes(deque[Extract]):
     """A history's scrapes, with the times at which the engine's process start moved (kept as they
     arrive, so no window walks the whole history to find them)."""
 
@@ -95,7 +103,9 @@ def restarted(before: Extract, after: Extract) -> bool:
     return a is not None and b is not None and b > a + 1.0
 
 
-def _points(history: Sequence[Extract], kind: str, signal: str) -> list[tuple[float, dict]]:
+def _points(
+    history: Sequence[Extract], kind: str, signal: str
+) -> list[tuple[float, Mapping[Labels, Vector]]]:
     out = []
     for ex in history:
         values = getattr(ex, kind).get(signal)

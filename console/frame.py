@@ -7,7 +7,7 @@ could not be read is ``None`` and its field name appears in ``unavailable`` with
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -201,7 +201,7 @@ class _Report(_Model):
     applicable here", a null means "could not be computed", as in ``unavailable``)."""
 
     @model_serializer(mode="wrap")
-    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict:
+    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out = handler(self)
         return {k: v for k, v in out.items() if k in self.model_fields_set}
 

@@ -10,6 +10,7 @@ are critical. Plus node faults: NVML unavailable, a lost GPU, a scraped engine t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -18,6 +19,8 @@ from console.frame import Engine, Gpu, GpuSource, Headroom, ServiceStatus
 from console.plan import GIB, Plan, Service, catalog_capacity, fit, live_device, parse_device, shape
 
 THERMAL_EVENTS = {"thermal (SW)", "thermal (HW)"}
+
+CondFn = Callable[[str, str, str, str, str], None]  # key, severity, subject, message, rule
 
 
 @dataclass
@@ -111,7 +114,7 @@ def _outage(e: Engine, state: HeadroomState, now: float) -> None:
         state.recovered[e.name] = (now, now - began)
 
 
-def _gpu_conditions(g: Gpu, plan: Plan, cond) -> None:
+def _gpu_conditions(g: Gpu, plan: Plan, cond: CondFn) -> None:
     r = plan.alerts
     events = set(g.clock_events or [])
     if g.power_w is not None and g.power_limit_w:
@@ -160,7 +163,7 @@ def _service(
     engine: Engine | None,
     state: HeadroomState,
     now: float,
-    cond,
+    cond: CondFn,
     replicas: list[Engine] | None = None,
 ) -> ServiceStatus:
     ref = parse_device(svc.device)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from console.frame import Frame
 
@@ -51,7 +52,7 @@ class KeySeries:
                 break
         return [out[b] for b in sorted(out)]
 
-    def export(self) -> dict:
+    def export(self) -> dict[str, Any]:
         """{"seconds": 300, "t": [...], "series": {name: [values...]}} (null where unread)."""
         names: list[str] = []
         for _, values in self.points:

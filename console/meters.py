@@ -75,7 +75,7 @@ def service_meters(
     burn_hist: dict[str, OutcomeHistory],
     gpus: list[Gpu],
     now: float,
-) -> tuple[list[ServiceStatus], dict | None, list[Condition]]:
+) -> tuple[list[ServiceStatus], dict[str, Any] | None, list[Condition]]:
     conds: list[Condition] = []
     out = []
     hour = dt.datetime.fromtimestamp(now).hour
@@ -112,7 +112,7 @@ def service_meters(
         prof = next((profiles[n] for n in svc.engine_names if n in profiles), None)
         slo_doc = compliance(svc, hists, prof) if prof is not None and hists else None
         if slo_doc is not None and prof is not None:
-            series: dict[tuple, tuple[float, float, float]] = {}
+            series: dict[tuple[Any, ...], tuple[float, float, float]] = {}
             restarted = set()
             for name in svc.engine_names:
                 h = histories.get(name)

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -268,7 +269,7 @@ def check_plan(plan: Plan, where: object = None) -> None:
     """Cross-checks pydantic cannot do: known models, devices that exist (offline), distinct names."""
     from console.yamlfile import ConfigError
 
-    def at(path: tuple) -> str:
+    def at(path: tuple[Any, ...]) -> str:
         return f"{where(path)}: " if callable(where) else ""
 
     names: set[str] = set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from console.gpucatalog import catalog
 from console.plan import GIB, Fit, Plan, catalog_capacity, fit, parse_device, shape
@@ -16,7 +17,7 @@ def fits(plan: Plan) -> list[Fit]:
     return out
 
 
-def by_device(plan: Plan, rows: list[Fit]) -> list[dict]:
+def by_device(plan: Plan, rows: list[Fit]) -> list[dict[str, Any]]:
     groups: dict[str, list[Fit]] = {}
     for f in rows:
         groups.setdefault(f.device, []).append(f)

@@ -92,9 +92,9 @@ class Poller:
         self.recorder: Recorder | None = None  # appends every Sample when set
         self._clients: dict[bool, httpx.AsyncClient] = {}
         self.budget_s: float | None = None  # longest a poll waits for slow sources (None: for all)
-        self._tasks: dict[int, asyncio.Future] = {}
-        self._nvml_task: asyncio.Future | None = None
-        self._gpu_reading: tuple[GpuSource, list] = (GpuSource(kind="none", error=None), [])
+        self._tasks: dict[int, asyncio.Future[Any]] = {}
+        self._nvml_task: asyncio.Future[Any] | None = None
+        self._gpu_reading: tuple[GpuSource, list[Any]] = (GpuSource(kind="none", error=None), [])
 
     @property
     def plan(self) -> Plan:
@@ -231,7 +231,11 @@ class Poller:
         return self._engine(state, res, slots, base)
 
     def _engine(
-        self, state: _EngineState, res: ScrapeResult, slots: ScrapeResult | None, base: dict
+        self,
+        state: _EngineState,
+        res: ScrapeResult,
+        slots: ScrapeResult | None,
+        base: dict[str, Any],
     ) -> EngineSample:
         target = state.target
         t = self.clock()
@@ -264,7 +268,7 @@ class Poller:
         )
 
     @staticmethod
-    def _slots(res: ScrapeResult) -> dict:
+    def _slots(res: ScrapeResult) -> dict[str, Any]:
         if res.text is None:
             why = res.error or "no answer"
             if "HTTP 501" in why or "HTTP 404" in why:

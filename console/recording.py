@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from console import __version__
 from console.redact import redact
@@ -33,7 +33,7 @@ class Recorder:
         self,
         out: Path,
         host: str,
-        header: dict | None = None,
+        header: dict[str, Any] | None = None,
         retention_h: float | None = None,
         secrets: list[str] | None = None,
     ) -> None:
@@ -83,7 +83,7 @@ class Recorder:
     def out_is_dir(self) -> bool:
         return not self.out.name.endswith(SUFFIX) or self.out.is_dir()
 
-    def _line(self, doc: dict) -> None:
+    def _line(self, doc: dict[str, Any]) -> None:
         assert self._file is not None and self._raw is not None
         text = redact(json.dumps(doc, separators=(",", ":")), self.secrets)
         self._file.write(text.encode() + b"\n")
@@ -161,9 +161,9 @@ def files(path: Path) -> list[Path]:
     return [path]
 
 
-def read(path: Path) -> tuple[dict, list[Sample]]:
+def read(path: Path) -> tuple[dict[str, Any], list[Sample]]:
     """The first header and every complete Sample, in time order, of a file or directory."""
-    header: dict | None = None
+    header: dict[str, Any] | None = None
     samples: list[Sample] = []
     notes: list[str] = []
     for f in files(path):

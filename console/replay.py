@@ -6,7 +6,9 @@ from __future__ import annotations
 import bisect
 import copy
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -20,7 +22,12 @@ CHECKPOINT_EVERY = 120  # samples between saved derivation states (cheap backwar
 
 
 class ReplaySource:
-    def __init__(self, header: dict, samples: list[Sample], clock=time.monotonic) -> None:
+    def __init__(
+        self,
+        header: dict[str, Any],
+        samples: list[Sample],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not samples:
             raise ValueError("a replay needs at least one sample")
         self.header = header

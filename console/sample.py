@@ -37,20 +37,20 @@ class Sample:
     engines: list[EngineSample] = field(default_factory=list)
 
 
-def _pairs(values: dict) -> list:
+def _pairs(values: dict[Any, Any]) -> list[Any]:
     return [
         [[list(p) for p in labels], list(vec) if isinstance(vec, (tuple, array)) else vec]
         for labels, vec in values.items()
     ]
 
 
-def _unpairs(rows: list, tuples: bool) -> dict:
+def _unpairs(rows: list[Any], tuples: bool) -> dict[Any, Any]:
     return {
         tuple(tuple(p) for p in labels): (tuple(vec) if tuples else vec) for labels, vec in rows
     }
 
 
-def extract_to_json(ex: Extract) -> dict:
+def extract_to_json(ex: Extract) -> dict[str, Any]:
     return {
         "t": ex.t,
         "series": ex.series,
@@ -65,7 +65,7 @@ def extract_to_json(ex: Extract) -> dict:
     }
 
 
-def extract_from_json(d: dict) -> Extract:
+def extract_from_json(d: dict[str, Any]) -> Extract:
     return Extract(
         t=d["t"],
         series=d["series"],
@@ -80,7 +80,7 @@ def extract_from_json(d: dict) -> Extract:
     )
 
 
-def sample_to_json(s: Sample) -> dict:
+def sample_to_json(s: Sample) -> dict[str, Any]:
     return {
         "t": s.t,
         "source": s.source.model_dump(mode="json"),
@@ -95,7 +95,7 @@ def sample_to_json(s: Sample) -> dict:
     }
 
 
-def sample_from_json(d: dict) -> Sample:
+def sample_from_json(d: dict[str, Any]) -> Sample:
     engines = []
     for e in d["engines"]:
         ex = e.get("extract")

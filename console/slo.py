@@ -16,14 +16,16 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from console.engines import EngineProfile, Extract
 from console.enginestats import parse_window, signal_delta, summed_buckets, window_label
 from console.plan import Service, SloSpec, shape
 from console.promtext import label
 from console.window import (
+    Delta,
     fraction_at_or_below,
     histogram_quantile,
     quantile_bucket,
@@ -53,7 +55,9 @@ def default_slo(svc: Service) -> SloSpec:
     )
 
 
-def _window_deltas(histories: Sequence[Sequence[Extract]], kind: str, signal: str, window_s: float):
+def _window_deltas(
+    histories: Sequence[Sequence[Extract]], kind: str, signal: str, window_s: float
+) -> Iterator[tuple[Sequence[Extract], Delta]]:
     """(history, its windowed delta) for every replica that exposes the signal."""
     for hist in histories:
         delta = signal_delta(hist, kind, signal, window_s)
@@ -139,13 +143,18 @@ def compliance(
     histories: Sequence[Sequence[Extract]],
     profile: EngineProfile,
     window_s: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """SLO figures for one service over its evaluation window (JSON-ready)."""
     slo = default_slo(svc)
     w = window_s or parse_window(slo.window)
     q = slo.percentile
     qname = f"p{q * 100:g}"
-    out: dict = {"window": window_label(w), "percentile": qname, "targets": {}, "unavailable": {}}
+    out: dict[str, Any] = {
+        "window": window_label(w),
+        "percentile": qname,
+        "targets": {},
+        "unavailable": {},
+    }
     attain: list[float] = []
     unknown: list[str] = []
     approx_any = False
@@ -153,7 +162,7 @@ def compliance(
         limit = getattr(slo, key)
         if limit is None:
             continue
-        entry: dict = {"target_s": limit}
+        entry: dict[str, Any] = {"target_s": limit}
         spec = profile.signals.get(signal)
         if spec is not None and spec.parts:
             entry.update(_approx_target(histories, signal, limit, q, w, out["unavailable"], key))
@@ -245,9 +254,9 @@ def _approx_target(
     limit: float,
     q: float,
     w: float,
-    unavailable: dict,
+    unavailable: dict[str, Any],
     key: str,
-) -> dict:
+) -> dict[str, Any]:
     """An SLO on a figure the engine has no histogram of (TGI's TTFT = queue + validation + prefill
     quantiles): the observed figure is approximate and its attainment unknown."""
     summed: float | None = 0.0
@@ -276,11 +285,13 @@ def _approx_target(
 # --- error budget and burn rate --------------------------------------------------------------
 
 
-def outcome_series(ex: Extract, profile: EngineProfile) -> dict[tuple, tuple[float, float, float]]:
+def outcome_series(
+    ex: Extract, profile: EngineProfile
+) -> dict[tuple[Any, ...], tuple[float, float, float]]:
     """Every request-outcome counter series of one scrape: key -> (value, weight in good, weight in
     failed), by the profile's one classification (``SuccessSpec.rules``)."""
     spec = profile.success
-    out: dict[tuple, tuple[float, float, float]] = {}
+    out: dict[tuple[Any, ...], tuple[float, float, float]] = {}
     if spec is None:
         return out
     for signal, weigh in spec.rules():
@@ -301,11 +312,14 @@ class OutcomeHistory:
     def __init__(self, keep_s: float = max(BURN_WINDOWS_S) + 60) -> None:
         self.keep_s = keep_s
         self.t, self.good, self.failed = array("d"), array("d"), array("d")
-        self._last: dict[tuple, float] = {}
+        self._last: dict[tuple[Any, ...], float] = {}
         self._totals = [0.0, 0.0]
 
     def add(
-        self, t: float, series: dict[tuple, tuple[float, float, float]], restarted: Collection = ()
+        self,
+        t: float,
+        series: dict[tuple[Any, ...], tuple[float, float, float]],
+        restarted: Collection[Any] = (),
     ) -> None:
         """``series``: key -> (value, good weight, failed weight); a key's first element names its
         engine, and ``restarted`` the engines known to have restarted at this scrape."""
@@ -338,9 +352,13 @@ class OutcomeHistory:
         return (bad / total if total > 0 else None), total
 
 
-def burn_rates(history: OutcomeHistory, completion_target: float) -> dict:
+def burn_rates(history: OutcomeHistory, completion_target: float) -> dict[str, Any]:
     budget = 1.0 - completion_target
-    out: dict = {"error_budget": budget, "period_days": BUDGET_PERIOD_S / 86400, "windows": {}}
+    out: dict[str, Any] = {
+        "error_budget": budget,
+        "period_days": BUDGET_PERIOD_S / 86400,
+        "windows": {},
+    }
     for w in BURN_WINDOWS_S:
         share, n = history.bad_share(w)
         out["windows"][window_label(w)] = {
@@ -351,7 +369,7 @@ def burn_rates(history: OutcomeHistory, completion_target: float) -> dict:
     return out
 
 
-def burn_alert(burn: dict) -> tuple[str, str] | None:
+def burn_alert(burn: dict[str, Any]) -> tuple[str, str] | None:
     """(severity, message) for the multi-window burn-rate rules, or None."""
     w = burn["windows"]
 

@@ -5,6 +5,7 @@ or, failing both, from the TensorRT-LLM backend's standard repository layout."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from console.engines import Extract
@@ -23,7 +24,7 @@ def api_base(metrics_url: str) -> str:
     return urlunsplit((parts.scheme or "http", netloc, "", "", ""))
 
 
-def top_models(index: list[dict], configs: dict[str, dict]) -> list[str]:
+def top_models(index: list[dict[str, Any]], configs: dict[str, dict[str, Any]]) -> list[str]:
     """Models no ensemble calls as a step, from the repository index and each model's config."""
     names = [str(m.get("name")) for m in index if m.get("name")]
     called = {
@@ -49,7 +50,7 @@ def count_once(
     if not keep or keep == models:
         return ex, None
 
-    def only(values: dict) -> dict:
+    def only(values: dict[Any, Any]) -> dict[Any, Any]:
         return {lab: v for lab, v in values.items() if label(lab, by) in keep}
 
     counters = {k: only(v) if k in signals else v for k, v in ex.counters.items()}

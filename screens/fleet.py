@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import DataTable, Footer, Input, Static
 
 from console.fleet.state import FleetState, NodeSummary
 from console.frame import Frame
@@ -42,7 +42,7 @@ COLUMNS = (
 SORTS = ("node", "alerts", "ttft", "tps")
 
 
-def _row(node: str, f: Frame) -> dict:
+def _row(node: str, f: Frame) -> dict[str, Any]:
     up = sum(1 for e in f.engines if e.up)
     p95 = [e.ttft_s.p95 for e in f.engines if e.ttft_s and e.ttft_s.p95 is not None]
     active = [a for a in f.alerts if a.state == "active"]
@@ -232,7 +232,7 @@ class FleetApp(App[None]):
         if isinstance(self.screen, NodeScreen):
             self.screen.show_state(st)
 
-    def on_data_table_row_selected(self, event) -> None:
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "fleet-table":
             self.push_screen(NodeScreen(str(event.row_key.value).split(":", 1)[1]))
 

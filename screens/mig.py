@@ -4,7 +4,7 @@ blocks the change), confirm by typing the GPU index, and watch the apply step by
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
@@ -20,7 +20,9 @@ from console.mig.script import nvidia_smi
 from screens.widgets import DeckScreen, theme_colors
 
 if TYPE_CHECKING:  # the manager drives NVML: screens only hold it
-    from console.mig.manager import MigManager
+    from console.mig.layouts import Instance
+    from console.mig.manager import GpuMig, MigManager
+    from console.plan import Plan
 
 
 class ConfirmApply(ModalScreen[bool]):
@@ -64,15 +66,15 @@ class ConfirmApply(ModalScreen[bool]):
 class MigScreen(DeckScreen):
     BINDINGS = [Binding("escape,q", "back", "Back"), Binding("a", "apply", "Apply")]
 
-    def __init__(self, manager: MigManager, plan, commands: dict[int, str]) -> None:
+    def __init__(self, manager: MigManager, plan: Plan, commands: dict[int, str]) -> None:
         super().__init__()
         self.manager = manager
         self.plan = plan
         self.commands = commands
         self.gpu: int | None = None
-        self.state = None
-        self.layouts: list = []
-        self.target = None
+        self.state: GpuMig | None = None
+        self.layouts: list[list[Instance]] = []
+        self.target: list[Instance] | str | None = None
         self.busy = False
 
     def compose(self) -> ComposeResult:
@@ -138,7 +140,7 @@ class MigScreen(DeckScreen):
             return
         self.app.call_from_thread(self._show_gpu, g)
 
-    def _show_gpu(self, g) -> None:
+    def _show_gpu(self, g: GpuMig) -> None:
         self.state = g
         t = self.query_one("#mig-layouts", DataTable)
         t.clear()
@@ -227,7 +229,7 @@ class MigScreen(DeckScreen):
         self.app.push_screen(ConfirmApply(g.index, summary), confirmed)
 
     @work(thread=True, exit_on_error=False)
-    def _apply(self, index: int, target) -> None:
+    def _apply(self, index: int, target: list[Instance] | str) -> None:
         self.busy = True
         log: list[str] = []
 
@@ -247,7 +249,7 @@ class MigScreen(DeckScreen):
             self.busy = False
         self.app.call_from_thread(self._done, index, report)
 
-    def _done(self, index: int, report: dict) -> None:
+    def _done(self, index: int, report: dict[str, Any]) -> None:
         ok = report["result"] == "applied"
         text = f"{report['result']}: {report['before']} -> {report.get('after')}"
         if report.get("error"):

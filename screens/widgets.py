@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.color import Color
@@ -43,7 +43,7 @@ def short_gpu_name(name: str | None) -> str:
     return name.replace("Blackwell Server Edition", "BSE").replace(" Blackwell", "")
 
 
-class KeyedTable(DataTable):
+class KeyedTable(DataTable[Any]):
     """A DataTable updated by row key: changed cells only; order changes rebuild once. The cursor
     shows only while the table has focus, so level colours stay visible on every row."""
 
@@ -111,7 +111,7 @@ class TablePane(Pane):
         if self._columns() and self.frame is not None:
             self.show(self.frame)
 
-    def show(self, frame) -> None:
+    def show(self, frame: Frame) -> None:
         raise NotImplementedError
 
     def trend(self, name: str, width: int) -> list[float]:

@@ -3,6 +3,8 @@ sentence naming the URL."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 
@@ -26,7 +28,7 @@ class PromClient:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _get(self, path: str, params: dict) -> dict:
+    async def _get(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.url}{path}"
         try:
             resp = await self._client.get(url, params=params, timeout=self.timeout_s)
@@ -46,7 +48,8 @@ class PromClient:
             ) from None
         if doc.get("status") != "success":
             raise PromError(f"Prometheus refused the query: {doc.get('error', resp.status_code)}")
-        return doc["data"]
+        data: dict[str, Any] = doc["data"]
+        return data
 
     async def query(self, q: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
         params = {"query": q} if at is None else {"query": q, "time": at}
@@ -61,7 +64,7 @@ class PromClient:
 
     async def query_range(
         self, q: str, start: float, end: float, step: float
-    ) -> list[tuple[dict, list]]:
+    ) -> list[tuple[dict[str, Any], list[Any]]]:
         data = await self._get(
             "/api/v1/query_range", {"query": q, "start": start, "end": end, "step": step}
         )

@@ -9,6 +9,7 @@ import asyncio
 import math
 import time
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from console import __version__
@@ -162,9 +163,9 @@ class FleetSource:
             )
         return out
 
-    def _frames(self, got: dict, now: float) -> dict[str, Frame]:
+    def _frames(self, got: dict[str, Any], now: float) -> dict[str, Frame]:
         taken = datetime.fromtimestamp(now, tz=UTC)
-        engines: dict[tuple[str, str], dict] = {}
+        engines: dict[tuple[str, str], dict[str, Any]] = {}
         kinds: dict[tuple[str, str], str] = {}
         for name, rows in got.items():
             if name.startswith("kind:") and rows:
@@ -177,7 +178,7 @@ class FleetSource:
         for k in kinds:
             engines.setdefault(k, {}).setdefault("up", True)
 
-        def put(field_name: str, rows) -> None:
+        def put(field_name: str, rows: list[tuple[dict[str, str], float]] | None) -> None:
             for labels, value in rows or []:
                 k = _key(labels)
                 if k in engines and not math.isnan(value):
@@ -291,9 +292,9 @@ class FleetSource:
         return nodes
 
     @staticmethod
-    def _gpus(got: dict) -> dict[str, list[Gpu]]:
-        per: dict[tuple[str, str], dict] = {}
-        migs: dict[tuple[str, str], dict[str, dict]] = {}
+    def _gpus(got: dict[str, Any]) -> dict[str, list[Gpu]]:
+        per: dict[tuple[str, str], dict[str, Any]] = {}
+        migs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         for f in (
             "FB_USED",
             "FB_FREE",

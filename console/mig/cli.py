@@ -6,11 +6,26 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from console.mig.layouts import MigError, describe, diff, parse_layout, placements, valid_layouts
-from console.mig.manager import MigManager
+from console.mig.layouts import (
+    Instance,
+    MigError,
+    describe,
+    diff,
+    parse_layout,
+    placements,
+    valid_layouts,
+)
+from console.mig.manager import GpuMig, MigManager
 from console.mig.parted import export_mig_parted, import_mig_parted
 from console.mig.script import nvidia_smi
+
+if TYPE_CHECKING:
+    from console.plan import Plan
+    from console.settings import Settings
+    from console.sim.demo import DemoNode
+
 from console.paths import mig_audit_log, snapshots_dir
 
 
@@ -18,7 +33,7 @@ class MigUsageError(Exception):
     pass
 
 
-def _lib(demo: bool):
+def _lib(demo: bool) -> tuple[Any, DemoNode | None]:
     if demo:
         from console.sim.demo import start_demo
 
@@ -137,7 +152,7 @@ def run_mig(args: argparse.Namespace) -> int:
     return 0
 
 
-def _snapshot(lib, demo: bool, when: str, node=None) -> Path:
+def _snapshot(lib: Any, demo: bool, when: str, node: DemoNode | None = None) -> Path:
     """The automatic bundle before and after a change: one poll of the whole node — GPUs as NVML
     reads them, the configured (or demo) engines, the plan — as the console would save it."""
     import asyncio
@@ -162,7 +177,7 @@ def _snapshot(lib, demo: bool, when: str, node=None) -> Path:
     )
 
 
-def _plan(demo: bool):
+def _plan(demo: bool) -> Settings:
     """The plan, for the services-landing check (the demo's, or the configured one)."""
     from console.settings import ConfigError, config_path, demo_settings, load_settings
 
@@ -173,7 +188,13 @@ def _plan(demo: bool):
 
 
 def _apply(
-    mm: MigManager, g, target, dry_run: bool, yes: bool, force: bool = False, plan=None
+    mm: MigManager,
+    g: GpuMig,
+    target: list[Instance] | str,
+    dry_run: bool,
+    yes: bool,
+    force: bool = False,
+    plan: Plan | None = None,
 ) -> int:
     keep, destroy, create = diff(g.layout, target if isinstance(target, list) else [])
     print(

@@ -235,7 +235,7 @@ class MigManager:
         progress: Callable[[str], None] | None = None,
         read_only: bool = False,
         commands: dict[int, str] | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Change the layout (or mode). Returns a report; raises MigError on a blocked change."""
         say = progress or (lambda _msg: None)
         g = self.read(index)
@@ -255,7 +255,7 @@ class MigManager:
             report["snapshot_before"] = str(self.snapshot("before") or "")
         if isinstance(target, str):
             return self._mode(g, target, report, say)
-        steps: list[dict] = report["steps"]
+        steps: list[dict[str, Any]] = report["steps"]
         try:
             self._converge(index, target, steps, say)
             after = self.read(index).layout
@@ -278,12 +278,14 @@ class MigManager:
         self._finish(report)
         return report
 
-    def _finish(self, report: dict) -> None:
+    def _finish(self, report: dict[str, Any]) -> None:
         if self.snapshot:
             report["snapshot_after"] = str(self.snapshot("after") or "")
         self.audit(report)
 
-    def _mode(self, g: GpuMig, target: str, report: dict, say: Callable[[str], None]) -> dict:
+    def _mode(
+        self, g: GpuMig, target: str, report: dict[str, Any], say: Callable[[str], None]
+    ) -> dict[str, Any]:
         lib = self.lib
         want = target == "enable"
         steps = report["steps"]
@@ -328,14 +330,14 @@ class MigManager:
         self._finish(report)
         return report
 
-    def _step(self, what: str, result: str, **extra: Any) -> dict:
+    def _step(self, what: str, result: str, **extra: Any) -> dict[str, Any]:
         return {"t": datetime.now(tz=UTC).isoformat(), "step": what, "result": result, **extra}
 
     def _converge(
         self,
         index: int,
         target: list[Instance],
-        steps: list[dict],
+        steps: list[dict[str, Any]],
         say: Callable[[str], None],
         rollback: bool = False,
     ) -> None:
@@ -404,7 +406,7 @@ class MigManager:
             out += list(arr[: n.value])
         return out
 
-    def audit(self, report: dict) -> None:
+    def audit(self, report: dict[str, Any]) -> None:
         self.audit_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         entry = {
             "t": datetime.now(tz=UTC).isoformat(),

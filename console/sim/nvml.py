@@ -364,7 +364,7 @@ class SimNvml:
             return self._mig(handle)[1].uuid
         return self._gpu(handle).uuid
 
-    def nvmlDeviceGetPciInfo(self, handle: _Handle):  # noqa: N802
+    def nvmlDeviceGetPciInfo(self, handle: _Handle) -> Any:  # noqa: N802
         gpu = self._gpu(handle)
         info = pynvml.nvmlPciInfo_t()
         info.busId = gpu.bus_id.encode()
@@ -372,9 +372,9 @@ class SimNvml:
         return info
 
     def nvmlDeviceGetArchitecture(self, handle: _Handle) -> int:  # noqa: N802
-        return ARCH[self._gpu(handle).model.architecture]
+        return int(ARCH[self._gpu(handle).model.architecture])
 
-    def nvmlDeviceGetMemoryInfo(self, handle: _Handle, version: int | None = None):  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, handle: _Handle, version: int | None = None) -> Any:  # noqa: N802
         gpu = self._gpu(handle)
         if handle.mig is not None:
             gi, _ = self._mig(handle)
@@ -394,14 +394,14 @@ class SimNvml:
         mem.total, mem.used, mem.free = total, used, total - used
         return mem
 
-    def nvmlDeviceGetBAR1MemoryInfo(self, handle: _Handle):  # noqa: N802
+    def nvmlDeviceGetBAR1MemoryInfo(self, handle: _Handle) -> Any:  # noqa: N802
         self._gpu(handle)
         bar = pynvml.c_nvmlBAR1Memory_t()
         bar.bar1Total, bar.bar1Used = 128 * 1024 * MIB, 40 * MIB
         bar.bar1Free = bar.bar1Total - bar.bar1Used
         return bar
 
-    def nvmlDeviceGetUtilizationRates(self, handle: _Handle):  # noqa: N802
+    def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> Any:  # noqa: N802
         gpu = self._gpu(handle)
         if gpu.mig_current or handle.mig is not None:
             raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -521,7 +521,7 @@ class SimNvml:
             raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)  # row remapping replaced page retirement
         return [0x1000 * i for i in range(gpu.retired_pages)]
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: _Handle) -> list:  # noqa: N802
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: _Handle) -> list[Any]:  # noqa: N802
         gpu = self._gpu(handle)
         devs = gpu.mig_devices()
         if handle.mig is not None:
@@ -560,10 +560,10 @@ class SimNvml:
             raise _err(pynvml.NVML_ERROR_IN_USE)
         gpu.mig_pending = bool(mode)
         if self._busy(gpu.uuid):
-            return pynvml.NVML_ERROR_IN_USE  # could not reset: the caller must idle the GPU
+            return int(pynvml.NVML_ERROR_IN_USE)  # could not reset: the caller must idle the GPU
         if gpu.model.mig_mode_immediate:
             gpu.mig_current = gpu.mig_pending
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: _Handle) -> int:  # noqa: N802
         gpu = self._gpu(handle)
@@ -601,7 +601,9 @@ class SimNvml:
                 return p
         raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
-    def nvmlDeviceGetGpuInstanceProfileInfo(self, handle: _Handle, profile: int, version: int = 2):  # noqa: N802
+    def nvmlDeviceGetGpuInstanceProfileInfo(
+        self, handle: _Handle, profile: int, version: int = 2
+    ) -> Any:  # noqa: N802
         gpu = self._gpu(handle)
         if profile < 0 or profile >= pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT:
             raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
@@ -631,13 +633,13 @@ class SimNvml:
         n = ctypes.cast(count, ctypes.POINTER(ctypes.c_uint)).contents
         if placements is None:
             n.value = len(p.starts)
-            return pynvml.NVML_SUCCESS
+            return int(pynvml.NVML_SUCCESS)
         if n.value < len(p.starts):
             raise _err(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
         for i, start in enumerate(p.starts):
             placements[i].start, placements[i].size = start, p.size
         n.value = len(p.starts)
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)
 
     def nvmlDeviceGetGpuInstanceRemainingCapacity(self, handle: _Handle, profile_id: int) -> int:  # noqa: N802
         gpu = self._gpu(handle)
@@ -690,7 +692,7 @@ class SimNvml:
 
     def nvmlDeviceCreateGpuInstanceWithPlacement(
         self, handle: _Handle, profile_id: int, placement: Any
-    ):  # noqa: N802
+    ) -> Any:  # noqa: N802
         gpu = self._gpu(handle)
         self._need_mig(gpu)
         self._need_root()
@@ -713,7 +715,7 @@ class SimNvml:
         for i, gi in enumerate(sorted(found, key=lambda g: g.start)):
             instances[i] = self._gi_handle(gpu, gi)
         n.value = len(found)
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)
 
     def nvmlDeviceGetGpuInstanceById(self, handle: _Handle, gi_id: int) -> Any:  # noqa: N802
         gpu = self._gpu(handle)
@@ -724,7 +726,7 @@ class SimNvml:
                 return self._gi_handle(gpu, gi)
         raise _err(pynvml.NVML_ERROR_NOT_FOUND)
 
-    def nvmlGpuInstanceGetInfo(self, handle: Any):  # noqa: N802
+    def nvmlGpuInstanceGetInfo(self, handle: Any) -> Any:  # noqa: N802
         gpu, gi = self._gi(handle)
         info = pynvml.c_nvmlGpuInstanceInfo_t()
         info.id, info.profileId = gi.gi_id, gi.profile.id
@@ -745,7 +747,7 @@ class SimNvml:
         profile: int,
         eng: int,  # noqa: N802
         version: int = 2,
-    ):
+    ) -> Any:
         gpu, gi = self._gi(handle)
         slices = {v: k for k, v in CI_INDEX.items()}.get(profile)
         if slices is None or slices > gi.profile.slices or eng != 0:
@@ -776,7 +778,7 @@ class SimNvml:
         for i, ci in enumerate(found):
             instances[i] = self._ci_handle(gpu, gi, ci)
         n.value = len(found)
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)
 
     def _ci(self, handle: Any) -> tuple[SimGpu, SimGI, SimCI]:
         gpu, gi = self._gi(handle)
@@ -786,7 +788,7 @@ class SimNvml:
                 return gpu, gi, ci
         raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
-    def nvmlComputeInstanceGetInfo(self, handle: Any):  # noqa: N802
+    def nvmlComputeInstanceGetInfo(self, handle: Any) -> Any:  # noqa: N802
         gpu, gi, ci = self._ci(handle)
         info = pynvml.c_nvmlComputeInstanceInfo_t()
         info.id, info.profileId = ci.ci_id, CI_INDEX[ci.slices]
