@@ -2,6 +2,7 @@
 
 from datetime import UTC, datetime
 
+from console.engines import Extract
 from console.frame import (
     Alert,
     CostReport,
@@ -16,7 +17,8 @@ from console.frame import (
     ServiceStatus,
     SloReport,
 )
-from console.plan import Plan
+from console.plan import Plan, Service, SloSpec
+from console.sample import EngineSample, Sample
 
 GIB = 1024**3
 MIB = 1024**2
@@ -356,3 +358,37 @@ def whole_gpus_frame() -> Frame:
         )
     base = node_frame(engine_down=False)
     return base.model_copy(update={"gpus": gpus, "alerts": []})
+
+
+def engine_sample(
+    ex: Extract, label: str = "v", kind: str = "vllm", port: int = 8000, **more: object
+) -> Sample:
+    """A poll that scraped one engine on 127.0.0.1 and nothing else (no GPU reading)."""
+    return Sample(
+        t=ex.t,
+        source=GpuSource(kind="none"),
+        engines=[
+            EngineSample(
+                label=label,
+                url=f"http://127.0.0.1:{port}/metrics",
+                t=ex.t,
+                up=True,
+                kind=kind,
+                extract=ex,
+                **more,
+            )
+        ],
+    )
+
+
+def service(slo: SloSpec) -> Service:
+    """An 8B service on GPU 0 planned for one 1,000-token sequence, with the given SLOs."""
+    return Service(
+        name="s",
+        device="0",
+        model="llama-3.1-8b",
+        weight_bits=16,
+        tokens_per_sequence=1000,
+        concurrent_sequences=1,
+        slo=slo,
+    )

@@ -19,12 +19,12 @@ from console.enginestats import EngineHistory, derive
 from console.frame import Gpu, GpuSource, Percentiles, RangeReport
 from console.meters import service_meters
 from console.plan import Plan, Service, SloSpec
-from console.sample import EngineSample, Sample
 from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcome_series
 from console.snapshot import to_markdown
 from console.units import quantile_text, share_range
 from console.window import fraction_at_or_below
 from tests import promref
+from tests.frames import engine_sample, service
 
 VLLM = profiles()["vllm"]
 BOUNDS = (0.1, 0.5, 1.0, 2.5, math.inf)
@@ -160,15 +160,7 @@ def test_every_windowed_figure_equals_prometheus_semantics(n, seed, steps, windo
     if done > 0:
         assert near(d.fields["success_rate"], ref["good"] / done)
     # the SLO block over the same history: attainment, completion, output tokens/s, burn
-    svc = Service(
-        name="s",
-        device="0",
-        model="llama-3.1-8b",
-        weight_bits=16,
-        tokens_per_sequence=1000,
-        concurrent_sequences=1,
-        slo=SloSpec(ttft_s=0.5, tpot_s=None, window=f"{window:g}s"),
-    )
+    svc = service(SloSpec(ttft_s=0.5, tpot_s=None, window=f"{window:g}s"))
     doc = compliance(svc, [hist.points], VLLM)
     if ref["buckets"][-1][1] > 0:
         assert near(
@@ -250,15 +242,7 @@ def test_slo_and_cost_use_the_engine_s_span_after_a_restart():
         v = 536.0 * (k - 149) if k >= 150 else 536.0 * k
         hist.add(Extract(t=float(k), counters={"generation_tokens": {eng(0): (v,)}}))
     d = derive(hist.points, VLLM, 60)
-    svc = Service(
-        name="s",
-        device="0",
-        model="llama-3.1-8b",
-        weight_bits=16,
-        tokens_per_sequence=1000,
-        concurrent_sequences=1,
-        slo=SloSpec(window="1m"),
-    )
+    svc = service(SloSpec(window="1m"))
     doc = compliance(svc, [hist.points], VLLM)
     assert d.fields["generation_tokens_per_s"] == pytest.approx(536.0)
     assert doc["output_tokens_per_s"] == d.fields["generation_tokens_per_s"]
@@ -288,21 +272,7 @@ def test_a_triton_ensemble_request_counts_once(tops):
     for k, n in ((0, 0), (30, 59)):
         ex = triton_extract(float(k), n)
         frame = deriver.frame(
-            Sample(
-                t=float(k),
-                source=GpuSource(kind="none"),
-                engines=[
-                    EngineSample(
-                        label="trt",
-                        url="http://127.0.0.1:8002/metrics",
-                        t=float(k),
-                        up=True,
-                        kind="triton",
-                        extract=ex,
-                        top_models=tops,
-                    )
-                ],
-            )
+            engine_sample(ex, label="trt", kind="triton", port=8002, top_models=tops)
         )
     e = frame.engines[0]
     assert e.requests_finished == 59
@@ -402,15 +372,7 @@ def test_tgi_time_to_first_token_with_no_traffic_is_not_zero_and_the_slo_uses_it
             t=2.0, histograms={f"ttft#{i}": {(): (4.0, 4.0, 4.0)} for i in range(3)}, bounds=bounds
         )
     )
-    svc = Service(
-        name="s",
-        device="0",
-        model="llama-3.1-8b",
-        weight_bits=16,
-        tokens_per_sequence=1000,
-        concurrent_sequences=1,
-        slo=SloSpec(ttft_s=1.0, window="1m"),
-    )
+    svc = service(SloSpec(ttft_s=1.0, window="1m"))
     doc = compliance(svc, [hist.points], tgi)
     entry = doc["targets"]["ttft_s"]
     assert (
@@ -432,15 +394,7 @@ def test_the_goodput_lower_bound_is_zero_when_an_slo_has_no_data():
                 counters={"requests_finished": {(("finished_reason", "stop"),): (n,)}},
             )
         )
-    svc = Service(
-        name="s",
-        device="0",
-        model="llama-3.1-8b",
-        weight_bits=16,
-        tokens_per_sequence=1000,
-        concurrent_sequences=1,
-        slo=SloSpec(ttft_s=1.0, tpot_s=0.05, window="1m"),
-    )
+    svc = service(SloSpec(ttft_s=1.0, tpot_s=0.05, window="1m"))
     doc = compliance(svc, [hist.points], VLLM)
     assert doc["good_share"]["low"] == 0.0 and doc["good_share"]["high"] == pytest.approx(0.9)
     assert doc["good_share"]["unknown"] == ["tpot_s"]
@@ -516,15 +470,7 @@ def test_per_token_tpot_is_said_and_scaled_bounds_stay_exact():
                 series={"tpot": "vllm:time_per_output_token_seconds"},
             )
         )
-    svc = Service(
-        name="s",
-        device="0",
-        model="llama-3.1-8b",
-        weight_bits=16,
-        tokens_per_sequence=1000,
-        concurrent_sequences=1,
-        slo=SloSpec(ttft_s=None, tpot_s=0.05, window="1m"),
-    )
+    svc = service(SloSpec(ttft_s=None, tpot_s=0.05, window="1m"))
     entry = compliance(svc, [hist.points], VLLM)["targets"]["tpot_s"]
     assert entry["counts"] == "tokens" and "token" in entry["note"]
 
@@ -549,22 +495,7 @@ def test_a_restart_shows_when_the_process_began_and_counts_both_sides():
             gauges={"process_start": {(): start}},
             counters={"generation_tokens": {eng(0): (tok,)}},
         )
-        frame = deriver.frame(
-            Sample(
-                t=t,
-                source=GpuSource(kind="none"),
-                engines=[
-                    EngineSample(
-                        label="v",
-                        url="http://127.0.0.1:8000/metrics",
-                        t=t,
-                        up=True,
-                        kind="vllm",
-                        extract=ex,
-                    )
-                ],
-            )
-        )
+        frame = deriver.frame(engine_sample(ex))
     e = frame.engines[0]
     assert e.restarted_at is not None and e.restarted_at.timestamp() == 1011.0
     # (1029, 1089]: before the restart 1030..1039 adds 9 x 60; the restart's first scrape counts its
@@ -684,22 +615,7 @@ def test_the_whole_derivation_at_1s_for_6_hours_fires_and_clears_burn_alerts():
                 },
             },
         )
-        frame = deriver.frame(
-            Sample(
-                t=t,
-                source=GpuSource(kind="none"),
-                engines=[
-                    EngineSample(
-                        label="v",
-                        url="http://127.0.0.1:8000/metrics",
-                        t=t,
-                        up=True,
-                        kind="vllm",
-                        extract=ex,
-                    )
-                ],
-            )
-        )
+        frame = deriver.frame(engine_sample(ex))
         for a in frame.alerts:
             if a.rule == "burn" and a.state == "active":
                 seen.setdefault(a.severity, []).append(k / 3600)
@@ -721,22 +637,7 @@ def test_a_replay_at_any_speed_draws_the_trend_seen_live():
     for k in range(120):
         t = 5000.0 + k
         ex = Extract(t=t, counters={"generation_tokens": {eng(0): (float(k * k),)}})
-        samples.append(
-            Sample(
-                t=t,
-                source=GpuSource(kind="none"),
-                engines=[
-                    EngineSample(
-                        label="v",
-                        url="http://127.0.0.1:8000/metrics",
-                        t=t,
-                        up=True,
-                        kind="vllm",
-                        extract=ex,
-                    )
-                ],
-            )
-        )
+        samples.append(engine_sample(ex))
     live, deriver = KeySeries(), Deriver(window_s=60)
     for s in samples:
         live.add(deriver.frame(s))

@@ -282,32 +282,16 @@ async def test_pressing_s_saves_a_bundle_with_the_note(tmp_path):
 async def test_the_replay_bar_drives_the_replay():
     """The replay's controls (their own widget): pause, step, jump, speed, and the bar shows them."""
     from console.engines import Extract
-    from console.frame import GpuSource
     from console.replay import ReplaySource
-    from console.sample import EngineSample, Sample
     from screens.app import InferdeckApp
     from screens.replaybar import ReplayBar
+    from tests.frames import engine_sample
 
     samples = []
     for k in range(300):
         t = 8000.0 + k
         ex = Extract(t=t, counters={"generation_tokens": {(("engine", "0"),): (float(10 * k),)}})
-        samples.append(
-            Sample(
-                t=t,
-                source=GpuSource(kind="none"),
-                engines=[
-                    EngineSample(
-                        label="v",
-                        url="http://127.0.0.1:8000/metrics",
-                        t=t,
-                        up=True,
-                        kind="vllm",
-                        extract=ex,
-                    )
-                ],
-            )
-        )
+        samples.append(engine_sample(ex))
     src = ReplaySource({"window_s": 60}, samples)
     app = InferdeckApp(src, interval_s=0.05, read_only=True, replay=src)
     async with app.run_test(size=(160, 48)) as pilot:
