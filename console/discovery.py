@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from console.cmdline import classify
-from console.engines import detect_kind, needed_families
+from console.engines import detect_kind, needed_families, profiles
 from console.promtext import parse
 from console.scraper import scrape
 
@@ -49,7 +49,8 @@ def from_processes(pids: Iterable[int], proc: Path = Path("/proc")) -> list[Foun
         if hit is None:
             continue
         kind, port = hit
-        url = f"http://127.0.0.1:{port}/metrics"
+        spec = profiles()[kind].discover
+        url = f"http://127.0.0.1:{port}{spec.path if spec else '/metrics'}"
         found.setdefault(url, Found(kind, url, pid, "cmdline"))
     return list(found.values())
 
@@ -57,19 +58,24 @@ def from_processes(pids: Iterable[int], proc: Path = Path("/proc")) -> list[Foun
 async def probe_ports(
     ports: Iterable[int], timeout_s: float = 0.5, skip: set[str] | None = None
 ) -> list[Found]:
-    """GET /metrics on 127.0.0.1:PORT for each port; keep those that serve a known engine."""
-    urls = [f"http://127.0.0.1:{p}/metrics" for p in ports]
+    """GET /metrics (and the other paths engines serve Prometheus text at, e.g. trtllm-serve's
+    /prometheus/metrics) on 127.0.0.1:PORT for each port; keep those that serve a known engine."""
+    paths = ["/metrics"] + sorted(
+        {p.discover.path for p in profiles().values() if p.discover} - {"/metrics"}
+    )
+    urls = [f"http://127.0.0.1:{p}{path}" for p in ports for path in paths]
     urls = [u for u in urls if not skip or u not in skip]
     async with httpx.AsyncClient() as client:
         results = await asyncio.gather(*(scrape(client, u, timeout_s) for u in urls))
-    out = []
+    out: dict[str, Found] = {}  # one engine per port: the first path that serves it
     for res in results:
         if res.text is None:
             continue
         kind = detect_kind(parse(res.text, keep=needed_families().__contains__))
-        if kind:
-            out.append(Found(kind, res.url, None, "port probe"))
-    return out
+        port = res.url.split("://", 1)[-1].split("/", 1)[0]
+        if kind and port not in out:
+            out[port] = Found(kind, res.url, None, "port probe")
+    return list(out.values())
 
 
 async def discover(

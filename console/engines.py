@@ -41,10 +41,16 @@ class _Strict(BaseModel):
 class SignalSpec(_Strict):
     type: Literal["gauge", "counter", "histogram", "info"]
     series: list[str] = Field(min_length=1)
-    aggregate: Literal["sum", "max"] = "sum"  # across DP engines / separate schedulers
+    # across DP engines / separate schedulers; count: how many series (workers) there are
+    aggregate: Literal["sum", "max", "mean", "count"] = "sum"
     scale: float = 1.0
     parts: list[str] | None = None
     labels_product: list[str] | None = None
+    by: str | None = None  # a figure per value of this label (waiting by reason, tokens by source)
+    # gauges built from another signal of the same scrape: each series minus, or divided by, that
+    # signal's combined value (Dynamo: running = in flight - waiting; KV use = blocks / total)
+    minus: str | None = None
+    divide_by: str | None = None
 
     @model_validator(mode="after")
     def _selectors(self) -> SignalSpec:
@@ -100,6 +106,9 @@ class DiscoverSpec(_Strict):
     commands: list[list[str]]
     port_flag: str = "--port"
     default_port: int
+    path: str = (
+        "/metrics"  # where the Prometheus text is served (trtllm-serve: /prometheus/metrics)
+    )
 
 
 class EngineProfile(_Strict):
@@ -119,6 +128,17 @@ class EngineProfile(_Strict):
     # are counted only at the top-level models, told apart by this label
     count_once: list[str] = Field(default_factory=list)
     count_once_label: str | None = None
+    role_label: str | None = None  # a rank's role (Dynamo's worker_type: prefill / decode)
+
+    @model_validator(mode="after")
+    def _references(self) -> EngineProfile:
+        for name, spec in self.signals.items():
+            for ref in (spec.minus, spec.divide_by):
+                if ref is not None and ref not in self.signals:
+                    raise ValueError(f"signal {name} refers to {ref!r}, which is not a signal here")
+                if ref is not None and (spec.type != "gauge" or self.signals[ref].type != "gauge"):
+                    raise ValueError(f"signal {name}: minus/divide_by combine gauges only")
+        return self
 
 
 class ProfileError(ConfigError):
@@ -316,9 +336,33 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                     ex.info[signal] = rows[0][0]
             ex.series[signal] = cand
             break
+    _combine(ex, profile)
     ex.model = _model(page, profile.model_labels)
     ex.hints = version_hints(page, profile)
     return ex
+
+
+def _combine(ex: Extract, profile: EngineProfile) -> None:
+    """Gauges stated as another gauge minus or divided by a third signal's combined value."""
+    for signal, spec in profile.signals.items():
+        ref = spec.minus or spec.divide_by
+        values = ex.gauges.get(signal)
+        if ref is None or values is None:
+            continue
+        other_values = ex.gauges.get(ref)
+        other = (
+            gauge_value(other_values, profile.signals[ref].aggregate, profile.replica_labels)
+            if other_values
+            else None
+        )
+        if other is None or (spec.divide_by and other <= 0):
+            del ex.gauges[signal]
+            ex.problems[signal] = f"{ex.series.pop(signal)} needs {ref}, which this page lacks"
+            continue
+        ex.gauges[signal] = {
+            lab: (v - other if spec.minus else v / other) for lab, v in values.items()
+        }
+        ex.series[signal] += f" {'-' if spec.minus else '/'} {ex.series.get(ref, ref)}"
 
 
 def _model(page: Page, model_labels: list[str]) -> str | None:
@@ -350,7 +394,26 @@ def gauge_value(
         groups[key] = max(groups[key], v) if key in groups else v
     if not groups:
         return None
-    return max(groups.values()) if aggregate == "max" else sum(groups.values())
+    if aggregate == "max":
+        return max(groups.values())
+    if aggregate == "mean":
+        return sum(groups.values()) / len(groups)
+    if aggregate == "count":
+        return float(len(groups))
+    return sum(groups.values())
+
+
+def gauge_by(
+    values: dict[Labels, float], by: str, replica_labels: list[str] | tuple[str, ...] = ()
+) -> dict[str, float]:
+    """A gauge summed per value of one label (replicas counted once)."""
+    out: dict[str, float] = {}
+    for key in {label(lab, by) or "" for lab in values}:
+        part = {lab: v for lab, v in values.items() if (label(lab, by) or "") == key}
+        v = gauge_value(part, "sum", replica_labels)
+        if v is not None:
+            out[key] = v
+    return out
 
 
 def rank_key(labels: Labels, rank_labels: list[str]) -> str:
@@ -366,6 +429,7 @@ __all__ = [
     "ProfileError",
     "detect_kind",
     "extract",
+    "gauge_by",
     "gauge_value",
     "histogram",
     "needed_families",

@@ -8,8 +8,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from console.engines import EngineProfile, Extract, as_list, gauge_value, rank_key
-from console.frame import Percentiles
+from console.engines import EngineProfile, Extract, as_list, gauge_by, gauge_value, rank_key
+from console.frame import EngineMemory, EngineRank, LoraState, Percentiles, SpecDecode
 from console.promtext import Labels, label
 from console.window import (
     Delta,
@@ -24,6 +24,14 @@ from console.window import (
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 FEW_OBSERVATIONS = 20
 WINDOWS_S = (60.0, 300.0, 900.0)
+# a rank's gauges shown in the rank view (each signal of that name, per rank)
+RANK_FIELDS = tuple(f for f in EngineRank.model_fields if f not in ("key", "role"))
+# DP imbalance: the busiest rank holds at least IMBALANCE_MIN_WAITING more waiting requests than
+# the least busy and IMBALANCE_RATIO times the mean; or its KV use is IMBALANCE_KV_SPREAD above the
+# least used rank's while at least half full
+IMBALANCE_MIN_WAITING = 4.0
+IMBALANCE_RATIO = 1.5
+IMBALANCE_KV_SPREAD = 0.3
 HISTOGRAM_FIELDS = (
     ("ttft_s", "ttft"),
     ("tpot_s", "tpot"),
@@ -377,16 +385,149 @@ class _Deriver:
                 f"{'/'.join(spec.labels_product)} not numeric"
             )
         elif "kv_blocks_max" in self.newest.gauges:
-            blocks = gauge_value(self.newest.gauges["kv_blocks_max"], "sum", self.p.replica_labels)
-            per = gauge_value(
-                self.newest.gauges.get("kv_tokens_per_block", {}), "max", self.p.replica_labels
-            )
-            if blocks is not None and per is not None:
-                self.out.fields["kv_capacity_tokens"] = blocks * per
+            # blocks x tokens per block, times the pools when the figure is one worker's (Dynamo)
+            blocks = self.optional_gauge("kv_blocks_max")
+            per = self.optional_gauge("kv_tokens_per_block")
+            pools = self.optional_gauge("kv_pools") if "kv_pools" in self.p.signals else 1.0
+            if blocks is not None and per is not None and pools:
+                self.out.fields["kv_capacity_tokens"] = blocks * per * pools
+            else:
+                self.out.unavailable["kv_capacity_tokens"] = (
+                    "KV blocks are exported without tokens per block"
+                    if per is None
+                    else "no worker holds a KV pool"
+                )
         elif spec is not None and spec.type == "gauge":
             self.gauge("kv_capacity_tokens", "kv_capacity_tokens")
         else:
             self.out.unavailable["kv_capacity_tokens"] = self.missing("kv_capacity_tokens")
+
+    def by_label(self, fld: str, signal: str) -> None:
+        """A figure per value of the signal's ``by`` label: a gauge's value now, a counter's
+        increase over the window. Absent (not n/a) when the engine does not run that feature."""
+        spec = self.p.signals.get(signal)
+        if spec is None or spec.by is None:
+            return
+        if spec.type == "gauge":
+            values = self.newest.gauges.get(signal)
+            if values is not None:
+                self.out.fields[fld] = gauge_by(values, spec.by, self.p.replica_labels)
+        else:
+            sums, _ = self.increase(signal, by=spec.by)
+            if sums is not None:
+                self.out.fields[fld] = sums
+
+    def optional_gauge(self, signal: str) -> float | None:
+        values = self.newest.gauges.get(signal)
+        spec = self.p.signals.get(signal)
+        if values is None or spec is None:
+            return None
+        return gauge_value(values, spec.aggregate, self.p.replica_labels)
+
+    def speculative(self) -> None:
+        accepted, delta = self.increase("spec_accepted_tokens")
+        drafted, _ = self.increase("spec_draft_tokens")
+        drafts, _ = self.increase("spec_drafts")
+        length = self.optional_gauge("spec_accepted_length")
+        if accepted is not None and drafted is not None and delta is not None:
+            a, t = sum(accepted.values()), sum(drafted.values())
+            n = sum(drafts.values()) if drafts is not None else 0.0
+            self.out.fields["speculative"] = SpecDecode(
+                acceptance_rate=a / t if t > 0 else None,
+                mean_accepted_length=1.0 + a / n if n > 0 else length,
+                draft_tokens=t,
+                accepted_tokens=a,
+                window="since_start" if delta.since_start else window_label(self.w),
+            )
+            if t <= 0:
+                self.out.unavailable["speculative"] = (
+                    f"no draft tokens in the last {window_label(self.w)}"
+                )
+            return
+        rate = self.optional_gauge("spec_acceptance_rate")
+        if rate is not None or length is not None:
+            self.out.fields["speculative"] = SpecDecode(
+                acceptance_rate=rate, mean_accepted_length=length
+            )
+
+    def per_request_preemptions(self) -> None:
+        total, _ = self.increase("preemptions_sum")
+        count, _ = self.increase("preemptions_count")
+        if total is not None and count is not None and sum(count.values()) > 0:
+            self.out.fields["preemptions_per_request"] = sum(total.values()) / sum(count.values())
+
+    def mfu(self) -> None:
+        if "flops_per_gpu" in self.newest.counters:
+            delta = signal_delta(self.h, "counters", "flops_per_gpu", self.w, self.restarts)
+            value = rate(delta) if delta is not None and not delta.since_start else None
+            if value is not None:
+                self.out.fields["flops_per_gpu_per_s"] = value
+
+    def lora(self) -> None:
+        """vLLM's lora_requests_info: a gauge whose value is the time of its last update, one row
+        per label set ever written; the newest row holds the adapters now."""
+        rows = self.newest.gauges.get("lora")
+        if not rows:
+            return
+        labels, _ = max(rows.items(), key=lambda kv: kv[1])
+
+        def names(key: str) -> list[str]:
+            return [n for n in (label(labels, key) or "").split(",") if n]
+
+        max_lora = label(labels, "max_lora")
+        self.out.fields["lora"] = LoraState(
+            running=names("running_lora_adapters"),
+            waiting=names("waiting_lora_adapters"),
+            max_lora=int(max_lora) if max_lora and max_lora.isdigit() else None,
+        )
+
+    def pd_queues(self) -> None:
+        queues: dict[str, float] = {}
+        for signal, spec in self.p.signals.items():
+            if not signal.startswith("pd_") or signal not in self.newest.gauges:
+                continue
+            name = signal.removeprefix("pd_")
+            values = self.newest.gauges[signal]
+            if spec.by:
+                for key, v in gauge_by(values, spec.by, self.p.replica_labels).items():
+                    queues[f"{name} {key}"] = v
+            else:
+                value = gauge_value(values, spec.aggregate, self.p.replica_labels)
+                if value is not None:
+                    queues[name] = value
+        if queues:
+            self.out.fields["pd_queues"] = queues
+
+    def memory(self) -> None:
+        got = {
+            f: self.optional_gauge(f"memory_{f.removesuffix('_bytes')}")
+            for f in EngineMemory.model_fields
+        }
+        if any(v is not None for v in got.values()):
+            self.out.fields["memory"] = EngineMemory(**got)
+
+    def ranks(self) -> None:
+        """Per-rank gauges of two or more DP ranks (or Dynamo workers), and the imbalance flag."""
+        own = [k for k in self.p.rank_labels if k not in self.p.replica_labels]
+        rows: dict[str, dict[str, object]] = {}
+        for signal in RANK_FIELDS:
+            for lab, v in (self.newest.gauges.get(signal) or {}).items():
+                key = rank_key(lab, own)
+                if key == "all" or math.isnan(v):
+                    continue
+                row = rows.setdefault(key, {"key": key})
+                role = label(lab, self.p.role_label) if self.p.role_label else None
+                if role:
+                    row["role"] = role
+                before = row.get(signal)
+                row[signal] = max(v, before) if isinstance(before, float) else v  # replicas repeat
+        if len(rows) < 2:
+            return
+        ranks = [EngineRank.model_validate(r) for r in rows.values()]
+        self.out.fields["ranks"] = ranks
+        flag = imbalance(ranks)
+        if flag:
+            self.out.fields["imbalance"] = flag
 
     def means(self) -> None:
         """Triton's cumulative-microsecond counters: mean = Δtotal / Δsuccesses."""
@@ -425,7 +566,57 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
     else:
         d.out.unavailable["preemptions"] = d.missing("preemptions")
     d.means()
+    for fld, signal in (
+        ("waiting_by_reason", "waiting_by_reason"),
+        ("admission_rejections", "admission_rejections"),
+        ("prompt_tokens_by_source", "prompt_tokens_by_source"),
+    ):
+        d.by_label(fld, signal)
+    for fld in ("kv_evictable_tokens", "context_tokens_max"):
+        value = d.optional_gauge(fld)
+        if value is not None:
+            d.out.fields[fld] = value
+    d.speculative()
+    d.per_request_preemptions()
+    d.mfu()
+    d.lora()
+    d.pd_queues()
+    d.memory()
+    d.ranks()
     return d.out
+
+
+def imbalance(ranks: Sequence[EngineRank]) -> str | None:
+    """Names the rank that carries more than its share of the queue or of the KV cache, among
+    ranks of one role (Dynamo's prefill and decode workers are not compared with each other)."""
+    for role in sorted({r.role or "" for r in ranks}):
+        group = [r for r in ranks if (r.role or "") == role]
+        if len(group) < 2:
+            continue
+        what = f"{role} worker" if role else "rank"
+        waiting = [r for r in group if r.requests_waiting is not None]
+        if len(waiting) >= 2:
+            busiest = max(waiting, key=lambda r: r.requests_waiting or 0.0)
+            least = min(r.requests_waiting or 0.0 for r in waiting)
+            total = sum(r.requests_waiting or 0.0 for r in waiting)
+            top = busiest.requests_waiting or 0.0
+            mean = total / len(waiting)
+            if top - least >= IMBALANCE_MIN_WAITING and top >= IMBALANCE_RATIO * mean:
+                return (
+                    f"{what} {busiest.key} holds {top:.0f} of {total:.0f} waiting requests "
+                    f"(mean {mean:.1f} per {what})"
+                )
+        used = [r for r in group if r.kv_cache_usage is not None]
+        if len(used) >= 2:
+            fullest = max(used, key=lambda r: r.kv_cache_usage or 0.0)
+            low = min(r.kv_cache_usage or 0.0 for r in used)
+            top = fullest.kv_cache_usage or 0.0
+            if top >= 0.5 and top - low >= IMBALANCE_KV_SPREAD:
+                return (
+                    f"{what} {fullest.key} KV cache {top * 100:.0f}% full, "
+                    f"least used {low * 100:.0f}%"
+                )
+    return None
 
 
 def by_model(

@@ -137,6 +137,56 @@ class Percentiles(_Model):
     note: str | None = None
 
 
+class SpecDecode(_Model):
+    """Speculative decoding: from the draft/accepted counters over the window, or the engine's own
+    gauges (SGLang, trtllm-serve) when it exports no counters."""
+
+    acceptance_rate: float | None = None  # accepted / drafted tokens
+    mean_accepted_length: float | None = None  # tokens per verify step: 1 + accepted / drafts
+    draft_tokens: float | None = None  # in the window
+    accepted_tokens: float | None = None
+    window: str | None = None  # "60s", "since_start", or None for the engine's gauges
+
+
+class EngineMemory(_Model):
+    """What the engine says it holds on its device (one rank's device under data parallelism)."""
+
+    weights_bytes: float | None = None
+    kv_bytes: float | None = None
+    graphs_bytes: float | None = None  # CUDA graphs
+    total_bytes: float | None = None
+
+
+class LoraState(_Model):
+    running: list[str] = Field(default_factory=list)
+    waiting: list[str] = Field(default_factory=list)
+    max_lora: int | None = None
+
+
+class EngineRank(_Model):
+    """One DP rank (vLLM engine, SGLang scheduler) or, behind Dynamo, one worker."""
+
+    key: str  # "engine=1", "dp_rank=0", "worker_id=…,dp_rank=0"
+    role: str | None = None  # Dynamo: prefill | decode
+    requests_waiting: float | None = None
+    requests_running: float | None = None
+    kv_cache_usage: float | None = None
+    kv_blocks_active: float | None = None
+    prefill_tokens_active: float | None = None
+    last_ttft_s: float | None = None
+    last_itl_s: float | None = None
+
+
+class LlamaSlot(_Model):
+    """One llama.cpp slot from GET /slots."""
+
+    id: int
+    n_ctx: int
+    processing: bool
+    prompt_tokens: int = 0
+    decoded_tokens: int = 0
+
+
 class Engine(_Model):
     name: str
     url: str
@@ -169,6 +219,22 @@ class Engine(_Model):
     requests_by_model: dict[str, float] | None = None  # Triton: successes in the window per model
     prefix_cache_hit_rate: float | None = None
     preemptions: float | None = None  # in the window
+    preemptions_per_request: float | None = None  # mean over requests finished in the window
+    waiting_by_reason: dict[str, float] | None = None  # vLLM: capacity | deferred
+    admission_rejections: dict[str, float] | None = None  # in the window, by reason
+    prompt_tokens_by_source: dict[str, float] | None = (
+        None  # in the window: compute | cache hit | …
+    )
+    pd_queues: dict[str, float] | None = None  # prefill/decode disaggregation queues
+    kv_evictable_tokens: float | None = None
+    context_tokens_max: float | None = None  # llama.cpp: the largest batch of tokens seen
+    speculative: SpecDecode | None = None
+    flops_per_gpu_per_s: float | None = None  # vLLM --enable-mfu-metrics
+    lora: LoraState | None = None
+    memory: EngineMemory | None = None
+    ranks: list[EngineRank] | None = None  # two or more DP ranks / workers
+    imbalance: str | None = None  # the rank carrying more than its share, named
+    slots: list[LlamaSlot] | None = None
     restarted_at: datetime | None = None
     series: dict[str, str] = Field(default_factory=dict)  # signal -> exposed series used
     unavailable: dict[str, str] = Field(default_factory=dict)
@@ -308,6 +374,16 @@ class NodeCost(_Report):
     per_gpu: list[GpuCost] = Field(default_factory=list)
 
 
+class MemoryLine(_Model):
+    """One line of a service's memory: what the plan set aside beside what the engine holds."""
+
+    name: Literal["weights", "kv", "runtime", "total"]
+    planned_bytes: float | None = None
+    engine_bytes: float | None = None
+    drift_bytes: float | None = None  # engine - planned
+    source: str = ""  # how the engine's figure was found, or why there is none
+
+
 class ServiceStatus(_Model):
     """A planned service: its fit on paper and its headroom now."""
 
@@ -324,6 +400,7 @@ class ServiceStatus(_Model):
     down_since: datetime | None = None
     last_recovery_s: float | None = None  # how long the engine took to come back last time
     headroom: list[Headroom] = Field(default_factory=list)
+    memory: list[MemoryLine] = Field(default_factory=list)  # plan against the engine's own figures
     slo: SloReport | None = None
     cost: CostReport | None = None
     unavailable: dict[str, str] = Field(default_factory=dict)

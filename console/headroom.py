@@ -15,8 +15,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from console.alerts import Condition
-from console.frame import Engine, Gpu, GpuSource, Headroom, ServiceStatus
-from console.plan import GIB, Plan, Service, catalog_capacity, fit, live_device, parse_device, shape
+from console.frame import Engine, Gpu, GpuSource, Headroom, MemoryLine, ServiceStatus
+from console.plan import (
+    GIB,
+    Fit,
+    Plan,
+    Service,
+    catalog_capacity,
+    fit,
+    live_device,
+    parse_device,
+    shape,
+)
 
 THERMAL_EVENTS = {"thermal (SW)", "thermal (HW)"}
 
@@ -73,6 +83,15 @@ def evaluate(
     planned = {s.engine_name for s in plan.services}
     for e in engines:
         _outage(e, state, now)
+        if e.up and e.imbalance:
+            cond(
+                f"imbalance:{e.url}",
+                "warning",
+                e.name,
+                f"data-parallel imbalance: {e.imbalance}; check the router's balancing and the "
+                "requests' lengths",
+                "imbalance",
+            )
         if not e.up and e.name not in planned:
             cond(
                 f"engine-down:{e.url}", "critical", e.name, f"engine down: {e.error}", "engine_down"
@@ -103,7 +122,105 @@ def evaluate(
         )
         for svc in plan.services
     ]
+    _shared_devices(services, cond)
     return services, conds
+
+
+def _shared_devices(services: list[ServiceStatus], cond: CondFn) -> None:
+    """Two or more services planned on one device whose planned memory sums above its capacity:
+    engines that size their KV cache from the free memory they find at start (vLLM's
+    gpu_memory_utilization) mis-size each other when started together."""
+    by_device: dict[str, list[ServiceStatus]] = {}
+    for s in services:
+        by_device.setdefault(s.device_id or s.device, []).append(s)
+    for device, group in by_device.items():
+        capacity = next((s.capacity_bytes for s in group if s.capacity_bytes), None)
+        if len(group) < 2 or capacity is None:
+            continue
+        total = sum(s.required_bytes for s in group)
+        if total > capacity:
+            names = ", ".join(s.name for s in group)
+            cond(
+                f"shared-device:{device}",
+                "critical",
+                f"device {group[0].device}",
+                f"{names} share device {group[0].device}: planned {_fmt_gib(total)} > "
+                f"{_fmt_gib(capacity)}; engines sizing their KV cache from free memory at start "
+                "mis-size each other: give each its own device or cap each one's memory "
+                "(--gpu-memory-utilization, --mem-fraction-static)",
+                "memory",
+            )
+
+
+def memory_lines(f: Fit, engine: Engine | None, gpus: list[Gpu]) -> list[MemoryLine]:
+    """The plan's weights / KV / runtime / total beside the engine's own figures: SGLang's memory
+    gauges, KV tokens the engine holds (vLLM's blocks x block size, llama.cpp's contexts,
+    TensorRT-LLM's blocks) x the plan's KV bytes per token, and the device memory NVML shows for the
+    engine's processes."""
+    mem = engine.memory if engine is not None and engine.up else None
+    none = "engine not up" if engine is None or not engine.up else ""
+
+    def line(
+        name: str, planned: float, value: float | None, source: str, missing: str
+    ) -> MemoryLine:
+        return MemoryLine.model_validate(
+            {
+                "name": name,
+                "planned_bytes": planned,
+                "engine_bytes": value,
+                "drift_bytes": None if value is None else value - planned,
+                "source": source if value is not None else (none or missing),
+            }
+        )
+
+    kv, kv_source = None, ""
+    if mem is not None and mem.kv_bytes is not None:
+        kv, kv_source = mem.kv_bytes, "engine's KV cache memory gauge"
+    elif engine is not None and engine.up and engine.kv_capacity_tokens:
+        ranks = len(engine.ranks) if engine.ranks else 1
+        kv = engine.kv_capacity_tokens / ranks * f.kv_bytes_per_token
+        kv_source = (
+            f"{engine.kv_capacity_tokens / ranks:,.0f} KV tokens x plan's "
+            f"{f.kv_bytes_per_token:,.0f} B/token"
+            + (f" (one of {ranks} ranks)" if ranks > 1 else "")
+        )
+    total, total_source = None, ""
+    if mem is not None and mem.total_bytes is not None:
+        total, total_source = mem.total_bytes, "engine's GPU memory gauge"
+    elif engine is not None and engine.up:
+        procs = [
+            p.used_memory_bytes
+            for g in gpus
+            for p in g.processes
+            + [q for d in (g.mig.devices if g.mig else []) for q in d.processes]
+            if p.engine == engine.name and p.used_memory_bytes is not None
+        ]
+        if procs:
+            total, total_source = float(sum(procs)), f"NVML, {len(procs)} engine process(es)"
+    return [
+        line(
+            "weights",
+            f.weights_bytes,
+            mem.weights_bytes if mem else None,
+            "engine's weight memory gauge",
+            "the engine exports no weight memory",
+        ),
+        line("kv", f.kv_bytes, kv, kv_source, "the engine exports no KV capacity"),
+        line(
+            "runtime",
+            f.runtime_bytes,
+            mem.graphs_bytes if mem else None,
+            "engine's CUDA graph memory gauge",
+            "the engine exports no runtime memory",
+        ),
+        line(
+            "total",
+            f.weights_bytes + f.kv_bytes + f.runtime_bytes,
+            total,
+            total_source,
+            "no memory figure for the engine's processes",
+        ),
+    ]
 
 
 def _outage(e: Engine, state: HeadroomState, now: float) -> None:
@@ -397,5 +514,6 @@ def _service(
         down_since=down_since,
         last_recovery_s=recovered[1] if recovered else None,
         headroom=heads,
+        memory=memory_lines(f, engine, gpus),
         unavailable=na,
     )

@@ -12,25 +12,37 @@ def slots_url(metrics_url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-def slots_kv(text: str) -> tuple[float, float]:
-    """(usage 0..1, capacity tokens) from the per-slot context sizes and the tokens held by
-    slots that are processing (prompt + decoded). Raises ValueError on an unexpected shape."""
+def slots_kv(text: str) -> tuple[float, float, list[dict[str, int | bool]]]:
+    """(usage 0..1, capacity tokens, one row per slot) from the per-slot context sizes and the tokens
+    held by slots that are processing (prompt + decoded). Raises ValueError on an unexpected shape."""
     data = json.loads(text)
     if not isinstance(data, list) or not data:
         raise ValueError("expected a non-empty list of slots")
     capacity = used = 0.0
-    for slot in data:
+    rows: list[dict[str, int | bool]] = []
+    for i, slot in enumerate(data):
         if not isinstance(slot, dict) or "n_ctx" not in slot:
             raise ValueError("slot without n_ctx")
         capacity += float(slot["n_ctx"])
-        if slot.get("is_processing"):
-            decoded = 0.0
+        busy = bool(slot.get("is_processing"))
+        decoded = prompt = 0.0
+        if busy:
             nxt = slot.get("next_token")
             if isinstance(nxt, list) and nxt and isinstance(nxt[0], dict):
                 decoded = float(nxt[0].get("n_decoded", 0))
             elif isinstance(nxt, dict):
                 decoded = float(nxt.get("n_decoded", 0))
-            used += float(slot.get("n_prompt_tokens", 0)) + decoded
+            prompt = float(slot.get("n_prompt_tokens", 0))
+            used += prompt + decoded
+        rows.append(
+            {
+                "id": int(slot.get("id", i)),
+                "n_ctx": int(slot["n_ctx"]),
+                "processing": busy,
+                "prompt_tokens": int(prompt),
+                "decoded_tokens": int(decoded),
+            }
+        )
     if capacity <= 0:
         raise ValueError("slots report no context")
-    return min(1.0, used / capacity), capacity
+    return min(1.0, used / capacity), capacity, rows

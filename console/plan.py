@@ -130,6 +130,7 @@ class AlertRules(_Strict):
     thermal_within_c: float = Field(5.0, ge=0)
     engine_down: AlertRule = AlertRule(for_s=0, clear_s=0)
     burn: AlertRule = AlertRule(for_s=0, clear_s=60)
+    imbalance: AlertRule = AlertRule(for_s=30, clear_s=30)  # one DP rank carries the load
 
 
 class Plan(_Strict):

@@ -275,11 +275,11 @@ class Poller:
                 why = "llama.cpp /slots is off: start llama-server with --slots to see KV use"
             return {"unavailable": {"kv_cache_usage": why, "kv_capacity_tokens": why}}
         try:
-            usage, capacity = slots_kv(res.text)
-        except ValueError as exc:
+            usage, capacity, rows = slots_kv(res.text)
+        except (ValueError, TypeError) as exc:
             return {"unavailable": {"kv_cache_usage": f"unexpected /slots answer ({exc})"}}
         return {
-            "fields": {"kv_cache_usage": usage, "kv_capacity_tokens": capacity},
+            "fields": {"kv_cache_usage": usage, "kv_capacity_tokens": capacity, "slots": rows},
             "series": {
                 "kv_cache_usage": "GET /slots (prompt + decoded tokens of busy slots / n_ctx)"
             },

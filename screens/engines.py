@@ -164,6 +164,119 @@ class EnginePane(TablePane):
         return key.removeprefix("eng:") if key else None
 
 
+def _split(values: dict[str, float]) -> str:
+    return ", ".join(f"{k or '-'} {v:,.0f}" for k, v in sorted(values.items()))
+
+
+def _features(e: Engine, line: Callable[[str, str], None]) -> None:
+    """The figures an engine shows only when it runs the feature (by-reason splits, speculative
+    decoding, LoRA, MFU, P/D queues, its own memory figures)."""
+    if e.waiting_by_reason:
+        line("waiting by reason", _split(e.waiting_by_reason))
+    if e.admission_rejections is not None:
+        line("rejected at admission", _split(e.admission_rejections) or "0")
+    if e.prompt_tokens_by_source:
+        line("prompt tokens by source", _split(e.prompt_tokens_by_source))
+    if e.preemptions_per_request is not None:
+        line("preemptions / request", f"{e.preemptions_per_request:.3f}")
+    if e.kv_evictable_tokens is not None:
+        line("KV evictable", f"{num(e.kv_evictable_tokens)} tokens")
+    if e.context_tokens_max is not None:
+        line("largest batch", f"{num(e.context_tokens_max)} tokens")
+    sp = e.speculative
+    if sp is not None:
+        text = f"acceptance {pct(sp.acceptance_rate, 1)}, mean accepted length " + (
+            f"{sp.mean_accepted_length:.2f}" if sp.mean_accepted_length is not None else NA
+        )
+        if sp.draft_tokens is not None:
+            basis = "since start" if sp.window == "since_start" else f"last {sp.window}"
+            text += f" ({num(sp.accepted_tokens)} of {num(sp.draft_tokens)} drafted, {basis})"
+        else:
+            text += " (engine's gauges)"
+        line("speculative decoding", text)
+    if e.flops_per_gpu_per_s is not None:
+        line("estimated compute", f"{e.flops_per_gpu_per_s / 1e12:,.1f} TFLOP/s per GPU")
+    if e.lora is not None:
+        running = ", ".join(e.lora.running) or "none"
+        waiting = f"; waiting {', '.join(e.lora.waiting)}" if e.lora.waiting else ""
+        line("LoRA adapters", f"{running}{waiting} (max {e.lora.max_lora or '?'})")
+    if e.pd_queues:
+        line("P/D queues", _split(e.pd_queues))
+    m = e.memory
+    if m is not None:
+        parts = [
+            f"{name} {v / 2**30:.2f}"
+            for name, v in (
+                ("weights", m.weights_bytes),
+                ("KV", m.kv_bytes),
+                ("graphs", m.graphs_bytes),
+                ("total", m.total_bytes),
+            )
+            if v is not None
+        ]
+        line("engine memory (GiB)", ", ".join(parts))
+
+
+def _ranks(e: Engine, body: Text, c: dict[str, str]) -> None:
+    if not e.ranks:
+        return
+    body.append(
+        "\nper rank" + (" / worker" if any(r.role for r in e.ranks) else "") + "\n", style="bold"
+    )
+    cols = [
+        (f, label)
+        for f, label in (
+            ("requests_waiting", "waiting"),
+            ("requests_running", "running"),
+            ("kv_cache_usage", "KV"),
+            ("kv_blocks_active", "KV blocks"),
+            ("prefill_tokens_active", "prefill tok"),
+            ("last_ttft_s", "last TTFT"),
+            ("last_itl_s", "last ITL"),
+        )
+        if any(getattr(r, f) is not None for r in e.ranks)
+    ]
+    body.append(
+        f"  {'rank':<22}{'role':<8}" + "".join(f"{label:>12}" for _, label in cols) + "\n",
+        style=c["dim"],
+    )
+    for r in e.ranks:
+        key = r.key if len(r.key) <= 21 else "…" + r.key[-20:]
+        cells = []
+        for f, _ in cols:
+            v = getattr(r, f)
+            cells.append(
+                NA
+                if v is None
+                else pct(v, 0)
+                if f == "kv_cache_usage"
+                else seconds(v)
+                if f.endswith("_s")
+                else num(v)
+            )
+        flagged = e.imbalance is not None and r.key in e.imbalance
+        body.append(
+            f"  {key:<22}{r.role or '':<8}" + "".join(f"{v:>12}" for v in cells) + "\n",
+            style=c["warning"] if flagged else "",
+        )
+    if e.imbalance:
+        body.append(f"  imbalance: {e.imbalance}\n", style=f"bold {c['warning']}")
+
+
+def _slots(e: Engine, body: Text) -> None:
+    if not e.slots:
+        return
+    body.append("\nslots (GET /slots)\n", style="bold")
+    for slot in e.slots:
+        used = slot.prompt_tokens + slot.decoded_tokens
+        state = "busy" if slot.processing else "idle"
+        share = f"{used / slot.n_ctx * 100:.0f}%" if slot.n_ctx else NA
+        body.append(
+            f"  slot {slot.id:<3} {state:<5} {used:>7,} of {slot.n_ctx:,} tokens ({share}); "
+            f"prompt {slot.prompt_tokens:,}, decoded {slot.decoded_tokens:,}\n"
+        )
+
+
 def _pct_row(name: str, p: Percentiles | None, reason: str | None) -> list[str]:
     if p is None:
         return [name, NA, NA, NA, "", reason or ""]
@@ -280,6 +393,9 @@ class EngineDetailScreen(DeckScreen):
         line("preemptions in window", num(e.preemptions), "preemptions")
         if e.e2e_mean_s is not None or e.queue_mean_s is not None:
             line("mean e2e / queue", f"{seconds(e.e2e_mean_s)} / {seconds(e.queue_mean_s)}")
+        _features(e, line)
+        _ranks(e, body, c)
+        _slots(e, body)
         line("scrape took", seconds(e.scrape_s))
         body.append("\nseries used\n", style="bold")
         for signal, name in sorted(e.series.items()):

@@ -6,9 +6,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from console.frame import Frame, Headroom
+from console.frame import Frame, Headroom, MemoryLine
 from console.units import NA
 from screens.widgets import KeyedTable, Pane, TablePane
+
+GIB = 2**30
 
 
 class AlertPane(Pane):
@@ -52,7 +54,27 @@ HEAD_COLUMNS = (
     ("power", "Power", 9),
     ("thermal", "Thermal", 8),
 )
-WIDE_HEAD = (("engine", "Engine", 6), ("planned", "Planned / capacity", 22))
+WIDE_HEAD = (
+    ("engine", "Engine", 6),
+    ("planned", "Planned / capacity", 22),
+    ("drift", "Engine vs plan GiB", 22),
+)
+
+
+def drift_cell(lines: list[MemoryLine], c: dict[str, str]) -> Text:
+    """The memory line where the engine strays furthest from the plan: engine / planned, drift.
+    KV below the plan, or a total above it, is shown as a warning."""
+    known = [m for m in lines if m.drift_bytes is not None and m.engine_bytes is not None]
+    if not known:
+        return Text("-", style=c["dim"])
+    m = max(known, key=lambda m: abs(m.drift_bytes or 0.0))
+    drift = m.drift_bytes or 0.0
+    bad = (m.name == "kv" and drift < 0) or (m.name == "total" and drift > 0)
+    return Text(
+        f"{m.name} {(m.engine_bytes or 0) / GIB:.1f}/{(m.planned_bytes or 0) / GIB:.1f} "
+        f"{drift / GIB:+.1f}",
+        style=c["warning"] if bad else "",
+    )
 
 
 def headroom_cell(h: Headroom | None, c: dict[str, str]) -> Text:
@@ -116,6 +138,7 @@ class ServicesPane(TablePane):
                         f"{s.required_bytes / 2**30:.1f} / {cap} GiB{fits}",
                         style=c["error"] if s.fits is False else "",
                     ),
+                    drift_cell(s.memory, c),
                 ]
             rows.append((f"svc:{s.name}", cells))
         table = self.query_one(KeyedTable)

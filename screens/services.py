@@ -211,6 +211,21 @@ class ServiceDetailScreen(DeckScreen):
                 f"  {h.name:<9}{h.state:<9}{value:<16}{budget:<22}{h.detail}\n",
                 style={"warning": c["warning"], "critical": c["error"]}.get(h.state, ""),
             )
+        if s.memory:
+            t.append("\nmemory: plan against what the engine holds (GiB)\n", style="bold")
+            t.append(f"  {'':<9}{'planned':>9}{'engine':>9}{'drift':>9}  basis\n", style=c["dim"])
+            for m in s.memory:
+                engine = "n/a" if m.engine_bytes is None else f"{m.engine_bytes / 2**30:.2f}"
+                drift = "" if m.drift_bytes is None else f"{m.drift_bytes / 2**30:+.2f}"
+                planned = "" if m.planned_bytes is None else f"{m.planned_bytes / 2**30:.2f}"
+                short = m.drift_bytes is not None and (
+                    (m.name == "kv" and m.drift_bytes < 0)
+                    or (m.name == "total" and m.drift_bytes > 0)
+                )
+                t.append(
+                    f"  {m.name:<9}{planned:>9}{engine:>9}{drift:>9}  {m.source}\n",
+                    style=c["warning"] if short else "",
+                )
         slo = s.slo
         if slo is not None:
             self._slo_lines(t, slo, c)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from console.sim.formats import FORMATS, llamacpp_slots
+from console.sim.formats import FORMATS, METRICS_PATHS, llamacpp_slots
 from console.sim.traffic import PROFILES, TrafficModel, TrafficSpec
 
 __all__ = [
@@ -36,8 +36,10 @@ class MetricsServer:
         port: int = 0,
         content_type: str = CONTENT_TYPE,
         extra: dict[str, tuple[Callable[[], str], str]] | None = None,
+        path: str = "/metrics",
     ) -> None:
         self.page = page
+        self.path = path
         self.content_type = content_type
         self.extra = extra or {}  # path -> (body function, content type)
         self.delay_s = 0.0
@@ -61,7 +63,7 @@ class MetricsServer:
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 path = self.path.split("?", 1)[0]
-                if path == "/metrics":
+                if path == outer.path:
                     if outer.delay_s:
                         time.sleep(outer.delay_s)
                     body = outer.page()
@@ -92,7 +94,7 @@ class MetricsServer:
         self.httpd = Server(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/metrics"
+        self.url = f"http://127.0.0.1:{self.port}{path}"
         self._thread = threading.Thread(
             target=self.httpd.serve_forever, name=f"sim-{self.port}", daemon=True
         )
@@ -158,7 +160,17 @@ def start_engine(
                 return llamacpp_slots(model)
 
         extra["/slots"] = (slots, "application/json; charset=utf-8")
+    path = "/metrics"
+    if kind in METRICS_PATHS:
+        path, other = METRICS_PATHS[kind]
+
+        def stats() -> str:
+            model.advance()
+            with model.lock:
+                return other(model)
+
+        extra["/metrics"] = (stats, "application/json")
     server = MetricsServer(
-        lambda: page_for(kind, model), port=port, content_type=ctype, extra=extra
+        lambda: page_for(kind, model), port=port, content_type=ctype, extra=extra, path=path
     ).start()
     return SimEngine(kind, model, server)

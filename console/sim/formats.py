@@ -504,6 +504,162 @@ def llamacpp_slots(m: TrafficModel) -> str:
     return json.dumps(slots)
 
 
+def trtllm_page(m: TrafficModel) -> str:
+    """trtllm-serve's /prometheus/metrics (tensorrt_llm/metrics/collector.py, prefix trtllm_):
+    single-process prometheus_client, labels model_name and engine_type."""
+    e = Exposition({"engine_type": "trtllm", "model_name": m.spec.model})
+    c = m.created
+    blocks = m.spec.kv_capacity_tokens // m.spec.block_size
+    used_blocks = math.ceil(m.kv_used_tokens() / m.spec.block_size)
+    e.head("trtllm_request_success_total", "counter", "Count of successfully processed requests.")
+    reasons = [({"abort": "cancelled"}.get(r, r), v) for r, v in m.outcomes.items()]
+    for reason, v in reasons:
+        e.sample("trtllm_request_success_total", v, finished_reason=reason)
+    for reason, _ in reasons:
+        e.sample("trtllm_request_success_created", c, finished_reason=reason)
+    e.histogram(
+        "trtllm_e2e_request_latency_seconds",
+        "Histogram of end to end request latency in seconds.",
+        m.h["e2e"],
+        created=c,
+    )
+    e.histogram(
+        "trtllm_time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        m.h["ttft"],
+        created=c,
+    )
+    e.histogram(
+        "trtllm_time_per_output_token_seconds",
+        "Histogram of time per output token in seconds.",
+        m.h["tpot"],
+        created=c,
+    )
+    e.histogram(
+        "trtllm_request_queue_time_seconds",
+        "Histogram of time spent in WAITING phase for request.",
+        m.h["queue"],
+        created=c,
+    )
+    e.counter(
+        "trtllm_prompt_tokens_total",
+        "Cumulative number of prompt (input) tokens processed.",
+        m.prompt_tokens,
+        c,
+    )
+    e.counter(
+        "trtllm_generation_tokens_total",
+        "Cumulative number of generation (output) tokens produced.",
+        m.generation_tokens,
+        c,
+    )
+    e.gauge(
+        "trtllm_kv_cache_hit_rate",
+        "KV cache hit rate",
+        m.prefix_hits / m.prefix_queries if m.prefix_queries else 0.0,
+    )
+    e.gauge("trtllm_kv_cache_utilization", "KV cache utilization", min(1.0, used_blocks / blocks))
+    e.gauge("trtllm_num_requests_running", "Number of active requests", len(m.running))
+    e.gauge("trtllm_num_requests_waiting", "Number of queued requests", len(m.waiting))
+    e.gauge("trtllm_kv_cache_max_blocks", "Maximum number of KV cache blocks", blocks)
+    e.gauge("trtllm_kv_cache_used_blocks", "Number of used KV cache blocks", used_blocks)
+    e.gauge("trtllm_kv_cache_free_blocks", "Number of free KV cache blocks", blocks - used_blocks)
+    e.gauge(
+        "trtllm_kv_cache_tokens_per_block", "Number of tokens per KV cache block", m.spec.block_size
+    )
+    return e.text()
+
+
+def trtllm_iteration_stats(m: TrafficModel) -> str:
+    """trtllm-serve's own /metrics: JSON iteration statistics, not Prometheus text."""
+    return json.dumps(
+        [{"numActiveRequests": len(m.running), "numQueuedRequests": len(m.waiting), "iter": 1}]
+    )
+
+
+DYNAMO_WORKERS = (("7587890253391261001", 0.6), ("7587890253391261002", 0.4))
+
+
+def dynamo_page(m: TrafficModel) -> str:
+    """Dynamo's HTTP frontend (python -m dynamo.frontend, aggregated: workers report as decode):
+    the deployment's requests and, per worker, the router's view of its KV blocks."""
+    e = Exposition({"model": m.spec.model})
+    waiting, running = len(m.waiting), len(m.running)
+    e.gauge("dynamo_frontend_inflight_requests", "Number of inflight requests", waiting + running)
+    e.gauge(
+        "dynamo_frontend_queued_requests",
+        "Number of requests in HTTP processing queue",
+        waiting,
+    )
+    e.head("dynamo_frontend_requests_total", "counter", "Total number of LLM requests processed")
+    base = {"endpoint": "chat_completions", "request_type": "stream"}
+    e.sample(
+        "dynamo_frontend_requests_total",
+        m.outcomes["stop"] + m.outcomes["length"],
+        **base,
+        status="success",
+        error_type="",
+    )
+    e.sample(
+        "dynamo_frontend_requests_total",
+        m.outcomes["abort"],
+        **base,
+        status="error",
+        error_type="cancelled",
+    )
+    e.sample(
+        "dynamo_frontend_requests_total",
+        m.outcomes["error"],
+        **base,
+        status="error",
+        error_type="internal",
+    )
+    e.counter(
+        "dynamo_frontend_output_tokens_total",
+        "Total number of output tokens generated",
+        m.generation_tokens,
+    )
+    e.histogram(
+        "dynamo_frontend_time_to_first_token_seconds", "Time to first token in seconds", m.h["ttft"]
+    )
+    e.histogram(
+        "dynamo_frontend_inter_token_latency_seconds", "Inter-token latency in seconds", m.h["itl"]
+    )
+    e.histogram("dynamo_frontend_request_duration_seconds", "Duration of LLM requests", m.h["e2e"])
+    e.histogram(
+        "dynamo_frontend_input_sequence_tokens",
+        "Input sequence length in tokens",
+        m.h["prompt_len"],
+    )
+    per_worker = m.spec.kv_capacity_tokens // m.spec.block_size // len(DYNAMO_WORKERS)
+    e.gauge(
+        "dynamo_frontend_model_total_kv_blocks",
+        "Total KV blocks available for a worker serving the model",
+        per_worker,
+    )
+    e.gauge(
+        "dynamo_frontend_model_kv_cache_block_size",
+        "KV cache block size for a worker serving the model",
+        m.spec.block_size,
+    )
+    w = Exposition({})
+    w.head(
+        "dynamo_frontend_worker_active_decode_blocks",
+        "gauge",
+        "Active KV cache decode blocks per worker",
+    )
+    blocks = m.kv_used_tokens() / m.spec.block_size
+    for wid, share in DYNAMO_WORKERS:
+        w.sample(
+            "dynamo_frontend_worker_active_decode_blocks",
+            math.floor(blocks * share),
+            worker_id=wid,
+            dp_rank="0",
+            worker_type="decode",
+        )
+    return e.text() + w.text()
+
+
 FORMATS: dict[str, tuple[Callable[[TrafficModel], str], dict[str, tuple[float, ...]], str]] = {
     # kind: (page writer, bucket families, content type)
     "vllm": (vllm_page, DEFAULT_BUCKETS, "text/plain; version=1.0.0; charset=utf-8"),
@@ -511,4 +667,10 @@ FORMATS: dict[str, tuple[Callable[[TrafficModel], str], dict[str, tuple[float, .
     "tgi": (tgi_page, TGI_BUCKETS, "text/plain"),
     "triton": (triton_page, TRITON_BUCKETS, "text/plain; charset=utf-8"),
     "llamacpp": (llamacpp_page, DEFAULT_BUCKETS, "text/plain; version=0.0.4"),
+    "trtllm": (trtllm_page, DEFAULT_BUCKETS, "text/plain; version=0.0.4; charset=utf-8"),
+    "dynamo": (dynamo_page, DEFAULT_BUCKETS, "text/plain; version=0.0.4"),
+}
+# where an engine serves its Prometheus text when not at /metrics, and what /metrics then answers
+METRICS_PATHS: dict[str, tuple[str, Callable[[TrafficModel], str]]] = {
+    "trtllm": ("/prometheus/metrics", trtllm_iteration_stats),
 }
