@@ -512,8 +512,8 @@ class _Deriver:
         rows: dict[str, dict[str, object]] = {}
         for signal in RANK_FIELDS:
             for lab, v in (self.newest.gauges.get(signal) or {}).items():
-                key = rank_key(lab, own)
-                if key == "all" or math.isnan(v):
+                key = ",".join(f"{k}={label(lab, k)}" for k in own if label(lab, k) is not None)
+                if not key or math.isnan(v):
                     continue
                 row = rows.setdefault(key, {"key": key})
                 role = label(lab, self.p.role_label) if self.p.role_label else None

@@ -188,8 +188,10 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
         text = f"acceptance {pct(sp.acceptance_rate, 1)}, mean accepted length " + (
             f"{sp.mean_accepted_length:.2f}" if sp.mean_accepted_length is not None else NA
         )
-        if sp.draft_tokens is not None:
-            basis = "since start" if sp.window == "since_start" else f"last {sp.window}"
+        basis = "since start" if sp.window == "since_start" else f"last {sp.window}"
+        if sp.draft_tokens == 0:
+            text = f"n/a — no draft tokens in the {basis}"
+        elif sp.draft_tokens is not None:
             text += f" ({num(sp.accepted_tokens)} of {num(sp.draft_tokens)} drafted, {basis})"
         else:
             text += " (engine's gauges)"
@@ -217,7 +219,7 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
         line("engine memory (GiB)", ", ".join(parts))
 
 
-def _ranks(e: Engine, body: Text, c: dict[str, str]) -> None:
+def _ranks(e: Engine, body: Text, c: dict[str, str], screen_width: int) -> None:
     if not e.ranks:
         return
     body.append(
@@ -229,19 +231,24 @@ def _ranks(e: Engine, body: Text, c: dict[str, str]) -> None:
             ("requests_waiting", "waiting"),
             ("requests_running", "running"),
             ("kv_cache_usage", "KV"),
-            ("kv_blocks_active", "KV blocks"),
-            ("prefill_tokens_active", "prefill tok"),
-            ("last_ttft_s", "last TTFT"),
+            ("kv_blocks_active", "KV blk"),
+            ("prefill_tokens_active", "prefill"),
+            ("last_ttft_s", "lastTTFT"),
             ("last_itl_s", "last ITL"),
         )
         if any(getattr(r, f) is not None for r in e.ranks)
     ]
+    role = 8 if any(r.role for r in e.ranks) else 0
+    room = screen_width - 4 - role - 9 * len(cols)  # what the key may take on this terminal
+    width = max(12, min(44, room, max(len(r.key) for r in e.ranks) + 1))
     body.append(
-        f"  {'rank':<22}{'role':<8}" + "".join(f"{label:>12}" for _, label in cols) + "\n",
+        f"  {'rank':<{width}}{'role' if role else '':<{role}}"
+        + "".join(f"{label:>9}" for _, label in cols)
+        + "\n",
         style=c["dim"],
     )
     for r in e.ranks:
-        key = r.key if len(r.key) <= 21 else "…" + r.key[-20:]
+        key = r.key if len(r.key) < width else "…" + r.key[-(width - 2) :]
         cells = []
         for f, _ in cols:
             v = getattr(r, f)
@@ -256,7 +263,7 @@ def _ranks(e: Engine, body: Text, c: dict[str, str]) -> None:
             )
         flagged = e.imbalance is not None and r.key in e.imbalance
         body.append(
-            f"  {key:<22}{r.role or '':<8}" + "".join(f"{v:>12}" for v in cells) + "\n",
+            f"  {key:<{width}}{r.role or '':<{role}}" + "".join(f"{v:>9}" for v in cells) + "\n",
             style=c["warning"] if flagged else "",
         )
     if e.imbalance:
@@ -359,7 +366,7 @@ class EngineDetailScreen(DeckScreen):
         def line(label: str, value: str, fld: str | None = None) -> None:
             if fld and value == NA and fld in e.unavailable:
                 value = f"n/a — {e.unavailable[fld]}"
-            body.append(f"{label:<24}", style="bold")
+            body.append(f"{label:<23} ", style="bold")
             body.append(value + "\n")
 
         line("running / waiting", f"{num(e.requests_running)} / {num(e.requests_waiting)}")
@@ -394,7 +401,7 @@ class EngineDetailScreen(DeckScreen):
         if e.e2e_mean_s is not None or e.queue_mean_s is not None:
             line("mean e2e / queue", f"{seconds(e.e2e_mean_s)} / {seconds(e.queue_mean_s)}")
         _features(e, line)
-        _ranks(e, body, c)
+        _ranks(e, body, c, self.size.width or 80)
         _slots(e, body)
         line("scrape took", seconds(e.scrape_s))
         body.append("\nseries used\n", style="bold")

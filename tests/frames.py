@@ -11,6 +11,7 @@ from console.frame import (
     Gpu,
     GpuSource,
     Headroom,
+    MemoryLine,
     MigDevice,
     MigState,
     Percentiles,
@@ -229,6 +230,16 @@ def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
             required_bytes=36.9 * GIB,
             capacity_bytes=47.38 * GIB,
             fits=True,
+            memory=[
+                MemoryLine(name="weights", planned_bytes=16e9, source="none exported"),
+                MemoryLine(
+                    name="kv",
+                    planned_bytes=16 * GIB,
+                    engine_bytes=12.5 * GIB,
+                    drift_bytes=-3.5 * GIB,
+                    source="102,400 KV tokens x plan's 131,072 B/token",
+                ),
+            ],
             headroom=[
                 Headroom(name="memory", value=0.8, budget=2.0, unit="GiB", state="warning"),
                 Headroom(name="kv", value=3.5, budget=16, unit="seqs", state="critical"),

@@ -214,7 +214,8 @@ def test_dynamo_frontend_page():
     assert p95(f["itl_s"]) == pytest.approx(0.025 + 0.025 * 866.4 / 880)
     assert f["prefix_cache_hit_rate"] == pytest.approx(700 * 300 / (700 * 1000))
     assert f["success_rate"] == pytest.approx(900 / 912)
-    roles = {r.key.split("worker_id=")[1]: r for r in f["ranks"]}
+    roles = {dict(kv.split("=") for kv in r.key.split(","))["worker_id"]: r for r in f["ranks"]}
+    assert f["ranks"][0].key == "worker_id=7587890253391261002,dp_rank=0"  # the profile's order
     assert roles["7587890253391261001"].role == "prefill"
     assert roles["7587890253391261001"].prefill_tokens_active == 12000
     assert roles["7587890253391261002"].role == "decode"

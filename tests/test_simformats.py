@@ -92,6 +92,33 @@ EXPECTED = {
         "generation_tokens_per_s",
         "prompt_tokens_per_s",
     },
+    "trtllm": {
+        "requests_running",
+        "requests_waiting",
+        "kv_cache_usage",
+        "kv_capacity_tokens",
+        "generation_tokens_per_s",
+        "prompt_tokens_per_s",
+        "ttft_s",
+        "tpot_s",
+        "e2e_s",
+        "queue_time_s",
+        "success_rate",
+        "prefix_cache_hit_rate",
+    },
+    "dynamo": {
+        "requests_running",
+        "requests_waiting",
+        "kv_cache_usage",
+        "kv_capacity_tokens",
+        "generation_tokens_per_s",
+        "prompt_tokens_per_s",
+        "ttft_s",
+        "itl_s",
+        "e2e_s",
+        "success_rate",
+        "ranks",
+    },
 }
 
 

@@ -27,15 +27,15 @@ def signal_query(signal: str, how: str, window: str) -> str | None:
     parts = []
     for prof in profiles().values():
         spec = prof.signals.get(signal)
-        if spec is None or spec.type == "info":
-            continue
+        if spec is None or spec.type == "info" or spec.minus or spec.divide_by:
+            continue  # combinations of two signals are left out rather than shown half-done
         for cand in spec.series:
             suffix = (
                 "_bucket" if how.startswith(("q", "within")) else "_count" if how == "count" else ""
             )
             for sel in _sel(cand, suffix):
                 if how == "gauge":
-                    agg = "max" if spec.aggregate == "max" else "sum"
+                    agg = {"max": "max", "mean": "avg", "count": "count"}.get(spec.aggregate, "sum")
                     parts.append(f"{agg} by ({BY}) ({sel})")
                 elif how == "rate":
                     parts.append(f"sum by ({BY}) (rate({sel}[{window}]))")

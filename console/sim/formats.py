@@ -497,8 +497,15 @@ def llamacpp_slots(m: TrafficModel) -> str:
                 "id": i,
                 "n_ctx": per_slot,
                 "is_processing": req is not None,
-                "n_prompt_tokens": req.prompt if req else 0,
-                "next_token": [{"n_decoded": req.emitted if req else 0}],
+                # a slot holds at most its context (llama-server refuses longer prompts)
+                "n_prompt_tokens": min(req.prompt, per_slot) if req else 0,
+                "next_token": [
+                    {
+                        "n_decoded": min(req.emitted, per_slot - min(req.prompt, per_slot))
+                        if req
+                        else 0
+                    }
+                ],
             }
         )
     return json.dumps(slots)
