@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -63,12 +64,54 @@ def direct(i: int) -> dict:
     return out
 
 
+def gpm_direct(i: int, seconds: float = 1.0) -> dict:
+    """GPM graphics and SM activity of the GPU straight from pynvml over ``seconds`` (read-only:
+    samples are allocated, filled and freed; nothing is set)."""
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    try:
+        if not pynvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice:
+            return {"gpm": "not supported"}
+        a, b = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
+        try:
+            pynvml.nvmlGpmSampleGet(h, a)
+            time.sleep(seconds)
+            pynvml.nvmlGpmSampleGet(h, b)
+            mg = pynvml.c_nvmlGpmMetricsGet_t()
+            mg.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+            mg.numMetrics = 2
+            mg.sample1, mg.sample2 = a, b
+            mg.metrics[0].metricId = pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL
+            mg.metrics[1].metricId = pynvml.NVML_GPM_METRIC_SM_UTIL
+            pynvml.nvmlGpmMetricsGet(mg)
+            return {"graphics_pct": mg.metrics[0].value, "sm_pct": mg.metrics[1].value}
+        finally:
+            pynvml.nvmlGpmSampleFree(a)
+            pynvml.nvmlGpmSampleFree(b)
+    except pynvml.NVMLError as exc:
+        return {"gpm": f"n/a ({exc})"}
+
+
 def main() -> int:
-    source, gpus = NvmlReader().read()
+    reader = NvmlReader()
+    source, gpus = reader.read()
     if source.kind == "none":
         print(f"no GPU to check: {source.error}")
         return 0
-    print(f"driver {source.driver_version}, CUDA {source.cuda_driver_version}, {len(gpus)} GPU(s)")
+    print(
+        f"driver {source.driver_version}, CUDA {source.cuda_driver_version}, "
+        f"NVML {source.nvml_version}, {len(gpus)} GPU(s)"
+    )
+    time.sleep(1.0)
+    _, gpus = reader.read()  # the second read gives GPM activity where supported
+    for g in gpus:
+        acts = [(None, g.activity)] + [
+            (d.gpu_instance_id, d.activity) for d in (g.mig.devices if g.mig else [])
+        ]
+        for gi, act in acts:
+            where = f"GPU {g.index}" + (f" GI {gi}" if gi is not None else "")
+            print(f"  GPM {where}: reader {act} ; {g.unavailable.get('activity', '')}")
+        if not (g.mig and g.mig.current):
+            print(f"  GPM GPU {g.index} direct (1 s, idle expected): {gpm_direct(g.index)}")
     mismatches = 0
     for g in gpus:
         d = direct(g.index)
@@ -103,6 +146,7 @@ def main() -> int:
                     f"  MIG {dev.index}: {dev.profile}@{dev.placement_start} {dev.uuid} "
                     f"{'' if same else '  <-- differs from ' + str(raw)}"
                 )
+    reader.close()
     print(f"\n{mismatches} mismatch(es)")
     return 1 if mismatches else 0
 

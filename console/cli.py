@@ -18,7 +18,7 @@ from console.frame import Frame
 from console.keyseries import KeySeries
 from console.nvml import NvmlReader
 from console.paths import mig_audit_log, recordings_dir, snapshots_dir
-from console.poller import EngineTarget, Poller
+from console.poller import EngineTarget, KubeletTarget, Poller
 from console.scraper import UrlError, check_url, without_credentials
 from console.settings import (
     ConfigError,
@@ -154,6 +154,31 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument(
         "--duration", type=float, default=None, metavar="SECONDS", help="stop after this long"
     )
+    ex = sub.add_parser(
+        "export",
+        parents=[common],
+        help="serve inferdeck's figures (headroom, SLO, burn, cost, alerts) at /metrics for Prometheus",
+    )
+    ex.add_argument("--demo", action="store_true", help="export the simulated demo node")
+    ex.add_argument(
+        "--listen",
+        default="127.0.0.1:9464",
+        metavar="HOST:PORT",
+        help="address to serve on (default 127.0.0.1:9464; another only when given)",
+    )
+    ex.add_argument("--token-file", metavar="FILE", help="require this bearer token")
+    ex.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
+    ex.add_argument("--tls-key", metavar="FILE", help="... and this key")
+    ex.add_argument(
+        "--duration", type=float, default=None, metavar="SECONDS", help="stop after this long"
+    )
+    rules = sub.add_parser(
+        "rules", help="Prometheus alerting rules over `inferdeck export`'s series"
+    )
+    rules.add_argument("--config", metavar="FILE", help="config file (the plan's for durations)")
+    rules.add_argument(
+        "--alertmanager", action="store_true", help="print an Alertmanager routing example instead"
+    )
     mig = sub.add_parser("mig", help="show, plan and change MIG layouts (root)")
     migsub = mig.add_subparsers(dest="mig_command", required=True)
     mig_common = argparse.ArgumentParser(add_help=False)
@@ -283,7 +308,17 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, DemoNode | Non
         nvml = NvmlReader()
     if not demo and not targets and settings.discover and not args.no_discover:
         targets = discover_targets(nvml)
-    return Poller(targets, nvml, window_s=settings.window_s, plan=settings), node, settings
+    poller = Poller(targets, nvml, window_s=settings.window_s, plan=settings)
+    k = settings.kubelet
+    if k is not None:
+        poller.kubelet = KubeletTarget(
+            url=k.url,
+            token_file=k.token_file,
+            token_env=k.token_env,
+            ca_file=k.ca_file,
+            verify_tls=k.verify_tls,
+        )
+    return poller, node, settings
 
 
 def config_targets(settings: Settings) -> list[EngineTarget]:
@@ -504,6 +539,112 @@ def _record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rules(args: argparse.Namespace) -> int:
+    from console.exporter import ALERTMANAGER_EXAMPLE, alert_rules
+
+    settings = load_settings(config_path(args.config))
+    sys.stdout.write(ALERTMANAGER_EXAMPLE if args.alertmanager else alert_rules(settings))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    """Poll like the console, headless, and serve the newest frame's figures at /metrics. A scrape
+    never waits for a poll: it gets the last page (a hung engine only ages it)."""
+    import signal
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from console.exporter import frame_metrics
+
+    host, _, port_text = args.listen.rpartition(":")
+    if not host or not port_text.isdigit():
+        raise UsageError(f"--listen {args.listen}: give HOST:PORT, e.g. 127.0.0.1:9464.")
+    token = None
+    if args.token_file:
+        try:
+            token = Path(args.token_file).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise UsageError(
+                f"--token-file {args.token_file}: cannot read it ({exc.strerror})."
+            ) from None
+        if not token:
+            raise UsageError(f"--token-file {args.token_file}: the file is empty.")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UsageError("--tls-cert and --tls-key go together: give both, or neither.")
+    poller, node, settings = _build(args, args.demo)
+    page = {"text": "# no frame yet\n"}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if token is not None and self.headers.get("Authorization") != f"Bearer {token}":
+                self._send(401, b"unauthorized\n", "text/plain")
+            elif self.path.split("?", 1)[0] == "/metrics":
+                self._send(200, page["text"].encode(), "text/plain; version=0.0.4; charset=utf-8")
+            else:
+                self._send(404, b"inferdeck export serves /metrics\n", "text/plain")
+
+        def _send(self, code: int, data: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    try:
+        server = ThreadingHTTPServer((host, int(port_text)), Handler)
+    except OSError as exc:
+        if node is not None:
+            node.stop()
+        raise UsageError(f"--listen {args.listen}: cannot listen there ({exc.strerror}).") from None
+    server.daemon_threads = True
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise UsageError(f"--tls-cert/--tls-key: cannot load them ({exc}).") from None
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    stop = {"now": False}
+
+    def halt(*_: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, halt)
+    signal.signal(signal.SIGINT, halt)
+    poller.budget_s = settings.interval_s  # a hung engine never holds the page back
+
+    async def loop() -> None:
+        end = time.monotonic() + args.duration if args.duration else None
+        try:
+            while not stop["now"] and (end is None or time.monotonic() < end):
+                started = time.monotonic()
+                frame = await poller.poll()
+                page["text"] = frame_metrics(frame, settings, __version__)
+                await asyncio.sleep(max(0.0, settings.interval_s - (time.monotonic() - started)))
+        finally:
+            await poller.aclose()
+
+    scheme = "https" if args.tls_cert else "http"
+    print(
+        f"serving {scheme}://{args.listen}/metrics, polling every {settings.interval_s:g} s "
+        "(Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        asyncio.run(loop())
+    finally:
+        server.shutdown()
+        if node is not None:
+            node.stop()
+    return 0
+
+
 def _replay(args: argparse.Namespace) -> int:
     from console.recording import RecordingError, read
     from console.replay import ReplaySource
@@ -665,6 +806,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_mig(args)
         if args.command == "check":
             return _check(args)
+        if args.command == "export":
+            return _export(args)
+        if args.command == "rules":
+            return _rules(args)
         return _run_tui(args, demo=args.command == "demo")
     except UsageError as exc:
         print(f"inferdeck: {exc}", file=sys.stderr)

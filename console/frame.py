@@ -18,12 +18,40 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class Workload(_Model):
+    """The container and Kubernetes pod a process runs in (from /proc/PID/cgroup, the process's own
+    files, or the kubelet)."""
+
+    runtime: str | None = None  # containerd | cri-o | docker
+    container_id: str | None = None
+    pod_uid: str | None = None
+    pod: str | None = None
+    namespace: str | None = None
+    container: str | None = None  # the container's name in its pod (from the kubelet)
+
+
+class GpmActivity(_Model):
+    """GPU Performance Monitoring figures averaged over ``interval_s`` (percent of the entity: the
+    whole GPU, or one MIG GPU instance and its compute instances)."""
+
+    graphics_pct: float | None = None
+    sm_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_pct: float | None = None
+    dram_bw_pct: float | None = None
+    pcie_tx_mib_s: float | None = None
+    pcie_rx_mib_s: float | None = None
+    nvdec_pct: float | None = None  # the busiest decoder, only when one is used
+    interval_s: float
+
+
 class GpuProcess(_Model):
     pid: int
     used_memory_bytes: int | None = None
     command: str | None = None  # from /proc/PID/cmdline when visible from here
     user: str | None = None
     engine: str | None = None  # the engine row this process serves, when matched
+    workload: Workload | None = None
 
 
 class MigDevice(_Model):
@@ -38,6 +66,7 @@ class MigDevice(_Model):
     placement_size: int | None = None
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
+    activity: GpmActivity | None = None  # its GPU instance's (shared by the GI's compute instances)
     processes: list[GpuProcess] = Field(default_factory=list)
     unavailable: dict[str, str] = Field(default_factory=dict)
 
@@ -107,6 +136,8 @@ class Gpu(_Model):
     retired_pages: int | None = None
     remapped_rows: RemappedRows | None = None
     mig: MigState | None = None
+    activity: GpmActivity | None = None  # whole GPU, when MIG is off
+    persistence_mode: bool | None = None
     processes: list[GpuProcess] = Field(
         default_factory=list
     )  # whole-GPU processes (MIG: per device)
@@ -120,6 +151,7 @@ class GpuSource(_Model):
     kind: Literal["nvml", "simulated", "none"]
     driver_version: str | None = None
     cuda_driver_version: str | None = None
+    nvml_version: str | None = None
     error: str | None = None
     note: str | None = None  # e.g. running in a container without the host PID namespace
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import pwd
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ from console.frame import (
     MigState,
     RemappedRows,
 )
+from console.gpm import GpmLost, GpmSampler
 from console.gpucatalog import mig_profile_name
+from console.workload import workload_of
 
 _UNINIT_RETRY_S = 30.0
 SLOW_TTL_S = 5.0
@@ -91,9 +94,22 @@ def _text(v: Any) -> str:
 
 
 class NvmlReader:
-    def __init__(self, lib: Any | None = None, simulated: bool = False) -> None:
+    def __init__(
+        self,
+        lib: Any | None = None,
+        simulated: bool = False,
+        proc: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._lib: Any = lib  # pynvml or the simulator: untyped either way
         self._simulated = simulated
+        # where process command lines and cgroups are read (a simulated node has none, unless a
+        # test gives a /proc tree of its own)
+        self._proc = proc if proc is not None else None if simulated else Path("/proc")
+        self._clock = clock
+        self._gpm: GpmSampler | None = None
+        self._nvml: str | None = None
+        self._reading = threading.Lock()  # close() never frees samples a read is using
         self._started = False
         self._error: str | None = None
         self._next_try = 0.0
@@ -125,6 +141,11 @@ class NvmlReader:
             return False
         self._started = True
         self._error = None
+        self._gpm = GpmSampler(self._lib, self._clock)
+        try:
+            self._nvml = _text(self._lib.nvmlSystemGetNVMLVersion())
+        except Exception:  # noqa: BLE001
+            self._nvml = None
         try:
             self._driver = _text(self._lib.nvmlSystemGetDriverVersion())
         except Exception:  # noqa: BLE001
@@ -156,6 +177,7 @@ class NvmlReader:
             kind="simulated" if self._simulated else "nvml",
             driver_version=self._driver,
             cuda_driver_version=self._cuda,
+            nvml_version=self._nvml,
         )
 
     @property
@@ -167,8 +189,21 @@ class NvmlReader:
         """Drop cached MIG state for a GPU (after a re-layout): the next read walks it again."""
         self._walk.pop(index, None)
 
+    def close(self) -> None:
+        """Free what NVML holds for us (GPM samples). A read hung in the driver is not waited for
+        long: the process's exit frees them then."""
+        if self._gpm is not None and self._reading.acquire(timeout=2.0):
+            try:
+                self._gpm.close()
+            finally:
+                self._reading.release()
+
     # --- reading -----------------------------------------------------------------------
     def read(self) -> tuple[GpuSource, list[Gpu]]:
+        with self._reading:
+            return self._read()
+
+    def _read(self) -> tuple[GpuSource, list[Gpu]]:
         if not self._start():
             return self.source(), []
         lib = self._lib
@@ -278,6 +313,8 @@ class NvmlReader:
             na.update(slow_na)
             fast = self._fast_fields(handle, na)
             mig = self._read_mig(index, handle, fast.get("memory_total_bytes"))
+            if mig is None or not mig.current:
+                fast["activity"] = self._activity(index, handle, None, slow.get("uuid"), na)
             if mig is not None and mig.current:
                 fast["utilization_gpu_pct"] = fast["utilization_memory_pct"] = None
                 na["utilization_gpu_pct"] = na["utilization_memory_pct"] = "n/a under MIG"
@@ -289,7 +326,9 @@ class NvmlReader:
                 procs: list[GpuProcess] = []
             else:
                 procs = self._processes(handle, na)
-        except _Lost:
+        except (_Lost, GpmLost):
+            if self._gpm is not None:
+                self._gpm.forget_gpu(index)
             self._lost[index] = (slow.get("uuid"), slow.get("name"))
             self._slow.pop(index, None)
             self._walk.pop(index, None)
@@ -352,6 +391,8 @@ class NvmlReader:
         else:
             na["retired_pages"] = "replaced by row remapping on this GPU"
         f["retired_pages"] = pages
+        mode = self._call("nvmlDeviceGetPersistenceMode", h, field="persistence_mode", na=na)
+        f["persistence_mode"] = bool(mode) if mode is not None else None
         self._slow[index] = (time.monotonic(), f, na)
         return f, dict(na)
 
@@ -441,15 +482,17 @@ class NvmlReader:
         out = []
         for p in rows or []:
             used = getattr(p, "usedGpuMemory", None)
-            user, command = proc_info(int(p.pid)) if not self._simulated else (None, None)
+            pid = int(p.pid)
+            user, command = proc_info(pid, self._proc) if self._proc else (None, None)
             self._pids_seen += 1
             self._pids_visible += command is not None
             out.append(
                 GpuProcess(
-                    pid=int(p.pid),
+                    pid=pid,
                     used_memory_bytes=int(used) if used is not None else None,
                     user=user,
                     command=command,
+                    workload=workload_of(pid, self._proc) if self._proc else None,
                 )
             )
         return out
@@ -470,6 +513,8 @@ class NvmlReader:
             note = "MIG mode is lost on driver reload"
         if not current:
             self._walk.pop(index, None)
+            if self._gpm is not None:
+                self._gpm.retain(index, {None})
             return MigState(current=current, pending=pending, note=note)
         profiles = self._profile_list(index, handle, total)
         count = self._call("nvmlDeviceGetMaxMigDeviceCount", handle, field="devices", na=na) or 0
@@ -502,6 +547,7 @@ class NvmlReader:
         instances = self._walk[index][2].instances
         na.update(self._walk[index][2].unavailable)
         devices = [self._place(d, instances, profiles) for d in devices]
+        devices = self._instance_activity(index, handle, devices)
         return MigState(
             current=current,
             pending=pending,
@@ -510,6 +556,47 @@ class NvmlReader:
             devices=devices,
             unavailable=na,
         )
+
+    def _activity(
+        self, index: int, handle: Any, gi_id: int | None, identity: Any, na: dict[str, str]
+    ) -> Any:
+        """GPM activity of the GPU or one of its GPU instances; the reason in ``na`` when none."""
+        if self._gpm is None:
+            return None
+        activity, why = self._gpm.read(index, handle, gi_id, identity)
+        if why is not None:
+            na["activity"] = why
+        return activity
+
+    def _instance_activity(
+        self, index: int, handle: Any, devices: list[MigDevice]
+    ) -> list[MigDevice]:
+        """Each GPU instance's activity on its MIG devices. An instance is known by its id and its
+        compute instances' UUIDs, so one re-created under the same id starts afresh."""
+        by_gi: dict[int, list[str]] = {}
+        for d in devices:
+            if d.gpu_instance_id is not None:
+                by_gi.setdefault(d.gpu_instance_id, []).append(d.uuid or "")
+        if self._gpm is None:
+            return devices
+        self._gpm.retain(index, set(by_gi))
+        found: dict[int, tuple[Any, dict[str, str]]] = {}
+        for gi_id, uuids in by_gi.items():
+            na: dict[str, str] = {}
+            found[gi_id] = (
+                self._activity(index, handle, gi_id, (gi_id, tuple(sorted(uuids))), na),
+                na,
+            )
+        out = []
+        for d in devices:
+            if d.gpu_instance_id not in found:
+                out.append(d)
+                continue
+            activity, na = found[d.gpu_instance_id]
+            out.append(
+                d.model_copy(update={"activity": activity, "unavailable": {**d.unavailable, **na}})
+            )
+        return out
 
     def _profile_list(self, index: int, handle: Any, total: int | None) -> list[_Profile]:
         """The GPU's GI profiles (the profile-info loop mig-parted uses): static, read once."""

@@ -4,10 +4,13 @@ own timeout), keep history, derive, and return an immutable Frame."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,8 +25,51 @@ from console.plan import Plan
 from console.promtext import parse
 from console.recording import Recorder
 from console.sample import EngineSample, Sample
-from console.scraper import ScrapeResult, fetch_top_models, scrape
+from console.scraper import ScrapeResult, fetch_top_models, scrape, without_credentials
 from console.triton import api_base
+from console.workload import kubelet_index, name_gpus
+
+KUBELET_EVERY_S = 30.0
+
+
+@dataclass
+class KubeletTarget:
+    """The kubelet's /pods endpoint: bearer token (from a file read at every fetch, or the
+    environment), TLS verified against the system store or ``ca_file``."""
+
+    url: str
+    token_file: str | None = None
+    token_env: str | None = None
+    ca_file: str | None = None
+    verify_tls: bool = True
+    timeout_s: float = 3.0
+    _client: httpx.AsyncClient | None = None
+
+    @property
+    def has_token(self) -> bool:
+        return bool(self.token_file or self.token_env)
+
+    def token(self) -> str:
+        if self.token_env:
+            value = os.environ.get(self.token_env, "")
+            if not value:
+                raise ValueError(f"environment variable {self.token_env} is not set")
+            return value
+        assert self.token_file is not None
+        return Path(self.token_file).expanduser().read_text(encoding="utf-8").strip()
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            verify: bool | ssl.SSLContext = self.verify_tls
+            if self.verify_tls and self.ca_file:
+                verify = ssl.create_default_context(cafile=self.ca_file)
+            self._client = httpx.AsyncClient(verify=verify)
+        return self._client
+
+
+def _has_workload(g: Any) -> bool:
+    procs = list(g.processes) + [p for d in (g.mig.devices if g.mig else []) for p in d.processes]
+    return any(p.workload is not None for p in procs)
 
 
 @dataclass
@@ -95,6 +141,10 @@ class Poller:
         self._tasks: dict[int, asyncio.Future[Any]] = {}
         self._nvml_task: asyncio.Future[Any] | None = None
         self._gpu_reading: tuple[GpuSource, list[Any]] = (GpuSource(kind="none", error=None), [])
+        self.kubelet: KubeletTarget | None = None  # pod names for GPU processes, when configured
+        self._kube_next = 0.0
+        self._kube_index: dict[str, dict[str, str]] = {}
+        self._kube_error: str | None = None
 
     @property
     def plan(self) -> Plan:
@@ -132,6 +182,10 @@ class Poller:
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
+        if self.kubelet is not None and self.kubelet._client is not None:
+            await self.kubelet._client.aclose()
+        if self.nvml is not None:
+            await asyncio.to_thread(self.nvml.close)
 
     async def poll(self) -> Frame:
         self.last_sample = await self.acquire()
@@ -192,7 +246,32 @@ class Poller:
                 )
             self._nvml_task = None
         source, gpus = self._gpu_reading
+        if self.kubelet is not None:
+            source, gpus = await self._kubelet_names(source, gpus)
         return Sample(t=self.clock(), source=source, gpus=gpus, engines=engines)
+
+    async def _kubelet_names(
+        self, source: GpuSource, gpus: list[Any]
+    ) -> tuple[GpuSource, list[Any]]:
+        """Pod and container names for GPU processes from the kubelet's /pods (asked every
+        KUBELET_EVERY_S; an unreachable kubelet leaves the cgroup's ids and says why)."""
+        k = self.kubelet
+        assert k is not None
+        now = time.monotonic()
+        if now >= self._kube_next and any(_has_workload(g) for g in gpus):
+            self._kube_next = now + KUBELET_EVERY_S
+            try:
+                headers = {"Authorization": f"Bearer {k.token()}"} if k.has_token else {}
+                res = await scrape(k.client(), k.url, k.timeout_s, headers=headers)
+                if res.text is None:
+                    raise ValueError(res.error or "no answer")
+                self._kube_index, self._kube_error = kubelet_index(res.text), None
+            except (OSError, ValueError) as exc:
+                self._kube_error = f"kubelet {without_credentials(k.url)[0]}: {exc}"
+        if self._kube_error:
+            note = "; ".join(n for n in (source.note, self._kube_error) if n)
+            source = source.model_copy(update={"note": note})
+        return source, name_gpus(gpus, self._kube_index) if self._kube_index else gpus
 
     async def _poll_engine(self, state: _EngineState, now: float) -> EngineSample:
         target = state.target

@@ -87,6 +87,16 @@ class PrometheusConfig(_HasUrl):
     verify_tls: bool = True
 
 
+class KubeletConfig(_HasUrl):
+    """The node's kubelet, for pod names behind GPU processes: its /pods endpoint (usually
+    https://127.0.0.1:10250/pods) with a bearer token (a service account's); TLS verified."""
+
+    token_env: str | None = None
+    token_file: str | None = None  # read at every fetch: projected tokens rotate
+    ca_file: str | None = None  # the kubelet's serving CA, when not in the system store
+    verify_tls: bool = True
+
+
 class Settings(Plan):
     """The whole config file: how to watch (window, engines, discovery) and the plan."""
 
@@ -99,6 +109,7 @@ class Settings(Plan):
     discover: bool = True
     engines: list[EngineConfig] = Field(default_factory=list)
     prometheus: PrometheusConfig | None = None
+    kubelet: KubeletConfig | None = None
     node_plans: dict[str, str] = Field(
         default_factory=dict
     )  # fleet: node name -> that node's config file

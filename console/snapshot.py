@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from console.frame import Frame, Percentiles, TargetReport
-from console.units import NA, gib, num, pct, quantile_text, seconds, share_range, target_text, watts
+from console.frame import Frame, GpuProcess, Percentiles, TargetReport
+from console.units import (
+    NA,
+    gib,
+    num,
+    pct,
+    quantile_text,
+    seconds,
+    share_range,
+    target_text,
+    watts,
+    workload_text,
+)
 
 
 def _p(p: Percentiles | None, name: str) -> str:
@@ -32,7 +43,8 @@ def to_markdown(frame: Frame, note: str = "") -> str:
     lines += [
         f"- taken at: {frame.taken_at.isoformat()}",
         f"- inferdeck {frame.inferdeck_version}; NVIDIA driver {src.driver_version or NA}"
-        f" (CUDA {src.cuda_driver_version or NA}, {src.kind}); window {frame.window_s:g} s",
+        f" (CUDA {src.cuda_driver_version or NA}, NVML {src.nvml_version or NA}, {src.kind});"
+        f" window {frame.window_s:g} s",
         "",
     ]
     active = [a for a in frame.alerts if a.state == "active"]
@@ -55,6 +67,8 @@ def to_markdown(frame: Frame, note: str = "") -> str:
             rows.append([str(g.index), g.name or NA, "FAULT: " + g.fault, "", "", "", ""])
             continue
         mig = "on" if g.mig and g.mig.current else ("off" if g.mig else "n/a")
+        if g.processes:
+            mig += "; " + ", ".join(_proc(p) for p in g.processes)
         if g.mig and g.mig.note:
             mig += f" ({g.mig.note})"
         events = (
@@ -74,13 +88,14 @@ def to_markdown(frame: Frame, note: str = "") -> str:
             ]
         )
         for d in g.mig.devices if g.mig else []:
-            procs = ", ".join(f"{p.pid}{' ' + p.engine if p.engine else ''}" for p in d.processes)
+            procs = ", ".join(_proc(p) for p in d.processes)
+            act = d.activity.graphics_pct if d.activity is not None else None
             rows.append(
                 [
                     f"{g.index}/{d.index}",
                     f"MIG {d.profile or NA} @{d.placement_start}",
                     f"{gib(d.memory_used_bytes)}/{gib(d.memory_total_bytes)} GiB",
-                    "n/a under MIG",
+                    f"activity {act:.0f}%" if act is not None else "n/a under MIG",
                     "",
                     "",
                     procs,
@@ -241,3 +256,9 @@ def to_markdown(frame: Frame, note: str = "") -> str:
     else:
         lines.append("none in the last 10 minutes")
     return "\n".join(lines) + "\n"
+
+
+def _proc(p: GpuProcess) -> str:
+    """A process in snapshot.md: pid, the engine it serves, its pod or container."""
+    where = workload_text(p.workload) if p.workload is not None else ""
+    return f"{p.pid}{' ' + p.engine if p.engine else ''}{' (' + where + ')' if where else ''}"

@@ -93,3 +93,18 @@ def share_range(g: RangeReport | None, digits: int = 1) -> str:
         return f"{math.floor(v * 100 * scale + 1e-9) / scale:.{digits}f}"
 
     return f"{'≈' if g.approx else ''}{down(g.low)}–{down(g.high)}%"
+
+
+def workload_text(w: object) -> str:
+    """A process's pod ("namespace/pod"), else its container ("containerd 3f9c2a1b7d04"), else "-".
+    Takes a frame.Workload (typed loosely: units stays free of the frame)."""
+    pod, ns = getattr(w, "pod", None), getattr(w, "namespace", None)
+    uid, cid = getattr(w, "pod_uid", None), getattr(w, "container_id", None)
+    if pod:
+        return f"{ns}/{pod}" if ns else pod
+    if uid:
+        return f"pod {uid[:8]}"
+    if cid:
+        runtime = getattr(w, "runtime", None)
+        return f"{runtime + ' ' if runtime else ''}{cid[:12]}"
+    return "-"

@@ -23,6 +23,7 @@ from console.frame import Frame
 from console.keyseries import KeySeries
 from console.paths import snapshots_dir
 from console.plan import Plan
+from console.units import workload_text
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
@@ -245,6 +246,20 @@ class InferdeckApp(App[None]):
             text.append(" 🔒 read-only", style="bold")
         if f is not None:
             text.append(f" │ {f.host} │ {f.taken_at:%H:%M:%S}Z │ window {window_label(f.window_s)}")
+            src = f.gpu_source
+            facts = [
+                f"{name} {v}"
+                for name, v in (
+                    ("driver", src.driver_version),
+                    ("CUDA", src.cuda_driver_version),
+                    ("NVML", src.nvml_version),
+                )
+                if v
+            ]
+            while facts and len(text) + len(" │ " + " · ".join(facts)) > self.size.width - 12:
+                facts.pop()  # the driver's facts as far as the line has room
+            if facts:
+                text.append(" │ " + " · ".join(facts), style="dim")
         if self.paused:
             text.append(" │ ")
             text.append("PAUSED", style="bold reverse")
@@ -318,8 +333,10 @@ class InferdeckApp(App[None]):
             for p in g.processes + [
                 p for d in (g.mig.devices if g.mig else []) for p in d.processes
             ]:
-                commands[p.pid] = (p.command or "command not visible") + (
-                    f"; engine {p.engine}" if p.engine else ""
+                commands[p.pid] = (
+                    (p.command or "command not visible")
+                    + (f"; engine {p.engine}" if p.engine else "")
+                    + (f"; pod {workload_text(p.workload)}" if p.workload else "")
                 )
 
         from screens.mig import MigScreen  # loaded when the menu opens

@@ -9,8 +9,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Input, Static
 
-from console.frame import Frame, Gpu, GpuProcess, MigDevice
-from console.units import GIB, NA, gib, num, watts
+from console.frame import Frame, GpmActivity, Gpu, GpuProcess, MigDevice
+from console.units import GIB, NA, gib, num, watts, workload_text
 from screens.widgets import (
     DeckScreen,
     KeyedTable,
@@ -25,7 +25,7 @@ NARROW_COLUMNS = (
     ("GPU", "gpu", 4),
     ("Device", "device", 16),
     ("Memory", "memory", 17),
-    ("Util", "util", 9),
+    ("Util/Act", "util", 9),
     ("Power", "power", 10),
     ("Temp", "temp", 8),
 )
@@ -36,6 +36,32 @@ WIDE_COLUMNS = (
     ("Trend power", "trend", 16),
 )
 HOT = {"power cap", "thermal (SW)", "thermal (HW)", "HW slowdown", "power brake (HW)"}
+
+
+def _activity(a: GpmActivity | None, c: dict[str, str]) -> Text:
+    """A MIG instance's GPM graphics activity (NVML has no utilisation there)."""
+    if a is None or a.graphics_pct is None:
+        return Text("n/a MIG", style=c["dim"])
+    v = a.graphics_pct
+    return Text.assemble(bar(min(v, 100.0) / 100, 4, c, 0.9, 0.99), f"{v:4.0f}%")
+
+
+def activity_text(a: GpmActivity) -> str:
+    parts = [
+        f"{label} {v:.0f}%"
+        for label, v in (
+            ("graphics", a.graphics_pct),
+            ("SM", a.sm_pct),
+            ("occupancy", a.sm_occupancy_pct),
+            ("tensor", a.tensor_pct),
+            ("DRAM bw", a.dram_bw_pct),
+            ("NVDEC", a.nvdec_pct),
+        )
+        if v is not None
+    ]
+    if a.pcie_tx_mib_s is not None or a.pcie_rx_mib_s is not None:
+        parts.append(f"PCIe out/in {a.pcie_tx_mib_s or 0:,.0f}/{a.pcie_rx_mib_s or 0:,.0f} MiB/s")
+    return ", ".join(parts) + f" (over {a.interval_s:.1f} s)"
 
 
 def _frac(used: float | None, total: float | None) -> float | None:
@@ -122,7 +148,7 @@ class GpuPane(TablePane):
             Text(f" {g.index}/{d.index}"),
             Text(f"└ {d.profile or NA}{where}", overflow="ellipsis", no_wrap=True),
             _mem(d.memory_used_bytes, d.memory_total_bytes, c),
-            Text("n/a MIG", style=c["dim"]),
+            _activity(d.activity, c),
             Text(""),
             Text(""),
         ]
@@ -213,7 +239,7 @@ class GpuDetailScreen(DeckScreen):
             yield Static(id="gpu-mig")
             yield Static("Processes", id="proc-title")
             yield Input(
-                placeholder="filter processes (pid, user, command, engine); enter to apply, esc to clear",
+                placeholder="filter processes (pid, user, command, engine, pod); enter to apply, esc to clear",
                 id="proc-filter",
             )
             yield KeyedTable(id="proc-table", cursor_type="row")
@@ -229,6 +255,7 @@ class GpuDetailScreen(DeckScreen):
             ("Memory", "mem", 9),
             ("GI/CI", "gici", 6),
             ("Engine", "engine", 14),
+            ("Pod / container", "pod", 24),
             ("Command", "cmd", 60),
         ):
             t.add_column(label, key=key, width=width)
@@ -273,7 +300,8 @@ class GpuDetailScreen(DeckScreen):
             (f"GPU {g.index}  {g.name or NA}", "bold"),
             f"\n{g.uuid or NA}  bus {g.pci_bus_id or NA}"
             f"  {g.architecture or ''}  driver {frame.gpu_source.driver_version or NA}"
-            f"  CUDA {frame.gpu_source.cuda_driver_version or NA}",
+            f"  CUDA {frame.gpu_source.cuda_driver_version or NA}"
+            f"  NVML {frame.gpu_source.nvml_version or NA}",
         )
         if g.fault:
             head.append(f"\n{g.fault}", style=f"bold {c['error']}")
@@ -282,7 +310,8 @@ class GpuDetailScreen(DeckScreen):
         self.query_one("#gpu-mig", Static).update(self._mig(g, c))
         rows = []
         for dev, p in self._processes(g):
-            hay = f"{p.pid} {p.user or ''} {p.command or ''} {p.engine or ''} {dev}".lower()
+            pod = workload_text(p.workload)
+            hay = f"{p.pid} {p.user or ''} {p.command or ''} {p.engine or ''} {pod} {dev}".lower()
             if self.filter and self.filter not in hay:
                 continue
             rows.append((dev, p))
@@ -311,6 +340,7 @@ class GpuDetailScreen(DeckScreen):
                         ),
                         Text(gi_ci.get(dev, "-")),
                         Text(p.engine or "-"),
+                        Text(workload_text(p.workload), no_wrap=True, overflow="ellipsis"),
                         Text(
                             p.command or "not visible from here",
                             style="" if p.command else c["dim"],
@@ -359,6 +389,11 @@ class GpuDetailScreen(DeckScreen):
             f"{num(g.utilization_gpu_pct)}% / {num(g.utilization_memory_pct)}%",
             "utilization_gpu_pct",
         )
+        if g.activity is not None:
+            line("activity (GPM)", activity_text(g.activity))
+        elif "activity" in g.unavailable and not (g.mig and g.mig.current):
+            line("activity (GPM)", NA, "activity")
+        line("persistence mode", {True: "on", False: "off", None: NA}[g.persistence_mode])
         line("SM clock", f"{mhz(g.clock_sm_mhz)} of {mhz(g.clock_sm_max_mhz)}", "clock_sm_mhz")
         line(
             "memory clock", f"{mhz(g.clock_mem_mhz)} of {mhz(g.clock_mem_max_mhz)}", "clock_mem_mhz"
@@ -435,4 +470,16 @@ class GpuDetailScreen(DeckScreen):
                 f"  GI {gi.id:<2} {gi.profile or NA:<12} placement {gi.placement_start}:{gi.placement_size}"
                 f"   {cis}\n"
             )
+        shown: set[int | None] = set()
+        for d in m.devices:
+            if d.gpu_instance_id in shown:
+                continue
+            shown.add(d.gpu_instance_id)
+            what = (
+                activity_text(d.activity)
+                if d.activity is not None
+                else f"n/a — {d.unavailable.get('activity', 'not read')}"
+            )
+            t.append(f"  GI {d.gpu_instance_id} activity: ", style="bold")
+            t.append(what + "\n")
         return t

@@ -28,7 +28,13 @@ HELP = """\
   Bars are fixed-scale: a full bar is always 100% (memory of its
   device, utilisation, KV cache). n/a means the value could not be
   read; the reason is in the snapshot JSON (`unavailable`).
-  GPU utilisation is n/a under MIG: NVML does not report it.
+  GPU utilisation is n/a under MIG: NVML does not report it. On
+  Hopper and newer, a MIG row's Util/Act shows GPM activity instead
+  (graphics activity of its GPU instance, between two polls): an
+  instance's activity reflects all its compute instances, and SM
+  ratios can pass 100% on instance entities. Ampere and Ada have no
+  GPM (DCGM's profiling metrics cover them). The GPU detail lists
+  SM, occupancy, tensor, DRAM bandwidth and PCIe figures.
   TTFT95 / ITL95: p95 over the window from histogram bucket deltas,
   as Prometheus' histogram_quantile. A trailing * means the figure
   is since the engine started: one scrape so far, or nothing has

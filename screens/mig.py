@@ -198,6 +198,8 @@ class MigScreen(DeckScreen):
         t.append("  equivalent nvidia-smi:\n", style=c["dim"])
         for cmd in nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids):
             t.append(f"    $ {cmd}\n", style=c["dim"])
+        for note in self.manager.reset_notes(g, target):
+            t.append(f"  note: {note}\n", style=c["warning"])
         problems = self.manager.precheck(g, target, self.deck.read_only, self.commands)
         if problems:
             t.append("Blocked:\n", style=f"bold {c['error']}")

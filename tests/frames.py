@@ -8,6 +8,7 @@ from console.frame import (
     CostReport,
     Engine,
     Frame,
+    GpmActivity,
     Gpu,
     GpuSource,
     Headroom,
@@ -71,6 +72,9 @@ def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
                         compute_instance_id=0,
                         placement_start=6 * i,
                         placement_size=6,
+                        activity=GpmActivity(
+                            graphics_pct=(71.0, 38.0)[i], sm_pct=(64.0, 34.0)[i], interval_s=1.0
+                        ),
                         memory_total_bytes=48512 * MIB,
                         memory_used_bytes=int(48512 * MIB * 0.9),
                     )

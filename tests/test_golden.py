@@ -35,7 +35,7 @@ def demo_frame_json(polls: int = 40) -> str:
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
     try:
-        nvml = NvmlReader(node.nvml, simulated=True)
+        nvml = NvmlReader(node.nvml, simulated=True, clock=clock)
         poller = Poller(
             node.targets(),
             nvml,

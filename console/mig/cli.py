@@ -206,6 +206,8 @@ def _apply(
         )
     for c in nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids):
         print(f"  $ {c}")
+    for note in mm.reset_notes(g, target):
+        print(f"  NOTE: {note}")
     problems = mm.precheck(g, target)
     for p in problems:
         print(f"  BLOCKED: {p}")

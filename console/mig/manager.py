@@ -224,6 +224,29 @@ class MigManager:
         return reasons
 
     @staticmethod
+    def reset_notes(
+        g: GpuMig, target: list[Instance] | str, modules: Path = Path("/proc/modules")
+    ) -> list[str]:
+        """For a MIG mode change: what a GPU reset needs, and what on this node would block one
+        (a mode change that stays pending needs a reset; inferdeck never resets)."""
+        if not isinstance(target, str):
+            return []
+        notes = [
+            f"if the mode stays pending, GPU {g.index} needs a reset (nvidia-smi -r -i {g.index}) "
+            "or a reboot; inferdeck never does either."
+        ]
+        try:
+            loaded = {line.split(" ", 1)[0] for line in modules.read_text().splitlines()}
+        except OSError:
+            loaded = set()
+        if "nvidia_drm" in loaded:
+            notes.append(
+                "the nvidia_drm module is loaded: a GPU reset fails while it holds the GPU "
+                "(stop the display manager and unload it: modprobe -r nvidia_drm, or reboot)."
+            )
+        return notes
+
+    @staticmethod
     def _has_capability() -> bool:
         return os.access("/proc/driver/nvidia/capabilities/mig/config", os.R_OK)
 

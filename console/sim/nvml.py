@@ -64,6 +64,22 @@ class SimGI:
     profile: MigProfile
     start: int
     cis: list[SimCI] = field(default_factory=list)
+    serial: int = 0  # creation order on the node: a re-created instance is a new one
+    activity: list[float] = field(default_factory=lambda: [0.0, -1.0])  # integral, last t
+
+
+# GPM metrics the simulator answers: each is the entity's average utilisation (0..1) times this
+GPM_TRUTH = {
+    pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: 100.0,
+    pynvml.NVML_GPM_METRIC_SM_UTIL: 90.0,
+    pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: 45.0,
+    pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 70.0,
+    pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 60.0,
+    pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 1500.0,  # MiB/s
+    pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: 3000.0,
+    **{getattr(pynvml, f"NVML_GPM_METRIC_NVDEC_{i}_UTIL"): 0.0 for i in range(8)},
+}
+GPM_ARCHS = ("hopper", "blackwell")
 
 
 @dataclass
@@ -83,6 +99,8 @@ class SimGpu:
     ecc_uncorrected: int = 0
     remapped: tuple[int, int, int, int] = (0, 0, 0, 0)
     retired_pages: int = 0
+    persistence: bool = True
+    activity: list[float] = field(default_factory=lambda: [0.0, -1.0])  # whole-GPU integral, last t
 
     def mig_devices(self) -> list[tuple[SimGI, SimCI]]:
         """MIG devices (one per compute instance) in NVML's index order."""
@@ -149,6 +167,10 @@ class SimNvml:
         self.processes: dict[
             str, list[tuple[int, int]]
         ] = {}  # GPU or MIG device uuid -> (pid, bytes)
+        self.nvml_version = "13.580.95.05"
+        self.gpm_samples: dict[int, tuple[int, int, float, float] | None] = {}  # key -> sample
+        self._gpm_next = 1
+        self._gi_serial = 0
         self._lock = threading.RLock()
         for name in dir(pynvml):  # constants, as `import pynvml` gives them
             if name.startswith(
@@ -341,6 +363,11 @@ class SimNvml:
         if not self.initialized:
             raise _err(pynvml.NVML_ERROR_UNINITIALIZED)
         return self.cuda_driver_version
+
+    def nvmlSystemGetNVMLVersion(self) -> str:  # noqa: N802
+        if not self.initialized:
+            raise _err(pynvml.NVML_ERROR_UNINITIALIZED)
+        return self.nvml_version
 
     def nvmlDeviceGetCount(self) -> int:  # noqa: N802
         if not self.initialized:
@@ -675,7 +702,8 @@ class SimNvml:
     def _create_gi(self, gpu: SimGpu, p: MigProfile, start: int) -> SimGI:
         self._check_fits(gpu, p, start)
         gi_id = next(i for i in range(1, 1024) if all(g.gi_id != i for g in gpu.gis))
-        gi = SimGI(gi_id, p, start)
+        self._gi_serial += 1
+        gi = SimGI(gi_id, p, start, serial=self._gi_serial)
         gpu.gis.append(gi)
         return gi
 
@@ -685,7 +713,7 @@ class SimNvml:
         ci = SimCI(
             0,
             gi.profile.slices,
-            _uuid("MIG", gpu.uuid, gi.gi_id, gi.start, gi.profile.id, len(gpu.gis)),
+            _uuid("MIG", gpu.uuid, gi.gi_id, gi.start, gi.profile.id, len(gpu.gis), gi.serial),
         )
         gi.cis.append(ci)
         return ci
@@ -801,3 +829,81 @@ class SimNvml:
         if self._busy(ci.uuid):
             raise _err(pynvml.NVML_ERROR_IN_USE)
         gi.cis.remove(ci)
+
+    # --- GPU Performance Monitoring -----------------------------------------------------------
+    def nvmlDeviceGetPersistenceMode(self, handle: _Handle) -> int:  # noqa: N802
+        gpu = self._gpu(handle)
+        return int(pynvml.NVML_FEATURE_ENABLED if gpu.persistence else pynvml.NVML_FEATURE_DISABLED)
+
+    def _integrate(self, acc: list[float], util: float) -> float:
+        """The entity's activity integral (utilisation x seconds) up to now; the utilisation read
+        now is held back over the time since the last reading."""
+        now = self.clock()
+        if acc[1] >= 0:
+            acc[0] += util * max(0.0, now - acc[1])
+        acc[1] = now
+        return acc[0]
+
+    def nvmlGpmQueryDeviceSupport(self, handle: _Handle) -> Any:  # noqa: N802
+        gpu = self._gpu(handle)
+        out = pynvml.c_nvmlGpmSupport_t()
+        out.version = pynvml.NVML_GPM_SUPPORT_VERSION
+        out.isSupportedDevice = int(gpu.model.architecture in GPM_ARCHS)
+        return out
+
+    def nvmlGpmSampleAlloc(self) -> Any:  # noqa: N802
+        key = self._gpm_next
+        self._gpm_next += 1
+        self.gpm_samples[key] = None
+        return _pointer(pynvml.c_nvmlGpmSample_t, key << 4)
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:  # noqa: N802
+        if self.gpm_samples.pop(_address(sample) >> 4, 0) == 0:
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def _gpm_store(self, sample: Any, value: tuple[int, int, float, float]) -> None:
+        key = _address(sample) >> 4
+        if key not in self.gpm_samples:
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self.gpm_samples[key] = value
+
+    def nvmlGpmSampleGet(self, handle: _Handle, sample: Any) -> Any:  # noqa: N802
+        gpu = self._gpu(handle)
+        if gpu.model.architecture not in GPM_ARCHS:
+            raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        util, _ = self._gpu_load(gpu)
+        self._gpm_store(sample, (gpu.index, 0, self.clock(), self._integrate(gpu.activity, util)))
+        return sample
+
+    def nvmlGpmMigSampleGet(self, handle: _Handle, gi_id: int, sample: Any) -> Any:  # noqa: N802
+        gpu = self._gpu(handle)
+        if gpu.model.architecture not in GPM_ARCHS or not gpu.mig_current:
+            raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        devs = gpu.mig_devices()
+        for i, (gi, _) in enumerate(devs):
+            if gi.gi_id == gi_id:
+                util = min(1.0, self._load(gpu.index, i).utilization)
+                integral = self._integrate(gi.activity, util)
+                self._gpm_store(sample, (gpu.index, gi_id, self.clock(), integral))
+                return sample
+        raise _err(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def nvmlGpmMetricsGet(self, mg: Any) -> Any:  # noqa: N802
+        """Each metric from the two samples' integrals. Samples of one GPU instance id are
+        differenced even when the instance was re-created between them, as counters would be:
+        telling instances apart is the caller's job."""
+        if mg.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+            raise _err(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        a = self.gpm_samples.get(_address(mg.sample1) >> 4)
+        b = self.gpm_samples.get(_address(mg.sample2) >> 4)
+        if a is None or b is None or a[:2] != b[:2] or b[2] <= a[2]:
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        mean = (b[3] - a[3]) / (b[2] - a[2])
+        for i in range(mg.numMetrics):
+            m = mg.metrics[i]
+            if m.metricId in GPM_TRUTH:
+                m.value = mean * GPM_TRUTH[m.metricId]
+                m.nvmlReturn = pynvml.NVML_SUCCESS
+            else:
+                m.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return mg

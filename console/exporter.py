@@ -1,0 +1,245 @@
+"""What only inferdeck knows, in the Prometheus text format: per service the plan's headroom rules,
+SLO attainment, good-share bounds, burn rates, cost; active alerts; engines up; GPU and MIG
+activity. Base units, ``_total`` only on counters, dimensions as labels. Pure: Frame in, text out
+(``inferdeck export`` serves it; ``inferdeck rules`` writes alerting rules over it)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+
+from console.frame import Frame
+from console.plan import Plan
+
+PREFIX = "inferdeck_"
+SEVERITY = {"ok": 0, "warning": 1, "critical": 2}  # unknown headroom: no sample (never 0)
+# a headroom's unit on screen -> (base unit for Prometheus, factor)
+BASE_UNITS = {
+    "GiB": ("bytes", 2.0**30),
+    "W": ("watts", 1.0),
+    "°C": ("celsius", 1.0),
+    "seqs": ("sequences", 1.0),
+    "waiting": ("requests", 1.0),
+    "s down": ("seconds", 1.0),
+}
+HELP = {
+    "build_info": ("gauge", "inferdeck version and the hash of the plan it evaluates (value 1)."),
+    "frame_timestamp_seconds": ("gauge", "When the newest frame was derived (Unix time)."),
+    "engine_up": ("gauge", "1 when the engine's metrics page was read at the last poll."),
+    "headroom": ("gauge", "Live headroom of a planned service against its budget, in `unit`."),
+    "headroom_budget": ("gauge", "What the plan allows for that headroom, in `unit`."),
+    "headroom_severity": (
+        "gauge",
+        "Headroom state: 0 ok, 1 warning, 2 critical (absent: unknown).",
+    ),
+    "slo_target_seconds": ("gauge", "The plan's latency SLO limit."),
+    "slo_observed_seconds": ("gauge", "The SLO's percentile over its window."),
+    "slo_attainment_ratio": ("gauge", "Share of requests within the SLO limit over the window."),
+    "slo_completion_ratio": ("gauge", "Requests completed OK over those completed (aborts apart)."),
+    "slo_good_share_ratio": ("gauge", "Bounds on the share of requests meeting every SLO."),
+    "slo_burn_rate": ("gauge", "Error-budget burn rate over the window (1 = on budget)."),
+    "cost_usd_per_hour": ("gauge", "The service's share of the node's hourly cost."),
+    "cost_usd_per_million_compliant_tokens": (
+        "gauge",
+        "Cost per million output tokens of requests meeting every SLO (bounds).",
+    ),
+    "alerts_active": ("gauge", "Active alerts by rule and severity."),
+    "gpu_utilization_ratio": ("gauge", "NVML GPU utilisation (absent under MIG)."),
+    "gpu_activity_ratio": ("gauge", "GPM graphics activity of a GPU or MIG GPU instance."),
+}
+
+
+def plan_hash(plan: Plan) -> str:
+    return hashlib.sha256(plan.model_dump_json().encode()).hexdigest()[:12]
+
+
+def _esc(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _num(v: float) -> str:
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(float(v))
+
+
+class _Page:
+    def __init__(self) -> None:
+        self.rows: dict[str, list[str]] = {}
+
+    def add(self, name: str, value: float | None, **labels: str) -> None:
+        if value is None or math.isnan(value):
+            return  # a figure that could not be read is absent, never 0
+        body = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
+        self.rows.setdefault(name, []).append(
+            f"{PREFIX}{name}{{{body}}} {_num(value)}" if body else f"{PREFIX}{name} {_num(value)}"
+        )
+
+    def text(self) -> str:
+        out = []
+        for name, rows in self.rows.items():
+            kind, doc = HELP[name]
+            out += [f"# HELP {PREFIX}{name} {doc}", f"# TYPE {PREFIX}{name} {kind}", *rows]
+        return "\n".join(out) + "\n"
+
+
+def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
+    p = _Page()
+    p.add("build_info", 1.0, version=version, plan_hash=plan_hash(plan))
+    p.add("frame_timestamp_seconds", frame.taken_at.timestamp())
+    for e in frame.engines:
+        p.add("engine_up", 1.0 if e.up else 0.0, engine=e.name, kind=e.kind or "")
+    for s in frame.services:
+        for h in s.headroom:
+            unit, scale = BASE_UNITS.get(h.unit, (h.unit, 1.0))
+            labels = {"service": s.name, "rule": h.name, "unit": unit}
+            p.add("headroom", None if h.value is None else h.value * scale, **labels)
+            p.add("headroom_budget", None if h.budget is None else h.budget * scale, **labels)
+            p.add("headroom_severity", SEVERITY.get(h.state), service=s.name, rule=h.name)
+        slo = s.slo
+        if slo is not None:
+            for key, t in slo.targets.items():
+                target = key.removesuffix("_s")
+                p.add("slo_target_seconds", t.target_s, service=s.name, slo=target)
+                p.add("slo_observed_seconds", t.observed_s, service=s.name, slo=target)
+                p.add("slo_attainment_ratio", t.attainment, service=s.name, slo=target)
+            if slo.completion is not None:
+                p.add("slo_completion_ratio", slo.completion.observed, service=s.name)
+            if slo.good_share is not None:
+                p.add("slo_good_share_ratio", slo.good_share.low, service=s.name, bound="low")
+                p.add("slo_good_share_ratio", slo.good_share.high, service=s.name, bound="high")
+            if slo.burn is not None:
+                for window, w in slo.burn.windows.items():
+                    p.add("slo_burn_rate", w.burn, service=s.name, window=window)
+        if s.cost is not None:
+            p.add("cost_usd_per_hour", s.cost.usd_per_h, service=s.name)
+            price = s.cost.usd_per_m_compliant_tokens
+            if price is not None:
+                for bound in ("low", "high"):
+                    p.add(
+                        "cost_usd_per_million_compliant_tokens",
+                        getattr(price, bound),
+                        service=s.name,
+                        bound=bound,
+                    )
+    active = Counter(
+        (a.rule or a.key.split(":", 1)[0], a.severity) for a in frame.alerts if a.state == "active"
+    )
+    for (rule, severity), n in sorted(active.items()):
+        p.add("alerts_active", float(n), rule=rule, severity=severity)
+    for g in frame.gpus:
+        if g.utilization_gpu_pct is not None:
+            p.add("gpu_utilization_ratio", g.utilization_gpu_pct / 100, gpu=str(g.index))
+        if g.activity is not None and g.activity.graphics_pct is not None:
+            p.add(
+                "gpu_activity_ratio",
+                g.activity.graphics_pct / 100,
+                gpu=str(g.index),
+                gpu_instance="",
+            )
+        seen: set[int | None] = set()
+        for d in g.mig.devices if g.mig else []:
+            if d.gpu_instance_id in seen or d.activity is None:
+                continue
+            seen.add(d.gpu_instance_id)
+            if d.activity.graphics_pct is not None:
+                p.add(
+                    "gpu_activity_ratio",
+                    d.activity.graphics_pct / 100,
+                    gpu=str(g.index),
+                    gpu_instance=str(d.gpu_instance_id),
+                )
+    return p.text()
+
+
+def alert_rules(plan: Plan) -> str:
+    """Prometheus alerting rules over the exported series, with the plan's for durations: each
+    headroom rule (warning and critical), multi-window burn (fast: 5m and 1h >= 14.4x, critical;
+    slow: 1h and 6h >= 6x, warning), engine down."""
+    r = plan.alerts
+    lines = ["groups:", "  - name: inferdeck", "    rules:"]
+
+    def rule(name: str, expr: str, for_s: float, severity: str, summary: str) -> None:
+        lines.extend(
+            [
+                f"      - alert: {name}",
+                f"        expr: {expr}",
+                f"        for: {int(for_s)}s",
+                "        labels:",
+                f"          severity: {severity}",
+                "        annotations:",
+                f'          summary: "{summary}"',
+            ]
+        )
+
+    for key in ("memory", "kv", "queue", "power", "thermal"):
+        cfg = getattr(r, key)
+        if not cfg.enabled:
+            continue
+        title = key.capitalize()
+        sel = f'{PREFIX}headroom_severity{{rule="{key}"}}'
+        rule(
+            f"Inferdeck{title}HeadroomCritical",
+            f"{sel} == 2",
+            cfg.for_s,
+            "critical",
+            f"{{{{ $labels.service }}}}: {key} headroom below zero against the plan",
+        )
+        rule(
+            f"Inferdeck{title}HeadroomWarning",
+            f"{sel} == 1",
+            cfg.for_s,
+            "warning",
+            f"{{{{ $labels.service }}}}: {key} headroom below the planned budget",
+        )
+    if r.burn.enabled:
+        burn = f"{PREFIX}slo_burn_rate"
+        rule(
+            "InferdeckErrorBudgetFastBurn",
+            f'{burn}{{window="5m"}} >= 14.4 and on(instance, service) {burn}{{window="1h"}} >= 14.4',
+            r.burn.for_s,
+            "critical",
+            "{{ $labels.service }}: error budget burning at 14.4x or more (5m and 1h)",
+        )
+        rule(
+            "InferdeckErrorBudgetSlowBurn",
+            f'{burn}{{window="1h"}} >= 6 and on(instance, service) {burn}{{window="6h"}} >= 6',
+            r.burn.for_s,
+            "warning",
+            "{{ $labels.service }}: error budget burning at 6x or more (1h and 6h)",
+        )
+    if r.engine_down.enabled:
+        rule(
+            "InferdeckEngineDown",
+            f"{PREFIX}engine_up == 0",
+            r.engine_down.for_s,
+            "critical",
+            "{{ $labels.engine }} on {{ $labels.instance }}: metrics page unreadable",
+        )
+    rule(
+        "InferdeckExporterDown",
+        'up{job="inferdeck"} == 0',
+        60,
+        "critical",
+        "inferdeck export on {{ $labels.instance }} is not answering",
+    )
+    return "\n".join(lines) + "\n"
+
+
+ALERTMANAGER_EXAMPLE = """\
+# Alertmanager routing for inferdeck's rules (an example: receivers are yours to fill in)
+route:
+  receiver: gpu-oncall
+  group_by: [alertname, instance, service]
+  routes:
+    - matchers: ['alertname =~ "Inferdeck.*", severity = "critical"]
+      receiver: gpu-oncall-page
+      repeat_interval: 1h
+    - matchers: ['alertname =~ "Inferdeck.*", severity = "warning"]
+      receiver: gpu-oncall
+      repeat_interval: 4h
+receivers:
+  - name: gpu-oncall-page
+  - name: gpu-oncall
+"""

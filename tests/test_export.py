@@ -1,0 +1,253 @@
+"""`inferdeck export` and `inferdeck rules` against a real Prometheus: it scrapes the exporter of an
+overloaded simulated node, evaluates the generated rules, and the headroom and burn alerts fire,
+then resolve when the load drops."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from console.exporter import alert_rules, frame_metrics
+from console.promtext import parse
+from console.settings import Settings
+from console.sim.engine import TrafficSpec, start_engine
+from tests.frames import node_frame
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_frame_metrics_names_units_and_absent_unknowns():
+    frame = node_frame()
+    text = frame_metrics(frame, Settings(), "9.9")
+    page = parse(text)
+    rows = dict(page.get("inferdeck_headroom"))
+    key = (("service", "llama-70b"), ("rule", "memory"), ("unit", "bytes"))
+    assert rows[key] == pytest.approx(5.8 * 2**30)  # GiB on screen, bytes for Prometheus
+    sev = dict(page.get("inferdeck_headroom_severity"))
+    assert sev[(("service", "llama-8b-a"), ("rule", "kv"))] == 2  # critical
+    assert sev[(("service", "llama-70b"), ("rule", "queue"))] == 1  # warning
+    up = dict(page.get("inferdeck_engine_up"))
+    assert up[(("engine", "llama-8b-b"), ("kind", "vllm"))] == 0
+    # MIG activity per GPU instance, from GPM
+    acts = dict(page.get("inferdeck_gpu_activity_ratio"))
+    assert acts[(("gpu", "1"), ("gpu_instance", "1"))] == pytest.approx(0.71)
+    assert "nan" not in text.lower()
+    for line in text.splitlines():  # every family typed, documented, in the inferdeck_ namespace
+        assert line.startswith(("# HELP inferdeck_", "# TYPE inferdeck_", "inferdeck_"))
+
+
+def test_rules_pass_promtool(tmp_path):
+    if not Path(PROMTOOL).exists():
+        pytest.skip("promtool is not installed (apt-get install prometheus; .ci/run does)")
+    rules = tmp_path / "rules.yml"
+    rules.write_text(alert_rules(Settings()))
+    out = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS: 14 rules found" in out.stdout
+
+
+def _alerts(url: str) -> set[str]:
+    """Firing alerts (empty while Prometheus is still starting)."""
+    try:
+        r = httpx.get(
+            url + "/api/v1/query", params={"query": 'ALERTS{alertstate="firing"}'}, timeout=5
+        )
+        return {x["metric"]["alertname"] for x in r.json()["data"]["result"]}
+    except (httpx.HTTPError, ValueError, KeyError):
+        return set()
+
+
+def _wait(what, timeout: float) -> bool:
+    end = time.time() + timeout
+    while time.time() < end:
+        if what():
+            return True
+        time.sleep(1.0)
+    return False
+
+
+def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    # overloaded: four slots for twelve requests a second, four in ten failing
+    spec = TrafficSpec(
+        rate_rps=12.0,
+        max_num_seqs=4,
+        output_tokens=60,
+        prompt_tokens=200,
+        client_timeout_s=4.0,
+        error_share=0.4,
+        abort_share=0.0,
+        seed=5,
+    )
+    eng = start_engine("vllm", spec)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        textwrap.dedent(f"""\
+        interval_s: 1
+        discover: false
+        engines:
+          - {{name: v, url: "{eng.url}"}}
+        services:
+          - name: chat
+            engine: v
+            device: "0"
+            model: llama-3.1-8b
+            weight_bits: 16
+            tokens_per_sequence: 1024
+            concurrent_sequences: 4
+            slo: {{ttft_s: 2.0}}
+        alerts:
+          queue: {{for_s: 0, clear_s: 0}}
+          burn: {{for_s: 0, clear_s: 0}}
+        """)
+    )
+    rules = tmp_path / "rules.yml"
+    out = subprocess.run(
+        [sys.executable, "-m", "console", "rules", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    rules.write_text(out.stdout)
+    port, prom_port = free_port(), free_port()
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    exporter = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "export",
+            "--config",
+            str(cfg),
+            "--no-gpu",
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    (tmp_path / "prometheus.yml").write_text(
+        textwrap.dedent(f"""\
+        global:
+          scrape_interval: 1s
+          evaluation_interval: 1s
+        rule_files: ["{rules}"]
+        scrape_configs:
+          - job_name: inferdeck
+            static_configs:
+              - targets: ['127.0.0.1:{port}']
+        """)
+    )
+    prom = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{prom_port}"
+    try:
+        firing = {"InferdeckQueueHeadroomWarning", "InferdeckErrorBudgetFastBurn"}
+        assert _wait(lambda: firing <= _alerts(url), 120), _alerts(url)
+        # the load drops: arrivals within capacity, no failures; the queue drains and good
+        # requests outweigh the failures in the burn windows
+        eng.model.spec.rate_rps = 6.0
+        eng.model.spec.max_num_seqs = 64
+        eng.model.spec.error_share = 0.0
+        assert _wait(lambda: not (firing & _alerts(url)), 180), _alerts(url)
+    finally:
+        prom.kill()
+        exporter.terminate()
+        try:
+            exporter.wait(10)
+        except subprocess.TimeoutExpired:
+            exporter.kill()
+        eng.stop()
+    assert exporter.returncode == 0, exporter.stderr.read() if exporter.stderr else ""
+
+
+def test_export_refuses_a_bad_listen_address_and_needs_the_token(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "export",
+            "--no-gpu",
+            "--no-discover",
+            "--listen",
+            "nowhere",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "give HOST:PORT" in out.stderr
+    assert "Traceback" not in out.stderr
+    token = tmp_path / "t"
+    token.write_text("s3cret\n")
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "export",
+            "--no-gpu",
+            "--no-discover",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--token-file",
+            str(token),
+            "--duration",
+            "20",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path)},
+    )
+    try:
+        base = f"http://127.0.0.1:{port}/metrics"
+        assert _wait(lambda: _get(base) is not None, 30)
+        assert _get(base).status_code == 401
+        ok = httpx.get(base, headers={"Authorization": "Bearer s3cret"}, timeout=5)
+        assert ok.status_code == 200 and "inferdeck_build_info" in ok.text
+        assert "s3cret" not in ok.text
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _get(url: str):
+    try:
+        return httpx.get(url, timeout=2)
+    except httpx.HTTPError:
+        return None
