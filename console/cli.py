@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import time
@@ -30,8 +31,11 @@ from console.settings import (
 )
 from console.sim.formats import FORMATS
 from console.sim.traffic import PROFILES
+from console.units import seconds
 
 if TYPE_CHECKING:
+    from console.fleet.source import FleetSource
+    from console.fleet.state import FleetState
     from console.plan import Plan
     from console.recording import Recorder
     from console.sim.demo import DemoNode
@@ -125,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
         "snapshot", parents=[common], help="sample headless, then print one Frame"
     )
     snap.add_argument("--demo", action="store_true", help="read the simulated demo node")
+    snap.add_argument(
+        "--prometheus", metavar="URL", help="every node of the fleet from this Prometheus instead"
+    )
     snap.add_argument(
         "--wait", type=float, default=3.0, help="seconds to sample before printing (default 3)"
     )
@@ -221,6 +228,9 @@ def _parser() -> argparse.ArgumentParser:
         "check", parents=[common], help="one poll (plus --wait), print alerts, exit 0/1/2"
     )
     check.add_argument("--demo", action="store_true", help="check the simulated demo node")
+    check.add_argument(
+        "--prometheus", metavar="URL", help="check every node of the fleet from this Prometheus"
+    )
     check.add_argument(
         "--wait", type=float, default=0.0, help="seconds to sample first (default 0)"
     )
@@ -398,10 +408,10 @@ def _secrets(poller: Poller) -> list[str]:
     return out
 
 
-def _run_fleet(args: argparse.Namespace) -> int:
+def _fleet_source(args: argparse.Namespace) -> tuple[FleetSource, Settings, str]:
+    """The fleet's source (Prometheus client, node plans, cost) and the URL shown for it."""
     from console.fleet.prom import PromClient
     from console.fleet.source import FleetSource
-    from screens.fleet import FleetApp
 
     settings = _settings(args)
     prom = settings.prometheus
@@ -424,11 +434,110 @@ def _run_fleet(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     if settings.services and settings.node.name:
         plans.setdefault(settings.node.name, settings)
-    FleetApp(
-        FleetSource(client, window_s=settings.window_s, plans=plans, cost=settings.cost),
-        interval_s=max(settings.interval_s, 5.0),
-    ).run(mouse=not args.no_mouse)
+    source = FleetSource(client, window_s=settings.window_s, plans=plans, cost=settings.cost)
+    return source, settings, url
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    from screens.fleet import FleetApp
+
+    source, settings, _ = _fleet_source(args)
+    FleetApp(source, interval_s=max(settings.interval_s, 5.0)).run(mouse=not args.no_mouse)
     return 0
+
+
+def _fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, str]:
+    """Poll Prometheus for ``wait`` seconds (at least once); every node's frame. Prometheus not
+    answering at all is one sentence and exit 3."""
+    source, settings, url = _fleet_source(args)
+    source.max_for_s = wait
+
+    async def run() -> FleetState:
+        try:
+            end = time.monotonic() + wait
+            state = await source.poll()
+            while time.monotonic() < end:
+                await asyncio.sleep(min(settings.interval_s, max(0.0, end - time.monotonic())))
+                state = await source.poll()
+            return state
+        finally:
+            await source.aclose()
+
+    state = asyncio.run(run())
+    if state.last_ok is None:
+        why = "; ".join(f"{k}: {v}" for k, v in list(state.errors.items())[:2])
+        raise NoAnswer(f"UNKNOWN: Prometheus at {url} did not answer ({why}).")
+    return state, url
+
+
+class NoAnswer(Exception):
+    """Nothing could be read: exit 3 with one sentence."""
+
+
+def _fleet_snapshot(args: argparse.Namespace) -> int:
+    from console.fleet.state import node_row
+
+    state, url = _fleet_headless(args, args.wait)
+    nodes = []
+    for name, f in sorted(state.nodes.items()):
+        row = node_row(name, f, state.summary.get(name))
+        row["active_alerts"] = [
+            {"severity": a.severity, "subject": a.subject, "message": a.message}
+            for a in f.alerts
+            if a.state == "active"
+        ]
+        nodes.append(row)
+    taken = datetime.fromtimestamp(state.taken_at, tz=UTC).isoformat()
+    if args.format == "json":
+        doc = {
+            "schema": "inferdeck.fleet/1",
+            "prometheus": url,
+            "taken_at": taken,
+            "nodes": nodes,
+            "errors": state.errors,
+        }
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return 0
+    lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", ""]
+    lines += [
+        "| node | GPUs | MIG | engines | worst | TTFT p95 | TTFT≤target | tok/s | $/M good | alerts |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in nodes:
+        share = r["ttft_within_target"]
+        cost = r["usd_per_m_compliant_tokens_at_least"]
+        lines.append(
+            f"| {r['node']} | {r['gpus']} | {r['mig']} | {r['engines']} | {r['worst']} | "
+            f"{seconds(r['ttft'])} | {'n/a' if share is None else f'{share * 100:.1f}%'} | "
+            f"{r['tps']:,.0f} | {'n/a' if cost is None else f'≥${cost:,.2f}'} | {r['alerts']} |"
+        )
+    for r in nodes:
+        for a in r["active_alerts"]:
+            lines.append(f"- {r['node']}: {a['severity'].upper()} {a['subject']}: {a['message']}")
+    for q, why in state.errors.items():
+        lines.append(f"- query {q} failed: {why}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _fleet_check(args: argparse.Namespace) -> int:
+    """Exit by the worst node: 0 ok, 1 warning, 2 critical (3: Prometheus did not answer)."""
+    from console.alerts import worst
+
+    state, url = _fleet_headless(args, args.wait)
+    levels = []
+    for name, f in sorted(state.nodes.items()):
+        active = [a for a in f.alerts if a.state == "active"]
+        for a in active:
+            print(f"{a.severity.upper()} {name} {a.subject}: {a.message}")
+        levels.append(worst(active))
+    if not state.nodes:
+        print(f"UNKNOWN {url}: Prometheus holds no inferdeck-readable node")
+        return 3
+    level = "critical" if "critical" in levels else "warning" if "warning" in levels else None
+    if level is None:
+        print(f"OK {url}: {len(state.nodes)} nodes, no active alerts")
+    return {"critical": 2, "warning": 1}.get(level or "", 0)
 
 
 def _run_tui(args: argparse.Namespace, demo: bool) -> int:
@@ -696,6 +805,8 @@ def _one_line(note: str) -> str:
 
 def _snapshot(args: argparse.Namespace) -> int:
     _positive(args.wait, "--wait", allow_zero=True)
+    if args.prometheus:
+        return _fleet_snapshot(args)
     note = _one_line(args.note)
     out = _writable_dir(args.out, "--out") if args.out else None
     poller, node, settings = _build(args, args.demo)
@@ -743,6 +854,8 @@ def _check(args: argparse.Namespace) -> int:
     from console.alerts import worst
 
     _positive(args.wait, "--wait", allow_zero=True)
+    if args.prometheus:
+        return _fleet_check(args)
     poller, node, settings = _build(args, args.demo)
     poller.alerts.max_for_s = args.wait  # a rule's `for` can only be honoured as far as we sampled
     try:
@@ -814,6 +927,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"inferdeck: {exc}", file=sys.stderr)
         return 2
+    except NoAnswer as exc:
+        print(str(exc))
+        return 3
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # output piped into head & co.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import work
@@ -14,8 +14,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from console.fleet.state import FleetState, NodeSummary
-from console.frame import Frame
+from console.fleet.state import FleetState, NodeSummary, node_row
 from console.keyseries import KeySeries
 from console.units import seconds
 from screens.engines import EnginePane
@@ -40,29 +39,6 @@ COLUMNS = (
     ("Last hour tok/s", "trend", 16),
 )
 SORTS = ("node", "alerts", "ttft", "tps")
-
-
-def _row(node: str, f: Frame) -> dict[str, Any]:
-    up = sum(1 for e in f.engines if e.up)
-    p95 = [e.ttft_s.p95 for e in f.engines if e.ttft_s and e.ttft_s.p95 is not None]
-    active = [a for a in f.alerts if a.state == "active"]
-    worst = (
-        "critical"
-        if any(a.severity == "critical" for a in active)
-        else "warning"
-        if any(a.severity == "warning" for a in active)
-        else "ok"
-    )
-    return {
-        "node": node,
-        "gpus": len(f.gpus),
-        "mig": sum(len(g.mig.devices) for g in f.gpus if g.mig),
-        "engines": f"{up}/{len(f.engines)}",
-        "worst": worst,
-        "ttft": max(p95) if p95 else None,
-        "tps": sum(e.generation_tokens_per_s or 0 for e in f.engines),
-        "alerts": len(active),
-    }
 
 
 def _share(summary: NodeSummary | None, style: str) -> Text:
@@ -194,7 +170,7 @@ class FleetApp(App[None]):
                 (f" │ last good answer {age:.0f} s ago" if stale else "", f"bold {c['warning']}"),
             )
         )
-        rows = [_row(n, f) for n, f in st.nodes.items() if self.filter in n.lower()]
+        rows = [node_row(n, f) for n, f in st.nodes.items() if self.filter in n.lower()]
         key = {
             "node": lambda r: r["node"],
             "alerts": lambda r: -r["alerts"],

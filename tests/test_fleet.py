@@ -233,6 +233,75 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
         assert share is not None and 0.5 < share <= 1.0
 
 
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+
+
+def test_headless_fleet_snapshot_and_check(fleet, tmp_path):
+    import json
+
+    from console.fleet.state import node_row
+
+    url, nodes, _ = fleet
+    settle(20)
+    out = _cli("snapshot", "--prometheus", url, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+
+    async def screen_rows():
+        source = FleetSource(PromClient(url), window_s=60)
+        try:
+            st = await source.poll()
+        finally:
+            await source.aclose()
+        return {n: node_row(n, f, st.summary.get(n)) for n, f in st.nodes.items()}
+
+    rows = asyncio.run(screen_rows())  # what the fleet screen shows now
+    assert [r["node"] for r in doc["nodes"]] == ["node-a", "node-b", "node-c"]
+    for r in doc["nodes"]:
+        mine = rows[r["node"]]
+        for key in ("gpus", "mig", "engines", "worst", "alerts"):
+            assert r[key] == mine[key], (r["node"], key)
+        assert r["ttft"] == pytest.approx(mine["ttft"], rel=0.25)
+        assert r["tps"] == pytest.approx(mine["tps"], rel=0.25)
+    assert [(r["gpus"], r["mig"], r["engines"]) for r in doc["nodes"]] == [
+        (2, 3, "3/3"),
+        (1, 3, "2/2"),
+        (2, 0, "2/2"),
+    ]
+    md = _cli("snapshot", "--prometheus", url, "--format", "md")
+    assert md.returncode == 0 and "| node-b | 1 | 3 | 2/2 |" in md.stdout
+    ok = _cli("check", "--prometheus", url)
+    assert ok.returncode == 0 and ok.stdout.startswith("OK ") and "3 nodes" in ok.stdout
+    # node-b's plan pins a service to a MIG device it does not have: critical, exit 2
+    node_b_engine = f"127.0.0.1:{nodes[1][2][0].server.port}"
+    plan = tmp_path / "node-b.yaml"
+    plan.write_text(
+        textwrap.dedent(f"""\
+        node: {{name: node-b}}
+        services:
+          - {{name: svc, engine: "{node_b_engine}", device: "0:2g.48gb@6", model: llama-3.1-8b,
+              weight_bits: 16, tokens_per_sequence: 4096, concurrent_sequences: 4}}
+        """)
+    )
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(f"discover: false\nnode_plans: {{node-b: {plan}}}\n")
+    bad = _cli("check", "--prometheus", url, "--config", str(cfg))
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "CRITICAL node-b svc: planned device 0:2g.48gb@6 is not on this node" in bad.stdout
+    gone = _cli("check", "--prometheus", "http://127.0.0.1:9")
+    assert gone.returncode == 3 and gone.stdout.startswith("UNKNOWN: Prometheus at")
+    assert "Traceback" not in gone.stderr
+
+
 def test_prometheus_down_keeps_the_last_figures_with_their_age(fleet):
     url, nodes, prom = fleet
     settle(18)

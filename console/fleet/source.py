@@ -66,6 +66,7 @@ class FleetSource:
             str, AlertBook
         ] = {}  # node -> its alerts, raised and cleared as on the node
         self._trend_at = 0.0
+        self.max_for_s: float | None = None  # headless checks: a `for` honoured as far as sampled
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -155,7 +156,7 @@ class FleetSource:
                 for a in frame.alerts
             ]
             if self.at is None:
-                book = self._books.setdefault(name, AlertBook())
+                book = self._books.setdefault(name, AlertBook(max_for_s=self.max_for_s))
             else:
                 book = AlertBook(max_for_s=0.0)
             out[name] = frame.model_copy(

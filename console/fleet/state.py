@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from console.frame import Frame
 
@@ -24,3 +25,32 @@ class FleetState:
     taken_at: float = 0.0  # the time the figures describe (in the past while scrubbing)
     trends: dict[str, list[float]] = field(default_factory=dict)  # node -> output tok/s, last hour
     summary: dict[str, NodeSummary] = field(default_factory=dict)  # node -> SLO share and cost
+
+
+def node_row(node: str, f: Frame, summary: NodeSummary | None = None) -> dict[str, Any]:
+    """One node's fleet columns: what the fleet screen shows and `snapshot --prometheus` prints."""
+    up = sum(1 for e in f.engines if e.up)
+    p95 = [e.ttft_s.p95 for e in f.engines if e.ttft_s and e.ttft_s.p95 is not None]
+    active = [a for a in f.alerts if a.state == "active"]
+    worst = (
+        "critical"
+        if any(a.severity == "critical" for a in active)
+        else "warning"
+        if any(a.severity == "warning" for a in active)
+        else "ok"
+    )
+    return {
+        "node": node,
+        "gpus": len(f.gpus),
+        "mig": sum(len(g.mig.devices) for g in f.gpus if g.mig),
+        "engines": f"{up}/{len(f.engines)}",
+        "worst": worst,
+        "ttft": max(p95) if p95 else None,
+        "ttft_within_target": summary.ttft_within_target if summary else None,
+        "ttft_target_s": summary.ttft_target_s if summary else None,
+        "tps": sum(e.generation_tokens_per_s or 0 for e in f.engines),
+        "usd_per_m_compliant_tokens_at_least": (
+            summary.usd_per_m_compliant_tokens_at_least if summary else None
+        ),
+        "alerts": len(active),
+    }
