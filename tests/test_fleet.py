@@ -226,6 +226,11 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
             within_pct = abs(p_f - p_d) <= 0.05 * p_d
             same_or_next_bucket = sum(1 for b in bounds if min(p_f, p_d) < b < max(p_f, p_d)) <= 1
             assert within_pct or same_or_next_bucket, (name, p_f, p_d)
+            # TPOT p95 and completion, both held in Prometheus: shown, close to the direct figures
+            assert fe.tpot_s is not None and de.tpot_s is not None, name
+            assert fe.tpot_s.p95 == pytest.approx(de.tpot_s.p95, rel=0.25), name
+            assert de.success_rate is not None and fe.success_rate is not None, name
+            assert abs(fe.success_rate - de.success_rate) <= 0.02, name
             seen += 1
     assert seen == 7
     for node in ("node-a", "node-b", "node-c"):  # the SLO column: share of TTFT within 1 s

@@ -4,7 +4,7 @@ server."""
 
 from __future__ import annotations
 
-from console.engines import EngineProfile, parse_selector, profiles
+from console.engines import EngineProfile, as_list, parse_selector, profiles
 
 BY = "instance, job, node"
 
@@ -66,6 +66,48 @@ def signal_query(signal: str, how: str, window: str) -> str | None:
                     parts.append(
                         f"histogram_quantile({q}, sum by ({BY}, le) (rate({sel}[{window}]))){scale}"
                     )
+    return " or ".join(parts) if parts else None
+
+
+def success_query(window: str) -> str | None:
+    """Completed OK / completed over the window per engine, by each profile's outcome recipe
+    (finish reasons: good ones over all but aborts; ok vs failed counters). Ensemble steps are
+    not told apart here (the node does that from Triton's API)."""
+    parts = []
+    for prof in profiles().values():
+        spec = prof.success
+        if spec is None:
+            continue
+
+        def names(signal: str | None, prof: EngineProfile = prof) -> list[str]:
+            sig = prof.signals.get(signal or "")
+            return _names(parse_selector(sig.series[0])[0]) if sig is not None else []
+
+        def inc(name: str, matcher: str = "") -> str:
+            sel = f"{{{matcher}}}" if matcher else ""
+            return f"sum by ({BY}) (increase({name}{sel}[{window}]))"
+
+        if spec.finished and spec.label and spec.good:
+            good = "|".join(spec.good)
+            aborted = "|".join(as_list(spec.aborted))
+            for n in names(spec.finished):
+                den = inc(n, f'{spec.label}!~"{aborted}"') if aborted else inc(n)
+                num = inc(n, f'{spec.label}=~"{good}"')
+                parts.append(f"({num} / {den})")
+        elif spec.total:  # SGLang: finished minus aborted, no failure signal (as on the node)
+            aborted = [a for sig in as_list(spec.aborted) for a in names(sig)]
+            for n in names(spec.total):
+                done = (
+                    f"({inc(n)} - "
+                    + (" - ".join(f"({inc(a)} or {inc(n)} * 0)" for a in aborted) or "0")
+                    + ")"
+                )
+                parts.append(f"({done} / {done})")
+        elif spec.ok:
+            failed = [f for sig in as_list(spec.failed) for f in names(sig)]
+            for n in names(spec.ok):
+                bad = " + ".join(f"({inc(f)} or {inc(n)} * 0)" for f in failed) or "0"
+                parts.append(f"({inc(n)} / ({inc(n)} + {bad}))")
     return " or ".join(parts) if parts else None
 
 

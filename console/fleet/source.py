@@ -17,7 +17,7 @@ from console.alerts import AlertBook, Condition
 from console.cost import CostSpec, node_hourly, per_million
 from console.engines import profiles
 from console.fleet.prom import PromClient, PromError
-from console.fleet.promql import BY, detect_query, signal_query
+from console.fleet.promql import BY, detect_query, signal_query, success_query
 from console.fleet.state import FleetState, NodeSummary
 from console.frame import Alert, Engine, Frame, Gpu, GpuSource, MigDevice, MigState, Percentiles
 from console.headroom import HeadroomState, evaluate
@@ -92,6 +92,9 @@ class FleetSource:
         for q in ("0.5", "0.95", "0.99"):
             queries[f"ttft:{q}"] = signal_query("ttft", f"q{q}", w)
         queries["ttft:count"] = signal_query("ttft", "count", w)
+        queries["tpot:0.95"] = signal_query("tpot", "q0.95", w)
+        queries["tpot:count"] = signal_query("tpot", "count", w)
+        queries["success_rate"] = success_query(w)
         queries["ttft:within"] = signal_query("ttft", f"within{TTFT_TARGET_S:g}", w)
         queries["model"] = (
             f'group by ({BY}, model_name, model) ({{__name__=~"vllm:num_requests_running|vllm_num_requests_running|sglang:num_running_reqs|sglang_num_running_reqs|nv_inference_count"}})'
@@ -194,6 +197,8 @@ class FleetSource:
             put(sig, got.get(sig))
         for q in ("0.5", "0.95", "0.99", "count", "within"):
             put(f"ttft:{q}", got.get(f"ttft:{q}"))
+        for q in ("tpot:0.95", "tpot:count", "success_rate"):
+            put(q, got.get(q))
         for labels, _ in got.get("model") or []:
             k = _key(labels)
             if k in engines:
@@ -212,6 +217,13 @@ class FleetSource:
                     window=f"{int(self.window_s)}s",
                     observations=v.get("ttft:count", 0.0),
                 )
+            tpot = None
+            if "tpot:0.95" in v:
+                tpot = Percentiles(
+                    p95=v["tpot:0.95"],
+                    window=f"{int(self.window_s)}s",
+                    observations=v.get("tpot:count", 0.0),
+                )
             unavailable = {
                 f: "not in Prometheus for this engine"
                 for f in (
@@ -219,6 +231,7 @@ class FleetSource:
                     "requests_waiting",
                     "kv_cache_usage",
                     "generation_tokens_per_s",
+                    "success_rate",
                 )
                 if f not in v
             }
@@ -236,6 +249,8 @@ class FleetSource:
                 kv_cache_usage=v.get("kv_cache_usage"),
                 generation_tokens_per_s=v.get("generation_tokens_per_s"),
                 ttft_s=ttft,
+                tpot_s=tpot,
+                success_rate=v.get("success_rate"),
                 unavailable=unavailable if v.get("up") else {},
             )
             by_node.setdefault(node, []).append(eng)
