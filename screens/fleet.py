@@ -48,7 +48,10 @@ def _share(summary: NodeSummary | None, style: str) -> Text:
 
 def _cost(summary: NodeSummary | None, style: str) -> Text:
     v = summary.usd_per_m_compliant_tokens_at_least if summary else None
-    return Text("n/a" if v is None else f"≥${v:,.2f}", style=style)
+    if v is None:
+        return Text("n/a", style=style)
+    # the node's own figure (its export) plain; the fleet's estimate from the TTFT share with ~
+    return Text(f"≥${v:,.2f}" + ("" if summary and summary.cost_from_node else "~"), style=style)
 
 
 class NodeScreen(Screen[None]):

@@ -4,6 +4,7 @@ then resolve when the load drops."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -117,6 +118,7 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
         alerts:
           queue: {{for_s: 0, clear_s: 0}}
           burn: {{for_s: 0, clear_s: 0}}
+        cost: {{system_cost_usd: 48000}}
         """)
     )
     rules = tmp_path / "rules.yml"
@@ -175,6 +177,28 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
     try:
         firing = {"InferdeckQueueHeadroomWarning", "InferdeckErrorBudgetFastBurn"}
         assert _wait(lambda: firing <= _alerts(url), 120), _alerts(url)
+        # the fleet, headless, reads the node's own verdicts from its export
+        check = subprocess.run(
+            [sys.executable, "-m", "console", "check", "--prometheus", url],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+            env=env,
+        )
+        assert check.returncode == 2, check.stdout + check.stderr  # fast burn is critical
+        assert "queue alert(s) active on the node" in check.stdout
+        snap = subprocess.run(
+            [sys.executable, "-m", "console", "snapshot", "--prometheus", url],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+            env=env,
+        )
+        (node,) = json.loads(snap.stdout)["nodes"]
+        assert node["worst"] == "critical" and node["cost_basis"] == "node's inferdeck export"
+        assert node["usd_per_m_compliant_tokens_at_least"] is not None
         # the load drops: arrivals within capacity, no failures; the queue drains and good
         # requests outweigh the failures in the burn windows
         eng.model.spec.rate_rps = 6.0

@@ -95,11 +95,11 @@ def success_query(window: str) -> str | None:
                 num = inc(n, f'{spec.label}=~"{good}"')
                 parts.append(f"({num} / {den})")
         elif spec.total:  # SGLang: finished minus aborted, no failure signal (as on the node)
-            aborted = [a for sig in as_list(spec.aborted) for a in names(sig)]
+            gone = [a for sig in as_list(spec.aborted) for a in names(sig)]
             for n in names(spec.total):
                 done = (
                     f"({inc(n)} - "
-                    + (" - ".join(f"({inc(a)} or {inc(n)} * 0)" for a in aborted) or "0")
+                    + (" - ".join(f"({inc(a)} or {inc(n)} * 0)" for a in gone) or "0")
                     + ")"
                 )
                 parts.append(f"({done} / {done})")

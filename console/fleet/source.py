@@ -110,6 +110,9 @@ class FleetSource:
         ):
             queries[f"dcgm:{f}"] = f"DCGM_FI_DEV_{f}"
         queries["dcgm:ACTIVE"] = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+        # what a node's `inferdeck export` says itself: its plan's alerts and its cost figure
+        queries["x:alerts"] = "inferdeck_alerts_active"
+        queries["x:cost"] = 'inferdeck_cost_usd_per_million_compliant_tokens{bound="low"}'
         names = list(queries)
         results = await asyncio.gather(*(self._q(n, queries[n]) for n in names))
         got = dict(zip(names, results, strict=True))
@@ -255,8 +258,31 @@ class FleetSource:
             )
             by_node.setdefault(node, []).append(eng)
         gpus = self._gpus(got)
-        for node in sorted(set(by_node) | set(gpus)):
+        exported: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for labels, value in got.get("x:alerts") or []:
+            exported.setdefault(_node(labels), []).append((labels, value))
+        node_cost: dict[str, float] = {}
+        for labels, value in got.get("x:cost") or []:
+            n = _node(labels)
+            if not math.isnan(value):
+                node_cost[n] = min(value, node_cost.get(n, value))
+        for node in sorted(set(by_node) | set(gpus) | set(exported)):
             alerts = []
+            for labels, count in exported.get(node, []):
+                severity = labels.get("severity", "")
+                if severity in ("warning", "critical") and count > 0:
+                    rule = labels.get("rule", "?")
+                    alerts.append(
+                        Alert(
+                            key=f"exported:{rule}:{severity}",
+                            rule=rule,
+                            severity=severity,
+                            subject="node",
+                            message=f"{count:.0f} {rule} alert(s) active on the node "
+                            "(its inferdeck export, its plan)",
+                            since=taken,
+                        )
+                    )
             for e in by_node.get(node, []):
                 if not e.up:
                     alerts.append(
@@ -286,9 +312,12 @@ class FleetSource:
             self.state.summary[node] = NodeSummary(
                 ttft_within_target=worst_share,
                 ttft_target_s=TTFT_TARGET_S,
-                usd_per_m_compliant_tokens_at_least=per_million(node_hourly(self.cost), good, 1.0)
+                usd_per_m_compliant_tokens_at_least=node_cost[node]
+                if node in node_cost
+                else per_million(node_hourly(self.cost), good, 1.0)
                 if self.cost is not None
                 else None,
+                cost_from_node=node in node_cost,
             )
             nodes[node] = Frame(
                 taken_at=taken,

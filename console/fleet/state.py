@@ -15,6 +15,9 @@ class NodeSummary:
     ttft_within_target: float | None  # the worst engine's share of requests within the target
     ttft_target_s: float
     usd_per_m_compliant_tokens_at_least: float | None = None  # a lower bound from that share
+    # True: the node's own figure (its inferdeck export: the lowest low bound of its services),
+    # else the fleet's estimate from the TTFT share and the config's cost
+    cost_from_node: bool = False
 
 
 @dataclass
@@ -51,6 +54,13 @@ def node_row(node: str, f: Frame, summary: NodeSummary | None = None) -> dict[st
         "tps": sum(e.generation_tokens_per_s or 0 for e in f.engines),
         "usd_per_m_compliant_tokens_at_least": (
             summary.usd_per_m_compliant_tokens_at_least if summary else None
+        ),
+        "cost_basis": (
+            None
+            if summary is None or summary.usd_per_m_compliant_tokens_at_least is None
+            else "node's inferdeck export"
+            if summary.cost_from_node
+            else f"fleet estimate from the share of TTFT within {summary.ttft_target_s:g} s"
         ),
         "alerts": len(active),
     }
