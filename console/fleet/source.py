@@ -67,6 +67,7 @@ class FleetSource:
         ] = {}  # node -> its alerts, raised and cleared as on the node
         self._trend_at = 0.0
         self.max_for_s: float | None = None  # headless checks: a `for` honoured as far as sampled
+        self.queries_per_refresh = 0  # every query covers every node: fixed, whatever the fleet
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -114,6 +115,7 @@ class FleetSource:
         queries["x:alerts"] = "inferdeck_alerts_active"
         queries["x:cost"] = 'inferdeck_cost_usd_per_million_compliant_tokens{bound="low"}'
         names = list(queries)
+        self.queries_per_refresh = sum(1 for q in queries.values() if q)
         results = await asyncio.gather(*(self._q(n, queries[n]) for n in names))
         got = dict(zip(names, results, strict=True))
         now = time.time()
