@@ -872,6 +872,10 @@ def _check(args: argparse.Namespace) -> int:
     active = [a for a in frame.alerts if a.state == "active"]
     for a in active:
         print(f"{a.severity.upper()} {a.subject}: {a.message}")
+    from console.findings import findings
+
+    for f in findings(frame):  # what to look at, with the knob; they never change the exit code
+        print(f"FINDING {f.severity} {f.subject}: {f.title} ({'; '.join(f.evidence)}) — {f.knob}")
     level = worst(active)
     if level is None:
         print(

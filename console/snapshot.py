@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from console.findings import findings
 from console.frame import Frame, GpuProcess, Percentiles, TargetReport
 from console.units import (
     NA,
@@ -19,6 +20,11 @@ from console.units import (
 
 def _p(p: Percentiles | None, name: str) -> str:
     return quantile_text(p, name, ranges=True)
+
+
+def _cell(v: str) -> str:
+    """One line of markdown text from a figure's words (no line breaks, no table pipes)."""
+    return " ".join(v.split()).replace("|", "\\|")
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -55,6 +61,14 @@ def to_markdown(frame: Frame, note: str = "") -> str:
             [[a.severity, a.subject, a.message, a.since.isoformat()] for a in active],
         )
     else:
+        lines.append("none")
+    found = findings(frame)
+    lines += ["", f"## Findings ({len(found)})", ""]
+    for f in found:
+        lines.append(f"- **{f.severity}** {_cell(f.subject)}: {_cell(f.title)}")
+        lines += [f"  - {_cell(ev)}" for ev in f.evidence]
+        lines.append(f"  - consider: {_cell(f.knob)}")
+    if not found:
         lines.append("none")
     lines += ["", "## GPUs", ""]
     if src.error:

@@ -65,6 +65,7 @@ class InferdeckApp(App[None]):
         Binding("s", "snapshot", "Snapshot"),
         Binding("m", "mig", "MIG"),
         Binding("S", "snapshots", "Saved", show=False),
+        Binding("F", "findings", "Findings"),
         Binding("left_square_bracket", "step(-1)", "Step back", show=False, key_display="["),
         Binding("right_square_bracket", "step(1)", "Step", show=False, key_display="]"),
         Binding("comma", "jump(-60)", "-1 min", show=False, key_display=","),
@@ -346,6 +347,11 @@ class InferdeckApp(App[None]):
     def forget_mig(self, index: int) -> None:
         """After a re-layout the GPU pane re-reads that GPU's MIG state at the next poll."""
         self.source.forget_mig(index)
+
+    def action_findings(self) -> None:
+        from screens.findings import FindingsScreen
+
+        self.push_screen(FindingsScreen())
 
     def action_snapshots(self) -> None:
         self.push_screen(SnapshotBrowser(self.snapshot_dir))

@@ -18,6 +18,7 @@ HELP = """\
   w        window for rates and percentiles: 1m, 5m, 15m
   v        budget / SLO / cost pane (short terminals; tall ones show all)
   s        save an incident snapshot (md + json + svg), S browse them
+  F        findings: what to look at, with evidence and the knob to turn
   tab      move between tables; enter opens the selected row's details
   q        quit (also Ctrl-C)
   esc      close this screen

@@ -1,0 +1,198 @@
+"""Findings: what a frame says an operator should look at, ranked, each with its evidence (the
+figures and where they come from) and the knob to consider. Pure: Frame in, findings out; shown by
+the console (`F`), `inferdeck check` and snapshot.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from console.frame import Engine, Frame, ServiceStatus
+from console.units import GIB, seconds
+
+RANK = {"critical": 0, "warning": 1, "info": 2}
+QUEUE_SHARE = 0.5  # queueing holds at least half of the TTFT p95
+PREFILL_SHARE = 0.8  # queueing under a fifth of it: the rest is prefill
+TTFT_WORTH_S = 0.2  # below this, where TTFT goes is not worth a finding
+KV_FULL = 0.9
+PREFIX_HEAVY = 0.5  # half the prompt tokens served from the prefix cache
+BURN_SLOW = 6.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # critical | warning | info
+    subject: str
+    title: str
+    evidence: list[str] = field(default_factory=list)
+    knob: str = ""
+    weight: float = 0.0  # orders findings of one severity (bigger first)
+
+
+def findings(frame: Frame) -> list[Finding]:
+    out: list[Finding] = []
+    for e in frame.engines:
+        if e.up:
+            out += _engine(e)
+    for g in frame.gpus:
+        events = set(g.clock_events or [])
+        hot = events & {"thermal (SW)", "thermal (HW)", "HW slowdown"}
+        if hot or "power cap" in events:
+            out.append(
+                Finding(
+                    "critical" if hot else "warning",
+                    f"GPU {g.index}",
+                    "clocks held back by " + ", ".join(sorted(hot or {"power cap"})),
+                    [
+                        f"clock events: {', '.join(sorted(events))}",
+                        f"power {g.power_w or 0:.0f} of {g.power_limit_w or 0:.0f} W, "
+                        f"{g.temperature_c or 0:.0f} °C (slowdown {g.temperature_slowdown_c or 0:.0f})",
+                        f"SM clock {g.clock_sm_mhz} of {g.clock_sm_max_mhz} MHz",
+                    ],
+                    "check cooling and airflow"
+                    if hot
+                    else "spread the load, or raise the power limit if the plan allows",
+                    float(g.power_w or 0),
+                )
+            )
+    for s in frame.services:
+        out += _service(s)
+    return sorted(out, key=lambda f: (RANK[f.severity], -f.weight, f.subject))
+
+
+def _engine(e: Engine) -> list[Finding]:
+    out = []
+    ttft, queue = e.ttft_s, e.queue_time_s
+    if ttft and ttft.p95 and ttft.p95 >= TTFT_WORTH_S and queue and queue.p95 is not None:
+        # a queue percentile inside a wide bucket (vLLM's first is (0, 0.3 s]) is only known to
+        # lie in it: decide on the bucket's edge that speaks against the finding
+        low, high = queue.buckets.get("p95", (queue.p95, queue.p95))
+        evidence = [
+            f"TTFT p95 {seconds(ttft.p95)} ({ttft.window}), queue p95 {seconds(queue.p95)}",
+            f"waiting {e.requests_waiting or 0:.0f}, running {e.requests_running or 0:.0f}",
+        ]
+        if low / ttft.p95 >= QUEUE_SHARE:
+            out.append(
+                Finding(
+                    "warning",
+                    e.name,
+                    f"TTFT is mostly queueing ({min(low / ttft.p95, 1) * 100:.0f}% of its p95)",
+                    evidence,
+                    "add capacity (a replica), or raise max-num-seqs if the KV cache has room",
+                    ttft.p95,
+                )
+            )
+        elif high / ttft.p95 < 1 - PREFILL_SHARE:
+            out.append(
+                Finding(
+                    "info",
+                    e.name,
+                    f"TTFT is mostly prefill ({(1 - high / ttft.p95) * 100:.0f}% of its p95 "
+                    "after the queue)",
+                    evidence,
+                    "long prompts: enable prefix caching / chunked prefill, or lower "
+                    "max-num-batched-tokens to keep decode steps short",
+                    ttft.p95,
+                )
+            )
+    used = e.kv_cache_usage or 0.0
+    if used >= KV_FULL and (e.preemptions or 0) > 0:
+        out.append(
+            Finding(
+                "critical",
+                e.name,
+                f"KV cache {used * 100:.0f}% full with "
+                f"{e.preemptions:.0f} preemptions (retractions) in the window",
+                [
+                    f"KV use {used * 100:.1f}% of {e.kv_capacity_tokens or 0:,.0f} tokens",
+                    f"preemptions {e.preemptions:.0f}"
+                    + (
+                        f", {e.preemptions_per_request:.2f} per finished request"
+                        if e.preemptions_per_request is not None
+                        else ""
+                    ),
+                ],
+                "lower max-num-seqs or max-model-len, raise gpu-memory-utilization, or add a replica",
+                e.preemptions or 0.0,
+            )
+        )
+    if e.imbalance:
+        out.append(
+            Finding(
+                "warning",
+                e.name,
+                "data-parallel imbalance",
+                [e.imbalance],
+                "check the router's balancing (session affinity, prefix routing) and request lengths",
+            )
+        )
+    hit = e.prefix_cache_hit_rate
+    if hit is not None and hit >= PREFIX_HEAVY and e.prompt_tokens_per_s:
+        computed = e.prompt_tokens_per_s * (1 - hit)
+        out.append(
+            Finding(
+                "info",
+                e.name,
+                f"prefix-cache hits make {hit * 100:.0f}% of prompt tokens",
+                [
+                    f"prompt {e.prompt_tokens_per_s:,.0f} tok/s counted, about {computed:,.0f} "
+                    "tok/s computed",
+                ],
+                "compare throughput with computed prompt tokens (prompt tokens by source), not "
+                "the prompt counter",
+                hit,
+            )
+        )
+    return out
+
+
+def _service(s: ServiceStatus) -> list[Finding]:
+    out = []
+    lines = {m.name: m for m in s.memory}
+    kv = lines.get("kv")
+    if kv is not None and kv.drift_bytes is not None and kv.drift_bytes < 0:
+        out.append(
+            Finding(
+                "warning",
+                s.name,
+                f"the engine holds {-kv.drift_bytes / GIB:.1f} GiB less KV cache than planned",
+                [
+                    f"KV planned {(kv.planned_bytes or 0) / GIB:.2f} GiB, engine "
+                    f"{(kv.engine_bytes or 0) / GIB:.2f} GiB ({kv.source})"
+                ],
+                "raise gpu-memory-utilization (or mem-fraction-static), or lower max-model-len",
+                -kv.drift_bytes,
+            )
+        )
+    total = lines.get("total")
+    if total is not None and total.drift_bytes is not None and total.drift_bytes > 0:
+        out.append(
+            Finding(
+                "warning",
+                s.name,
+                f"the engine uses {total.drift_bytes / GIB:.1f} GiB more memory than planned",
+                [
+                    f"planned {(total.planned_bytes or 0) / GIB:.2f} GiB, engine "
+                    f"{(total.engine_bytes or 0) / GIB:.2f} GiB ({total.source})"
+                ],
+                "update the plan's runtime reserve, or cap the engine's memory",
+                total.drift_bytes,
+            )
+        )
+    burn = s.slo.burn if s.slo else None
+    if burn is not None:
+        hour = burn.windows.get("1h")
+        if hour is not None and hour.burn is not None and hour.burn >= BURN_SLOW:
+            out.append(
+                Finding(
+                    "critical" if hour.burn >= 14.4 else "warning",
+                    s.name,
+                    f"error budget burning {hour.burn:.1f}x over 1h",
+                    [
+                        f"{(hour.bad_share or 0) * 100:.2f}% of {hour.requests:,.0f} requests "
+                        f"failed against a {burn.error_budget * 100:.2f}% budget"
+                    ],
+                    "look at the failing requests (finish reasons in the engine detail)",
+                    hour.burn,
+                )
+            )
+    return out

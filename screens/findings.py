@@ -1,0 +1,44 @@
+"""The findings view (`F`): what the frame says to look at, ranked, with evidence and the knob."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Static
+
+from console.findings import findings
+from console.frame import Frame
+from screens.widgets import DeckScreen, theme_colors
+
+
+class FindingsScreen(DeckScreen):
+    BINDINGS = [Binding("escape,q,F", "app.pop_screen", "Back")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(id="findings-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.deck.frame is not None:
+            self.show(self.deck.frame)
+
+    def show(self, frame: Frame) -> None:
+        c = theme_colors(self.app.theme_variables)
+        found = findings(frame)
+        t = Text()
+        t.append(f"Findings ({len(found)}) at {frame.taken_at:%H:%M:%S}Z\n\n", style="bold")
+        if not found:
+            t.append("Nothing stands out: no finding rule fires on this frame.\n", style=c["dim"])
+        style = {"critical": c["error"], "warning": c["warning"], "info": c["dim"]}
+        for f in found:
+            t.append(f"{f.severity.upper():<9}", style=f"bold {style[f.severity]}")
+            t.append(f"{f.subject}: ", style="bold")
+            t.append(f"{f.title}\n")
+            for ev in f.evidence:
+                t.append(f"         · {ev}\n", style=c["dim"])
+            t.append("         → ", style="bold")
+            t.append(f"{f.knob}\n\n")
+        self.query_one("#findings-body", Static).update(t)
