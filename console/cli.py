@@ -252,19 +252,28 @@ def _positive(value: float, flag: str, allow_zero: bool = False) -> None:
 async def sample(
     poller: Poller, wait_s: float, interval_s: float, keys: KeySeries | None = None
 ) -> Frame:
-    """Poll for ``wait_s`` seconds (at least once) and return the last Frame."""
+    """Poll for ``wait_s`` seconds (at least once) and return the last Frame. On a terminal the
+    wait counts down on stderr (never in a pipe, never into the JSON on stdout)."""
+    show = wait_s >= 1 and sys.stderr.isatty()
     try:
         deadline = time.monotonic() + wait_s
         frame = await poller.poll()
         if keys is not None:
             keys.add(frame)
         while time.monotonic() < deadline:
+            if show:
+                left = deadline - time.monotonic()
+                sys.stderr.write(f"\rsampling: {left:4.0f} s left, {len(frame.engines)} engines ")
+                sys.stderr.flush()
             await asyncio.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
             frame = await poller.poll()
             if keys is not None:
                 keys.add(frame)
         return frame
     finally:
+        if show:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
         await poller.aclose()
 
 

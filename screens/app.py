@@ -10,12 +10,13 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console.enginestats import WINDOWS_S, window_label
@@ -31,6 +32,7 @@ from screens.panes import AlertPane, ServicesPane
 from screens.replaybar import ReplayBar
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
+from screens.widgets import KeyedTable
 
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
     from console.mig.manager import MigManager
@@ -65,7 +67,9 @@ class InferdeckApp(App[None]):
         Binding("s", "snapshot", "Snapshot"),
         Binding("m", "mig", "MIG"),
         Binding("S", "snapshots", "Saved", show=False),
-        Binding("F", "findings", "Findings"),
+        Binding("F", "findings", "Findings", show=False),
+        Binding("plus", "interval(-1)", "Faster", show=False, key_display="+"),
+        Binding("minus", "interval(1)", "Slower", show=False, key_display="-"),
         Binding("left_square_bracket", "step(-1)", "Step back", show=False, key_display="["),
         Binding("right_square_bracket", "step(1)", "Step", show=False, key_display="]"),
         Binding("comma", "jump(-60)", "-1 min", show=False, key_display=","),
@@ -99,6 +103,7 @@ class InferdeckApp(App[None]):
         # the last minutes of key series (trends, bundles): a replay keeps every frame it derives
         self.keys = replay.history if replay is not None else KeySeries()
         self.interval_s = interval_s
+        self._focused = False  # the first table gets focus once, when its rows arrive
         self.title = title
         self.paused = False
         self.frame: Frame | None = None
@@ -185,6 +190,29 @@ class InferdeckApp(App[None]):
             self._status()
             if hasattr(self.screen, "show") and self.screen is not dashboard:
                 self.screen.show(frame)
+            if not self._focused and self.screen is dashboard:
+                self._focus_first(dashboard)
+
+    def _focus_first(self, dashboard: Screen[Any]) -> None:
+        """At start, the first table with rows has focus and its first row selected, so enter
+        opens a detail at once (as in k9s and htop)."""
+        for table in dashboard.query(KeyedTable):
+            if table.display and table.row_count:
+                table.focus()
+                table.move_cursor(row=0)
+                self._focused = True
+                return
+
+    INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+    def action_interval(self, step: int) -> None:
+        """+ refreshes more often, - less often (0.5 / 1 / 2 / 5 / 10 s)."""
+        if self.replay is not None:
+            return
+        now = min(self.INTERVALS, key=lambda v: abs(v - self.interval_s))
+        i = max(0, min(len(self.INTERVALS) - 1, self.INTERVALS.index(now) + step))
+        self.interval_s = self.INTERVALS[i]
+        self.notify(f"refreshing every {self.interval_s:g} s")
 
     def on_resize(self) -> None:
         if self.frame is not None:

@@ -19,6 +19,7 @@ HELP = """\
   v        budget / SLO / cost pane (short terminals; tall ones show all)
   s        save an incident snapshot (md + json + svg), S browse them
   F        findings: what to look at, with evidence and the knob to turn
+  + -      refresh more / less often (0.5, 1, 2, 5, 10 s)
   tab      move between tables; enter opens the selected row's details
   q        quit (also Ctrl-C)
   esc      close this screen

@@ -182,3 +182,29 @@ async def test_service_detail_and_what_if():
             await pilot.press("escape")
     finally:
         node.stop()
+
+
+async def test_enter_works_at_once_and_the_new_keys():
+    from screens.findings import FindingsScreen
+
+    node = start_demo()
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True))
+    app = InferdeckApp(poller, interval_s=1.0)
+    try:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause(1.5)
+            await pilot.press("enter")  # the GPU table has focus and its first row selected
+            assert isinstance(app.screen, GpuDetailScreen)
+            await pilot.press("escape")
+            await pilot.press("plus")
+            assert app.interval_s == 0.5
+            await pilot.press("minus", "minus", "minus")
+            assert app.interval_s == 5.0  # 0.5 -> 1 -> 2 -> 5
+            await pilot.press("F")
+            assert isinstance(app.screen, FindingsScreen)
+            await pilot.pause(0.3)
+            assert "Findings (" in str(app.screen.query_one("#findings-body").render())
+            await pilot.press("escape")
+            assert not isinstance(app.screen, FindingsScreen)
+    finally:
+        node.stop()
