@@ -1,5 +1,6 @@
 """Incident bundles: ``<UTC time>-<host>[-<slug>]/`` holding snapshot.md (for the incident note),
-frame.json (the Frame plus the last 5 minutes of key series) and, from the TUI, screen.svg.
+frame.json (the Frame plus the last 15 minutes of key series), charts/*.svg (those series drawn,
+with SLO lines and alert marks) and, from the TUI, screen.svg.
 Files are written atomically (temp file, then rename) with mode 0600 in a 0700 directory, and
 every file passes through the redactor."""
 
@@ -12,6 +13,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+from console.charts import bundle_charts
 from console.frame import Frame
 from console.redact import redact, secrets_in
 from console.snapshot import to_markdown
@@ -64,7 +66,12 @@ def write_bundle(
     doc["note"] = note or None
     doc["history"] = history or {}
     _write(path / "frame.json", redact(json.dumps(doc, indent=1), secrets))
-    _write(path / "snapshot.md", redact(to_markdown(frame, note), secrets))
+    charts = bundle_charts(history or {}, frame)
+    if charts:
+        (path / "charts").mkdir(mode=0o700)
+        for name, text in charts.items():
+            _write(path / "charts" / name, redact(text, secrets))
+    _write(path / "snapshot.md", redact(to_markdown(frame, note, sorted(charts)), secrets))
     if svg is not None:
         _write(path / "screen.svg", redact(svg, secrets))
     return path

@@ -1,4 +1,5 @@
-"""The last minutes of a few key series, kept from successive Frames for incident bundles."""
+"""The last 15 minutes of a few key series, kept from successive Frames: the console's trends and
+the incident bundle's charts."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from console.frame import Frame
 
-KEEP_S = 300.0
+KEEP_S = 900.0
 
 
 def key_values(frame: Frame) -> dict[str, float | None]:
@@ -17,13 +18,19 @@ def key_values(frame: Frame) -> dict[str, float | None]:
         out[f"gpu{g.index}.power_w"] = g.power_w
         out[f"gpu{g.index}.temperature_c"] = g.temperature_c
         out[f"gpu{g.index}.utilization_gpu_pct"] = g.utilization_gpu_pct
+        for d in g.mig.devices if g.mig else []:
+            out[f"gpu{g.index}.mig{d.index}.activity_pct"] = (
+                d.activity.graphics_pct if d.activity else None
+            )
     for e in frame.engines:
         out[f"{e.name}.up"] = 1.0 if e.up else 0.0
         out[f"{e.name}.requests_running"] = e.requests_running
         out[f"{e.name}.requests_waiting"] = e.requests_waiting
         out[f"{e.name}.kv_cache_usage"] = e.kv_cache_usage
         out[f"{e.name}.generation_tokens_per_s"] = e.generation_tokens_per_s
+        out[f"{e.name}.ttft_p50_s"] = e.ttft_s.p50 if e.ttft_s else None
         out[f"{e.name}.ttft_p95_s"] = e.ttft_s.p95 if e.ttft_s else None
+        out[f"{e.name}.itl_p95_s"] = e.itl_s.p95 if e.itl_s else None
         out[f"{e.name}.tpot_p95_s"] = e.tpot_s.p95 if e.tpot_s else None
     return out
 
@@ -53,7 +60,7 @@ class KeySeries:
         return [out[b] for b in sorted(out)]
 
     def export(self) -> dict[str, Any]:
-        """{"seconds": 300, "t": [...], "series": {name: [values...]}} (null where unread)."""
+        """{"seconds": 900, "t": [...], "series": {name: [values...]}} (null where unread)."""
         names: list[str] = []
         for _, values in self.points:
             names += [n for n in values if n not in names]

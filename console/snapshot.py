@@ -40,7 +40,7 @@ def _money(v: float | None, digits: int = 2) -> str:
     return NA if v is None else f"${v:,.{digits}f}"
 
 
-def to_markdown(frame: Frame, note: str = "") -> str:
+def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -> str:
     note = " ".join(note.split())  # one line: a note never adds headings or rows
     src = frame.gpu_source
     lines = [f"# inferdeck snapshot — {frame.host}" + (f" — {note}" if note else ""), ""]
@@ -70,6 +70,9 @@ def to_markdown(frame: Frame, note: str = "") -> str:
         lines.append(f"  - consider: {_cell(f.knob)}")
     if not found:
         lines.append("none")
+    if charts:
+        lines += ["", "## Charts (last 15 minutes; alerts marked in red)", ""]
+        lines += [f"![{name.removesuffix('.svg')}](charts/{name})" for name in charts]
     lines += ["", "## GPUs", ""]
     if src.error:
         lines.append(src.error)

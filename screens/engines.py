@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Static
 from console.frame import Engine, Frame, Percentiles
 from console.plan import AlertRules, SloSpec
 from console.units import FEW, NA, num, pct, quantile_text, seconds
+from screens.charts import ChartRow, SeriesChart
 from screens.widgets import DeckScreen, KeyedTable, TablePane, bar, pct_cell, spark, theme_colors
 
 # the plan's defaults, so the colours agree with the alerts and SLOs an unconfigured plan uses
@@ -307,8 +308,46 @@ class EngineDetailScreen(DeckScreen):
         with VerticalScroll(id="detail"):
             yield Static(id="detail-head")
             yield DataTable(id="detail-latency", cursor_type="none", zebra_stripes=True)
+            with ChartRow():
+                yield SeriesChart(id="chart-latency")
+                yield SeriesChart(id="chart-load")
+            with ChartRow():
+                yield SeriesChart(id="chart-kv")
+                yield SeriesChart(id="chart-tokens")
             yield Static(id="detail-body")
         yield Footer()
+
+    def _charts(self, frame: Frame, e: Engine) -> None:
+        keys, n = self.deck.keys, e.name
+        svc = next((s for s in frame.services if s.engine == n and s.slo is not None), None)
+        lines = []
+        if svc is not None and svc.slo is not None:
+            for key, label in (("ttft_s", "TTFT SLO"), ("tpot_s", "TPOT SLO")):
+                t = svc.slo.targets.get(key)
+                if t is not None:
+                    lines.append((label, t.target_s * 1000))
+        self.query_one("#chart-latency", SeriesChart).draw(
+            keys,
+            "TTFT p50 / p95, TPOT p95 (ms)",
+            [
+                ("TTFT p50", f"{n}.ttft_p50_s", 1000.0),
+                ("TTFT p95", f"{n}.ttft_p95_s", 1000.0),
+                ("TPOT p95", f"{n}.tpot_p95_s", 1000.0),
+                ("ITL p95", f"{n}.itl_p95_s", 1000.0),
+            ],
+            lines,
+        )
+        self.query_one("#chart-load", SeriesChart).draw(
+            keys,
+            "running / waiting",
+            [("running", f"{n}.requests_running", 1.0), ("waiting", f"{n}.requests_waiting", 1.0)],
+        )
+        self.query_one("#chart-kv", SeriesChart).draw(
+            keys, "KV cache use (%)", [("KV", f"{n}.kv_cache_usage", 100.0)], [("90%", 90.0)]
+        )
+        self.query_one("#chart-tokens", SeriesChart).draw(
+            keys, "output tokens/s", [("tok/s", f"{n}.generation_tokens_per_s", 1.0)]
+        )
 
     def on_mount(self) -> None:
         t = self.query_one("#detail-latency", DataTable)
@@ -342,6 +381,7 @@ class EngineDetailScreen(DeckScreen):
                 style=c["warning"],
             )
         self.query_one("#detail-head", Static).update(head)
+        self._charts(frame, e)
         rows = [
             _pct_row(label, getattr(e, fld), e.unavailable.get(fld))
             for label, fld in (

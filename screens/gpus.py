@@ -11,6 +11,7 @@ from textual.widgets import Footer, Input, Static
 
 from console.frame import Frame, GpmActivity, Gpu, GpuProcess, MigDevice
 from console.units import GIB, NA, gib, num, watts, workload_text
+from screens.charts import ChartRow, SeriesChart
 from screens.widgets import (
     DeckScreen,
     KeyedTable,
@@ -235,7 +236,11 @@ class GpuDetailScreen(DeckScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
             yield Static(id="gpu-head")
+            with ChartRow():
+                yield SeriesChart(id="chart-power")
+                yield SeriesChart(id="chart-temp")
             yield Static(id="gpu-fields")
+            yield SeriesChart(id="chart-mig")
             yield Static(id="gpu-mig")
             yield Static("Processes", id="proc-title")
             yield Input(
@@ -306,6 +311,31 @@ class GpuDetailScreen(DeckScreen):
         if g.fault:
             head.append(f"\n{g.fault}", style=f"bold {c['error']}")
         self.query_one("#gpu-head", Static).update(head)
+        keys, i = self.deck.keys, g.index
+        self.query_one("#chart-power", SeriesChart).draw(
+            keys,
+            "power (W)",
+            [("power", f"gpu{i}.power_w", 1.0)],
+            [("limit", g.power_limit_w)] if g.power_limit_w else [],
+        )
+        self.query_one("#chart-temp", SeriesChart).draw(
+            keys,
+            "temperature (°C)",
+            [("temp", f"gpu{i}.temperature_c", 1.0)],
+            [("slowdown", g.temperature_slowdown_c)] if g.temperature_slowdown_c else [],
+        )
+        mig = self.query_one("#chart-mig", SeriesChart)
+        devices = g.mig.devices if g.mig and g.mig.current else []
+        mig.display = bool(devices)
+        if devices:
+            mig.draw(
+                keys,
+                "MIG instances: GPM graphics activity (%)",
+                [
+                    (f"{i}/{d.index} {d.profile or ''}", f"gpu{i}.mig{d.index}.activity_pct", 1.0)
+                    for d in devices
+                ],
+            )
         self.query_one("#gpu-fields", Static).update(self._fields(g, c))
         self.query_one("#gpu-mig", Static).update(self._mig(g, c))
         rows = []

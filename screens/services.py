@@ -13,6 +13,7 @@ from console.cost import crossover, serving_goodput
 from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetReport
 from console.slo import SLOW_BURN
 from console.units import FEW, NA, seconds, share_range, target_text
+from screens.charts import ChartRow, SeriesChart
 from screens.widgets import DeckScreen, KeyedTable, Pane, theme_colors
 
 
@@ -171,6 +172,9 @@ class ServiceDetailScreen(DeckScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
+            with ChartRow():
+                yield SeriesChart(id="chart-slo")
+                yield SeriesChart(id="chart-queue")
             yield Static(id="svc-body")
             yield Static(
                 "What-if: a candidate system's three-year cost (USD), its expected busy share "
@@ -193,6 +197,25 @@ class ServiceDetailScreen(DeckScreen):
         if s is None:
             return
         c = theme_colors(self.app.theme_variables)
+        keys, n = self.deck.keys, s.engine
+        lines = []
+        if s.slo is not None:
+            lines = [
+                (f"{key.removesuffix('_s').upper()} SLO", t.target_s * 1000)
+                for key, t in s.slo.targets.items()
+                if key in ("ttft_s", "tpot_s")
+            ]
+        self.query_one("#chart-slo", SeriesChart).draw(
+            keys,
+            "TTFT / TPOT p95 against the SLO (ms)",
+            [("TTFT p95", f"{n}.ttft_p95_s", 1000.0), ("TPOT p95", f"{n}.tpot_p95_s", 1000.0)],
+            lines,
+        )
+        self.query_one("#chart-queue", SeriesChart).draw(
+            keys,
+            "waiting / running",
+            [("waiting", f"{n}.requests_waiting", 1.0), ("running", f"{n}.requests_running", 1.0)],
+        )
         t = Text()
         t.append(f"{s.name}", style="bold")
         t.append(

@@ -208,3 +208,51 @@ async def test_enter_works_at_once_and_the_new_keys():
             assert not isinstance(app.screen, FindingsScreen)
     finally:
         node.stop()
+
+
+def _history(app: InferdeckApp) -> None:
+    """Ten minutes of frames, one every 10 s, with load rising and a queue building: what the
+    detail charts draw (the static source alone would give one instant)."""
+    import math
+    from datetime import timedelta
+
+    base = node_frame()
+    for i in range(60):
+        k = i / 59
+        engines = [
+            e.model_copy(
+                update={
+                    "requests_running": (e.requests_running or 0) * (0.5 + 0.5 * k),
+                    "requests_waiting": 3 * k * (1 + math.sin(i / 4)),
+                    "kv_cache_usage": min(0.99, (e.kv_cache_usage or 0) * (0.6 + 0.4 * k)),
+                    "generation_tokens_per_s": (e.generation_tokens_per_s or 0) * (0.7 + 0.3 * k),
+                }
+            )
+            for e in base.engines
+        ]
+        gpus = [
+            g.model_copy(update={"power_w": (g.power_w or 0) * (0.8 + 0.2 * k)}) for g in base.gpus
+        ]
+        when = base.taken_at - timedelta(seconds=10 * (59 - i))
+        app.keys.add(base.model_copy(update={"taken_at": when, "engines": engines, "gpus": gpus}))
+
+
+DETAILS = {
+    "engine": lambda app: app.push_screen(EngineDetailScreen(app.frame.engines[0].url)),
+    "gpu": lambda app: app.push_screen(GpuDetailScreen(1)),
+}
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("detail", list(DETAILS))
+def test_detail_chart_snapshot(snap_compare, detail, size):
+    async def open_detail(pilot):
+        await pilot.pause(0.3)
+        app = pilot.app
+        _history(app)
+        DETAILS[detail](app)
+        await pilot.pause(0.5)
+
+    assert snap_compare(
+        InferdeckApp(StaticSource(node_frame())), terminal_size=size, run_before=open_detail
+    )
