@@ -249,6 +249,8 @@ def test_detail_chart_snapshot(snap_compare, detail, size):
     async def open_detail(pilot):
         await pilot.pause(0.3)
         app = pilot.app
+        app.paused = True  # no further frame lands in the history: the charts hold still
+        app.keys.points.clear()
         _history(app)
         DETAILS[detail](app)
         await pilot.pause(0.5)
