@@ -28,6 +28,17 @@ PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env=env,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -122,13 +133,7 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
         """)
     )
     rules = tmp_path / "rules.yml"
-    out = subprocess.run(
-        [sys.executable, "-m", "console", "rules", "--config", str(cfg)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    out = _cli("rules", "--config", str(cfg))
     assert out.returncode == 0, out.stderr
     rules.write_text(out.stdout)
     port, prom_port = free_port(), free_port()
@@ -178,24 +183,10 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
         firing = {"InferdeckQueueHeadroomWarning", "InferdeckErrorBudgetFastBurn"}
         assert _wait(lambda: firing <= _alerts(url), 120), _alerts(url)
         # the fleet, headless, reads the node's own verdicts from its export
-        check = subprocess.run(
-            [sys.executable, "-m", "console", "check", "--prometheus", url],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=60,
-            env=env,
-        )
+        check = _cli("check", "--prometheus", url, env=env)
         assert check.returncode == 2, check.stdout + check.stderr  # fast burn is critical
         assert "queue alert(s) active on the node" in check.stdout
-        snap = subprocess.run(
-            [sys.executable, "-m", "console", "snapshot", "--prometheus", url],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=60,
-            env=env,
-        )
+        snap = _cli("snapshot", "--prometheus", url, env=env)
         (node,) = json.loads(snap.stdout)["nodes"]
         assert node["worst"] == "critical" and node["cost_basis"] == "node's inferdeck export"
         assert node["usd_per_m_compliant_tokens_at_least"] is not None
@@ -217,22 +208,7 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
 
 
 def test_export_refuses_a_bad_listen_address_and_needs_the_token(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "console",
-            "export",
-            "--no-gpu",
-            "--no-discover",
-            "--listen",
-            "nowhere",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    out = _cli("export", "--no-gpu", "--no-discover", "--listen", "nowhere")
     assert out.returncode == 2 and "give HOST:PORT" in out.stderr
     assert "Traceback" not in out.stderr
     token = tmp_path / "t"
