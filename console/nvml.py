@@ -28,6 +28,7 @@ from console.frame import (
     MigDevice,
     MigState,
     RemappedRows,
+    Workload,
 )
 from console.gpm import GpmLost, GpmSampler
 from console.gpucatalog import mig_profile_name
@@ -110,6 +111,8 @@ class NvmlReader:
         self._gpm: GpmSampler | None = None
         self._nvml: str | None = None
         self._reading = threading.Lock()  # close() never frees samples a read is using
+        self._workloads: dict[int, Workload | None] = {}  # pid -> its container and pod
+        self._pids_now: set[int] = set()
         self._started = False
         self._error: str | None = None
         self._next_try = 0.0
@@ -201,7 +204,11 @@ class NvmlReader:
     # --- reading -----------------------------------------------------------------------
     def read(self) -> tuple[GpuSource, list[Gpu]]:
         with self._reading:
-            return self._read()
+            self._pids_now = set()
+            out = self._read()
+            for gone in self._workloads.keys() - self._pids_now:
+                del self._workloads[gone]  # a pid that went may come back as another process
+            return out
 
     def _read(self) -> tuple[GpuSource, list[Gpu]]:
         if not self._start():
@@ -492,10 +499,19 @@ class NvmlReader:
                     used_memory_bytes=int(used) if used is not None else None,
                     user=user,
                     command=command,
-                    workload=workload_of(pid, self._proc) if self._proc else None,
+                    workload=self._workload(pid),
                 )
             )
         return out
+
+    def _workload(self, pid: int) -> Workload | None:
+        """A process's container and pod, read once per pid (a pid's cgroup does not change)."""
+        self._pids_now.add(pid)
+        if self._proc is None:
+            return None
+        if pid not in self._workloads:
+            self._workloads[pid] = workload_of(pid, self._proc)
+        return self._workloads[pid]
 
     # --- MIG -------------------------------------------------------------------------------
     def _read_mig(self, index: int, handle: Any, total: int | None) -> MigState | None:
