@@ -177,7 +177,8 @@ def memory_lines(f: Fit, engine: Engine | None, gpus: list[Gpu]) -> list[MemoryL
     if mem is not None and mem.kv_bytes is not None:
         kv, kv_source = mem.kv_bytes, "engine's KV cache memory gauge"
     elif engine is not None and engine.up and engine.kv_capacity_tokens:
-        ranks = len(engine.ranks) if engine.ranks else 1
+        # under DP (or behind Dynamo) each rank holding a KV pool is one device's share
+        ranks = max(1, sum(1 for r in engine.ranks or [] if r.kv_cache_usage is not None))
         kv = engine.kv_capacity_tokens / ranks * f.kv_bytes_per_token
         kv_source = (
             f"{engine.kv_capacity_tokens / ranks:,.0f} KV tokens x plan's "
