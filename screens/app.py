@@ -215,6 +215,7 @@ class InferdeckApp(App[None]):
         self.notify(f"refreshing every {self.interval_s:g} s")
 
     def on_resize(self) -> None:
+        self._status()
         if self.frame is not None:
             self._views(self.frame)
             self._fit_gpu_pane(self.frame)
@@ -285,6 +286,8 @@ class InferdeckApp(App[None]):
                 )
                 if v
             ]
+            if self.size.width < 80 or self.size.height < 24:
+                facts = []  # the line says the terminal is too small instead
             while facts and len(text) + len(" │ " + " · ".join(facts)) > self.size.width - 12:
                 facts.pop()  # the driver's facts as far as the line has room
             if facts:
@@ -292,6 +295,9 @@ class InferdeckApp(App[None]):
         if self.paused:
             text.append(" │ ")
             text.append("PAUSED", style="bold reverse")
+        w, h = self.size.width, self.size.height
+        if w < 80 or h < 24:
+            text.append(f" │ {w}×{h}: too small, 80×24 shows every pane", style="bold")
         if self.poll_errors:
             text.append(f" │ poll errors: {self.poll_errors} ({self.last_poll_error})")
         self.screen_stack[0].query_one("#status", Static).update(text)
@@ -317,7 +323,17 @@ class InferdeckApp(App[None]):
             self.push_screen(GpuDetailScreen(int(str(event.row_key.value).split(":")[1])))
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        """Help, with the keys of the view it is opened from (its bindings and the app's)."""
+        replay_only = ("step", "jump", "speed", "seek")
+        seen: dict[str, str] = {}
+        for active in self.screen.active_bindings.values():
+            b = active.binding
+            if active.node not in (self, self.screen) or not b.description or b.action == "help":
+                continue  # a focused table's cursor keys are not this view's keys
+            if self.replay is None and b.action.startswith(replay_only):
+                continue
+            seen.setdefault(b.description, b.key_display or self.get_key_display(b))
+        self.push_screen(HelpScreen([(k, what) for what, k in seen.items()]))
 
     def action_snapshot(self) -> None:
         """Save an incident bundle: ask for an optional note, then write md + json + svg."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -53,8 +53,23 @@ HELP = """\
 
 
 class HelpScreen(ModalScreen[None]):
+    """The help, and the keys of the view it was opened from (read from that view's bindings);
+    arrows, PageUp/PageDown, Home/End scroll it."""
+
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
+    def __init__(self, keys: list[tuple[str, str]] | None = None) -> None:
+        super().__init__()
+        self.keys = keys or []
+
     def compose(self) -> ComposeResult:
-        with Vertical(id="help-box"):
-            yield Static(HELP, id="help-text")
+        with VerticalScroll(id="help-box"):
+            text = HELP
+            if self.keys:
+                text += "\n[b]Keys of this view[/b]\n" + "".join(
+                    f"  {key:<10} {what}\n" for key, what in self.keys
+                )
+            yield Static(text, id="help-text")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box", VerticalScroll).focus()

@@ -258,3 +258,37 @@ def test_detail_chart_snapshot(snap_compare, detail, size):
     assert snap_compare(
         InferdeckApp(StaticSource(node_frame())), terminal_size=size, run_before=open_detail
     )
+
+
+async def test_every_key_in_the_dashboard_help_works(tmp_path):
+    """The help lists the dashboard's keys from its bindings; each is pressed: a view it opens is
+    closed again, and the console keeps running and drawing without a draw error."""
+    import re
+
+    names = {"^p": "ctrl+p", "+": "plus", "-": "minus", "⏎": "enter"}
+    node = start_demo()
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True))
+    app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path)
+    try:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause(1.0)
+            await pilot.press("question_mark")
+            text = str(app.screen.query_one("#help-text").render())
+            await pilot.press("escape")
+            listed = re.findall(r"^  (\S+)\s+(.+)$", text.split("Keys of this view")[1], re.M)
+            assert {"Pause", "Window", "Snapshot", "Findings", "Faster"} <= {d for _, d in listed}
+            for key, what in listed:
+                if what in ("Quit", "Copy selected text"):
+                    continue
+                dashboard = app.screen_stack[0]
+                await pilot.press(names.get(key, key))
+                await pilot.pause(0.3)
+                while app.screen is not dashboard:
+                    await pilot.press("escape")
+                    await pilot.pause(0.1)
+                if what == "Pause":
+                    await pilot.press("p")  # and back
+                assert app.is_running, what
+            assert not any("draw" in (app.last_poll_error or "") for _ in [0])
+    finally:
+        node.stop()
