@@ -249,7 +249,12 @@ class InferdeckApp(App[None]):
             services *= 3 if frame.cost is not None else 2
         room = height - 3 - alerts - engines - services  # status line, footer, one line of slack
         room -= 1 if self.replay is not None else 0  # the time bar
-        self.screen_stack[0].query_one(GpuPane).styles.max_height = max(4, room)
+        pane = self.screen_stack[0].query_one(GpuPane)
+        pane.styles.max_height = max(4, room)
+        rows = len(frame.gpus) + sum(len(g.mig.devices) for g in frame.gpus if g.mig)
+        note = 1 if pane.query_one("#gpu-note").display else 0
+        hidden = rows - (max(4, room) - 2 - note)  # the title line, the table's header, a note
+        pane.border_title = f"GPUs ({hidden} more ↓, scroll)" if hidden > 0 else "GPUs"
 
     def _announce(self, frame: Frame) -> None:
         """A toast for every alert newly raised (and the terminal bell when the plan asks)."""
