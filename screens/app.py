@@ -337,7 +337,8 @@ class InferdeckApp(App[None]):
                 continue  # a focused table's cursor keys are not this view's keys
             if self.replay is None and b.action.startswith(replay_only):
                 continue
-            seen.setdefault(b.description, b.key_display or self.get_key_display(b))
+            key = b.key_display or self.get_key_display(b)
+            seen[b.description] = f"{seen[b.description]}/{key}" if b.description in seen else key
         self.push_screen(HelpScreen([(k, what) for what, k in seen.items()]))
 
     def action_snapshot(self) -> None:

@@ -49,7 +49,8 @@ class SeriesChart(PlotextPlot):
                 drawn = True
         for label, value in lines or []:
             plt.hline(value, "red")
-            plt.text(label, x=-0.2, y=value, color="red")
+            # ends at the newest point: never cut off, clear of the legend at the top left
+            plt.text(label, x=0.0, y=value, color="red", alignment="right")
         plt.xlabel("minutes ago")
         if not drawn:
             plt.title(f"{title} — no figures yet")
