@@ -25,6 +25,7 @@ from console.keyseries import KeySeries
 from console.paths import snapshots_dir
 from console.plan import Plan
 from console.units import workload_text
+from screens.charts import ChartStrip
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
@@ -32,7 +33,7 @@ from screens.panes import AlertPane, ServicesPane
 from screens.replaybar import ReplayBar
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
-from screens.widgets import KeyedTable
+from screens.widgets import KeyedTable, Pane
 
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
     from console.mig.manager import MigManager
@@ -68,6 +69,9 @@ class InferdeckApp(App[None]):
         Binding("m", "mig", "MIG"),
         Binding("S", "snapshots", "Saved", show=False),
         Binding("F", "findings", "Findings", show=False),
+        Binding("slash", "filter", "Filter rows", show=False, key_display="/"),
+        Binding("o", "sort", "Sort by next column", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("plus", "interval(-1)", "Faster", show=False, key_display="+"),
         Binding("minus", "interval(1)", "Slower", show=False, key_display="-"),
         Binding("left_square_bracket", "step(-1)", "Step back", show=False, key_display="["),
@@ -118,6 +122,8 @@ class InferdeckApp(App[None]):
             return self.replay is not None
         if action == "mig":
             return self.mig is not None and not self.read_only  # actions are hidden when read-only
+        if action in ("filter", "sort", "clear_filter"):
+            return self.screen is self.screen_stack[0]  # the dashboard's tables
         return True
 
     def compose(self) -> ComposeResult:
@@ -129,12 +135,13 @@ class InferdeckApp(App[None]):
         yield ServicesPane()
         yield SloPane()
         yield CostPane()
-        yield Static(id="spacer")
+        yield ChartStrip()
         yield Footer()
 
     def on_mount(self) -> None:
         for pane in (self.query_one(GpuPane), self.query_one(EnginePane)):
             pane.history = self.keys
+        self.query_one(ChartStrip).keys = self.keys
         self.poll_loop()
         # a dropped SSH session: exit on SIGHUP, and when the terminal stops being one (no spin)
         self._had_tty = _stdin_is_tty()
@@ -186,6 +193,9 @@ class InferdeckApp(App[None]):
             self._views(frame)
             dashboard.query_one(AlertPane).show(frame)
             self._fit_gpu_pane(frame)
+            engines = dashboard.query_one("#engine-table", KeyedTable)
+            dashboard.query_one(ChartStrip).show(frame, {str(r.value) for r in engines.rows})
+            self.call_after_refresh(self._mark_panes)
             self._announce(frame)
             self._status()
             if hasattr(self.screen, "show") and self.screen is not dashboard:
@@ -219,6 +229,7 @@ class InferdeckApp(App[None]):
         if self.frame is not None:
             self._views(self.frame)
             self._fit_gpu_pane(self.frame)
+        self.call_after_refresh(self._mark_panes)
 
     def _views(self, frame: Frame) -> None:
         """Short terminals show one of budget / SLO / cost (``v`` cycles); tall ones show all."""
@@ -249,12 +260,64 @@ class InferdeckApp(App[None]):
             services *= 3 if frame.cost is not None else 2
         room = height - 3 - alerts - engines - services  # status line, footer, one line of slack
         room -= 1 if self.replay is not None else 0  # the time bar
-        pane = self.screen_stack[0].query_one(GpuPane)
-        pane.styles.max_height = max(4, room)
-        rows = len(frame.gpus) + sum(len(g.mig.devices) for g in frame.gpus if g.mig)
-        note = 1 if pane.query_one("#gpu-note").display else 0
-        hidden = rows - (max(4, room) - 2 - note)  # the title line, the table's header, a note
-        pane.border_title = f"GPUs ({hidden} more ↓, scroll)" if hidden > 0 else "GPUs"
+        self.screen_stack[0].query_one(GpuPane).styles.max_height = max(4, room)
+
+    def _mark_panes(self) -> None:
+        """Each table's title says how its rows are sorted, how many the filter hides and how many
+        the terminal cuts off (measured after layout)."""
+        for pane in self.screen_stack[0].query(Pane):
+            tables = pane.query(KeyedTable)
+            if not tables:
+                continue
+            table = tables.first()
+            marks = [f"by {label}" for label in [table.sort_label()] if label]
+            if table.filter_text:
+                marks.append(f"'{table.filter_text}': {table.filtered_out} hidden")
+            hidden = table.hidden_rows()
+            if hidden:
+                marks.append(f"{hidden} more ↓, scroll")
+            pane.set_marks(marks)
+
+    def _tables(self) -> list[KeyedTable]:
+        return list(self.screen_stack[0].query(KeyedTable))
+
+    def action_filter(self) -> None:
+        """/ shows only the rows with a text (in any cell of every table); empty shows all."""
+        current = self._tables()[0].filter_text if self._tables() else ""
+
+        def apply(text: str | None) -> None:
+            if text is None:
+                return
+            for table in self._tables():
+                table.filter_text = text
+                table.sync(table._last)
+            self.call_after_refresh(self._mark_panes)
+
+        self.push_screen(
+            PromptScreen(
+                "Filter rows: text in any cell (enter applies, empty shows all)",
+                "e.g. llama or 1/0",
+                current,
+            ),
+            apply,
+        )
+
+    def action_clear_filter(self) -> None:
+        if any(t.filter_text for t in self._tables()):
+            for table in self._tables():
+                table.filter_text = ""
+                table.sync(table._last)
+            self.call_after_refresh(self._mark_panes)
+
+    def action_sort(self) -> None:
+        """o sorts the focused table by its next column (biggest first); a header click too."""
+        table = self.focused if isinstance(self.focused, KeyedTable) else None
+        if table is None:
+            table = next((t for t in self._tables() if t.display and t.row_count), None)
+        if table is None:
+            return
+        table.cycle_sort()
+        self.call_after_refresh(self._mark_panes)
 
     def _announce(self, frame: Frame) -> None:
         """A toast for every alert newly raised (and the terminal bell when the plan asks)."""
@@ -337,6 +400,8 @@ class InferdeckApp(App[None]):
                 continue  # a focused table's cursor keys are not this view's keys
             if self.replay is None and b.action.startswith(replay_only):
                 continue
+            if active.node is self and not self.check_action(b.action.split("(")[0], ()):
+                continue  # not a key of this view
             key = b.key_display or self.get_key_display(b)
             seen[b.description] = f"{seen[b.description]}/{key}" if b.description in seen else key
         self.push_screen(HelpScreen([(k, what) for what, k in seen.items()]))

@@ -114,7 +114,9 @@ class GpuPane(TablePane):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="gpu-note")
-        yield KeyedTable(id="gpu-table", cursor_type="row", zebra_stripes=False)
+        table = KeyedTable(id="gpu-table", cursor_type="row", zebra_stripes=False)
+        table.parent_of = lambda key: f"gpu:{key.split(':')[1]}" if key.startswith("mig:") else None
+        yield table
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
         return [

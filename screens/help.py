@@ -21,6 +21,9 @@ HELP = """\
   F        findings: what to look at, with evidence and the knob to turn
   + -      refresh more / less often (0.5, 1, 2, 5, 10 s)
   tab      move between tables; enter opens the selected row's details
+  /        show only rows with a text (every table), esc shows all
+  o        sort the focused table by its next column (biggest first);
+           a click on a header sorts by it, a second click reverses
   q        quit (also Ctrl-C)
   esc      close this screen
   replay:  [ ] step a frame, , . jump 1 min, 1 2 3 play at 1x 10x 60x,
@@ -49,6 +52,12 @@ HELP = """\
   Windows hold the scrapes of the last W seconds, as a Prometheus
   range; rates are Prometheus' rate() (each series on its own).
   ⟳ beside a GPU: MIG mode change pending (needs a GPU reset).
+  Budget cells: what is left before the plan's budget ("5.2G
+  left", "1.5 over"), the queue as requests waiting.
+  A pane title says how its rows are sorted, how many the filter
+  hides and how many the terminal cuts off ("3 more ↓, scroll").
+  On a tall terminal with up to 4 engines, the space left shows
+  their TTFT p95, queue and KV use over 15 minutes (every 5 s).
 """
 
 

@@ -77,8 +77,9 @@ def drift_cell(lines: list[MemoryLine], c: dict[str, str]) -> Text:
     )
 
 
-def headroom_cell(h: Headroom | None, c: dict[str, str]) -> Text:
-    """A headroom against its budget: a 4-cell bar (half full = exactly at budget) and the value."""
+def headroom_cell(h: Headroom | None, c: dict[str, str], bars: bool = False) -> Text:
+    """A headroom against its budget, in words: "5.2G left", "1.5 over", "3 wait" — coloured by
+    its state; with ``bars`` (wide panes) after a 4-cell bar where half full is exactly at budget."""
     if h is None:
         return Text("-", style=c["dim"])
     color = c[STATE_STYLE[h.state]]
@@ -89,14 +90,21 @@ def headroom_cell(h: Headroom | None, c: dict[str, str]) -> Text:
         )
     if h.value is None:
         return Text(NA, style=c["dim"])
+    if h.unit == "waiting":
+        words = f"{h.value:.0f} wait"
+    else:
+        unit = {"GiB": "G", "W": "W", "°C": "°"}.get(h.unit, "")
+        size = f"{abs(h.value):.1f}" if h.unit in ("GiB", "seqs") else f"{abs(h.value):.0f}"
+        words = f"{size}{unit} {'left' if h.value >= 0 else 'over'}"
+    text = Text(words, style="" if h.state == "ok" else color)
+    if not bars:
+        return text
     if h.budget:
         frac = max(0.0, min(1.0, h.value / (2 * h.budget)))
     else:
         frac = 1.0 if h.value <= 0 else 0.0
     filled = round(frac * 4)
-    unit = {"GiB": "G", "seqs": "", "waiting": "", "W": "W", "°C": "°"}.get(h.unit, "")
-    value = f"{h.value:+.1f}{unit}" if h.unit in ("GiB", "seqs") else f"{h.value:.0f}{unit}"
-    return Text.assemble(("█" * filled, color), ("░" * (4 - filled), c["dim"]), f" {value}")
+    return Text.assemble(("█" * filled, color), ("░" * (4 - filled), c["dim"]), " ", text)
 
 
 class ServicesPane(TablePane):
@@ -110,9 +118,12 @@ class ServicesPane(TablePane):
         yield Static("", id="service-note")
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
-        return [("Service", "service", 12), ("Dev", "dev", 4)] + [
-            (label, key, width) for key, label, width in HEAD_COLUMNS + (WIDE_HEAD if wide else ())
-        ]
+        heads = [(label, key, width + (5 if wide else 0)) for key, label, width in HEAD_COLUMNS]
+        return (
+            [("Service", "service", 12), ("Dev", "dev", 4)]
+            + heads
+            + [(label, key, width) for key, label, width in (WIDE_HEAD if wide else ())]
+        )
 
     def show(self, frame: Frame) -> None:
         self.frame = frame
@@ -128,7 +139,9 @@ class ServicesPane(TablePane):
             name = Text.assemble(("● ", c[STATE_STYLE[worst]]), s.name)
             name.truncate(12, overflow="ellipsis")
             cells = [name, Text(s.device_id or "?", style="" if s.device_id else c["error"])]
-            cells += [headroom_cell(heads.get(key), c) for key, _, _ in HEAD_COLUMNS]
+            cells += [
+                headroom_cell(heads.get(key), c, bool(self.wide)) for key, _, _ in HEAD_COLUMNS
+            ]
             if self.wide:
                 cap = f"{s.capacity_bytes / 2**30:.1f}" if s.capacity_bytes else "?"
                 fits = {True: "", False: " DOES NOT FIT", None: ""}[s.fits]

@@ -100,7 +100,7 @@ class SloPane(Pane):
                     ],
                 )
             )
-        self.border_title = (
+        self.set_title(
             f"SLO ({win or 'per service window'}): observed/target, completion, good share, burn"
         )
         self.query_one(KeyedTable).sync(rows)
@@ -129,7 +129,7 @@ class CostPane(Pane):
         c = self.palette()
         node = frame.cost
         if node:
-            self.border_title = (
+            self.set_title(
                 f"Cost: node {_money(node.usd_per_h)}/h + energy {_money(node.energy.usd_per_h)}/h "
                 f"({node.energy.basis or 'no power reading'})"
             )
@@ -260,7 +260,8 @@ class ServiceDetailScreen(DeckScreen):
             )
             e = k.energy
             if e is not None and e.power_w is not None:
-                t.append(f"  energy {e.power_w:.0f} W ({e.basis}) = {_money(e.usd_per_h, 3)}/h\n")
+                basis = f" ({e.basis})" if e.basis else ""
+                t.append(f"  energy {e.power_w:.0f} W{basis} = {_money(e.usd_per_h, 3)}/h\n")
             good = k.usd_per_m_compliant_tokens
             t.append(
                 f"  per million output tokens {_money(k.usd_per_m_output_tokens)}; compliant "

@@ -17,15 +17,16 @@ class PromptScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     AUTO_FOCUS = "Input"
 
-    def __init__(self, title: str, placeholder: str = "") -> None:
+    def __init__(self, title: str, placeholder: str = "", value: str = "") -> None:
         super().__init__()
         self.title_text = title
         self.placeholder = placeholder
+        self.value = value
 
     def compose(self) -> ComposeResult:
         with Vertical(id="prompt-box"):
             yield Static(self.title_text, id="prompt-title")
-            yield Input(placeholder=self.placeholder, id="prompt-input")
+            yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip())

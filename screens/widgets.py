@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
@@ -43,9 +44,39 @@ def short_gpu_name(name: str | None) -> str:
     return name.replace("Blackwell Server Edition", "BSE").replace(" Blackwell", "")
 
 
+def sort_value(text: str) -> tuple[int, float, str]:
+    """A cell's text as a sort key: its first number in base units (ms, µs and s as seconds, K/M
+    as thousands/millions), else its words; an empty or unread cell sorts last either way."""
+    if not text.strip() or text.strip() in (NA, "-", "?"):
+        return (2, 0.0, "")
+    m = NUMBER.search(text)
+    if m is None:
+        return (1, 0.0, text.lower())
+    value = float(m.group(1).replace(",", ""))
+    return (0, value * SCALE.get(m.group(2), 1.0), "")
+
+
+NUMBER = re.compile(r"([-+]?\d[\d,]*(?:\.\d+)?)\s*(ms|µs|us|s|K|M)?")
+SCALE = {"ms": 1e-3, "µs": 1e-6, "us": 1e-6, "K": 1e3, "M": 1e6}
+
+
 class KeyedTable(DataTable[Any]):
     """A DataTable updated by row key: changed cells only; order changes rebuild once. The cursor
-    shows only while the table has focus, so level colours stay visible on every row."""
+    shows only while the table has focus, so level colours stay visible on every row.
+
+    The operator may filter its rows (``filter_text``: rows with that text in any cell, case
+    ignored) and sort them by a column (biggest figure first, words A–Z; ``sort_reverse`` flips
+    it). ``parent_of`` keeps child rows (MIG slices) under their parent: a group sorts by its
+    parent's cell, and a match in one row keeps its whole group."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.filter_text = ""
+        self.sort_column: str | None = None
+        self.sort_reverse = False
+        self.filtered_out = 0
+        self.parent_of: Callable[[str], str | None] = lambda key: None
+        self._last: list[tuple[str, Sequence[object]]] = []
 
     def on_mount(self) -> None:
         self.show_cursor = self.has_focus
@@ -56,7 +87,65 @@ class KeyedTable(DataTable[Any]):
     def on_blur(self) -> None:
         self.show_cursor = False
 
+    def sort_label(self) -> str | None:
+        if self.sort_column is None:
+            return None
+        for key, column in self.columns.items():
+            if key.value == self.sort_column:
+                return f"{column.label.plain} {'↑' if self.sort_reverse else '↓'}"
+        return None
+
+    def sort_by(self, column: str | None, reverse: bool = False) -> None:
+        self.sort_column, self.sort_reverse = column, reverse
+        self.sync(self._last)
+
+    def cycle_sort(self) -> None:
+        """The next column (then the natural order again)."""
+        keys = [str(k.value) for k in self.columns]
+        nxt = keys.index(self.sort_column) + 1 if self.sort_column in keys else 0
+        self.sort_by(keys[nxt] if nxt < len(keys) else None)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        """A click on a header sorts by it; a second click reverses."""
+        column = str(event.column_key.value)
+        self.sort_by(column, not self.sort_reverse if column == self.sort_column else False)
+
+    def _arrange(
+        self, rows: Sequence[tuple[str, Sequence[object]]]
+    ) -> list[tuple[str, Sequence[object]]]:
+        groups: list[list[tuple[str, Sequence[object]]]] = []
+        for row in rows:
+            if groups and self.parent_of(row[0]) == groups[-1][0][0]:
+                groups[-1].append(row)
+            else:
+                groups.append([row])
+        if self.filter_text:
+            needle = self.filter_text.lower()
+            groups = [
+                g
+                for g in groups
+                if any(needle in " ".join(_plain(c) for c in cells).lower() for _, cells in g)
+            ]
+        keys = [str(k.value) for k in self.columns]
+        if self.sort_column in keys:
+            i = keys.index(self.sort_column)
+
+            def key(g: list[tuple[str, Sequence[object]]]) -> tuple[int, float, str]:
+                kind, value, words = sort_value(_plain(g[0][1][i]) if i < len(g[0][1]) else "")
+                return (kind, -value, words)  # figures biggest first, words A-Z, unread last
+
+            groups.sort(key=key)
+            if self.sort_reverse:  # unread cells stay last
+                groups = [
+                    g for kind in (0, 1) for g in reversed([g for g in groups if key(g)[0] == kind])
+                ] + [g for g in groups if key(g)[0] == 2]
+        return [row for g in groups for row in g]
+
     def sync(self, rows: Sequence[tuple[str, Sequence[object]]]) -> None:
+        self._last = list(rows)
+        shown = self._arrange(rows)
+        self.filtered_out = len(rows) - len(shown)
+        rows = shown
         keys = [k for k, _ in rows]
         current = [str(r.value) for r in self.rows]
         if keys != current:
@@ -75,13 +164,38 @@ class KeyedTable(DataTable[Any]):
                 if self.get_cell(key, col) != value:
                     self.update_cell(key, col, value)
 
+    def hidden_rows(self) -> int:
+        """Rows the table's height cuts off (it scrolls)."""
+        visible = self.scrollable_content_region.height - (1 if self.show_header else 0)
+        return max(0, self.row_count - max(0, visible)) if self.display else 0
+
+
+def _plain(cell: object) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
 
 class Pane(Vertical):
     """A titled section."""
 
     def __init__(self, title: str, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
+        self.title_text = title
+        self.marks: list[str] = []
         self.border_title = title
+
+    def set_title(self, title: str) -> None:
+        self.title_text = title
+        self._draw_title()
+
+    def set_marks(self, marks: list[str]) -> None:
+        """What the operator should know about the rows: sorted by, filtered out, cut off."""
+        if marks != self.marks:
+            self.marks = marks
+            self._draw_title()
+
+    def _draw_title(self) -> None:
+        marks = f" ({', '.join(self.marks)})" if self.marks else ""
+        self.border_title = self.title_text + marks
 
     def palette(self) -> dict[str, str]:
         """The theme's colours as Rich styles (DOMNode.colors is Textual's own)."""

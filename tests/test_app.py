@@ -6,9 +6,11 @@ from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
 from console.sim.demo import start_demo
 from screens.app import InferdeckApp
+from screens.charts import ChartStrip
 from screens.engines import EngineDetailScreen
 from screens.gpus import GpuDetailScreen
 from screens.help import HelpScreen
+from screens.services import ServiceDetailScreen
 from screens.widgets import KeyedTable
 from tests.frames import StaticSource, no_driver_frame, node_frame, whole_gpus_frame
 
@@ -240,6 +242,8 @@ def _history(app: InferdeckApp) -> None:
 DETAILS = {
     "engine": lambda app: app.push_screen(EngineDetailScreen(app.frame.engines[0].url)),
     "gpu": lambda app: app.push_screen(GpuDetailScreen(1)),
+    "service": lambda app: app.push_screen(ServiceDetailScreen(app.frame.services[0].name)),
+    "dashboard": lambda app: app.query_one(ChartStrip).redraw(),  # the strip (tall terminals)
 }
 
 
@@ -290,5 +294,127 @@ async def test_every_key_in_the_dashboard_help_works(tmp_path):
                     await pilot.press("p")  # and back
                 assert app.is_running, what
             assert not any("draw" in (app.last_poll_error or "") for _ in [0])
+    finally:
+        node.stop()
+
+
+KEY_NAMES = {"^p": "ctrl+p", "+": "plus", "-": "minus", "⏎": "enter", "/": "slash", "esc": "escape"}
+
+
+def _open_view(view):
+    """How each view is reached from the dashboard (as an operator would, where a key does)."""
+
+    async def engine(pilot):
+        pilot.app.push_screen(EngineDetailScreen(pilot.app.frame.engines[0].url))
+
+    async def gpu(pilot):
+        pilot.app.push_screen(GpuDetailScreen(1))
+
+    async def service(pilot):
+        pilot.app.push_screen(ServiceDetailScreen(pilot.app.frame.services[0].name))
+
+    async def key(pilot, k):
+        await pilot.press(k)
+
+    return {
+        "engine": engine,
+        "gpu": gpu,
+        "service": service,
+        "findings": lambda p: key(p, "F"),
+        "saved": lambda p: key(p, "S"),
+        "mig": lambda p: key(p, "m"),
+    }[view]
+
+
+@pytest.mark.parametrize("view", ["engine", "gpu", "service", "findings", "saved", "mig"])
+async def test_every_key_in_each_views_help_works(tmp_path, view):
+    """Each view's help lists its keys (its bindings and the app's that apply there); every one
+    is pressed on that view, what it opens is closed, and the console keeps drawing."""
+    import re
+
+    from console.mig.manager import MigManager
+    from console.settings import demo_settings
+
+    settings = demo_settings()
+    node = start_demo(settings)
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl")
+    app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
+    open_view = _open_view(view)
+    try:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause(1.2)
+            await open_view(pilot)
+            await pilot.pause(0.4)
+            screen = app.screen
+            assert screen is not app.screen_stack[0]
+            await pilot.press("question_mark")
+            text = str(app.screen.query_one("#help-text").render())
+            await pilot.press("escape")
+            listed = re.findall(r"^  (\S+)\s+(.+)$", text.split("Keys of this view")[1], re.M)
+            assert "Back" in {d for _, d in listed} or "Cancel" in {d for _, d in listed}
+            assert "Filter rows" not in {d for _, d in listed}  # a dashboard key, not this view's
+            for keys, what in listed:
+                if what in ("Quit", "Copy selected text"):
+                    continue
+                if app.screen is not screen:
+                    await open_view(pilot)
+                    await pilot.pause(0.3)
+                    screen = app.screen
+                first = keys if keys == "/" else keys.split("/")[0]
+                await pilot.press(KEY_NAMES.get(first, first))
+                await pilot.pause(0.3)
+                if what in ("Back", "Cancel"):
+                    assert app.screen is app.screen_stack[0], what
+                while app.screen not in (screen, app.screen_stack[0]):
+                    await pilot.press("escape")  # a prompt or menu the key opened
+                    await pilot.pause(0.1)
+                if what == "Pause":
+                    await pilot.press("p")
+                assert app.is_running, what
+            assert "draw" not in (app.last_poll_error or "")
+    finally:
+        node.stop()
+
+
+async def test_filter_sort_and_cut_rows_on_the_dashboard():
+    """/ keeps the rows holding a text in every table, esc shows all again; o sorts the focused
+    table (biggest first, MIG slices stay under their GPU); titles say so and count cut rows."""
+    from console.settings import demo_settings
+
+    settings = demo_settings()
+    node = start_demo(settings)
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    app = InferdeckApp(poller, interval_s=0.5)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(1.5)
+            gpus = app.query_one("#gpu-table", KeyedTable)
+            assert "more ↓, scroll" in str(app.query_one("#gpus").border_title)
+            engines = app.query_one("#engine-table", KeyedTable)
+            await pilot.press("slash", *"8b-a", "enter")
+            await pilot.pause(1.0)
+            assert [str(r.value) for r in engines.rows] == [
+                f"eng:{e.url}" for e in app.frame.engines if e.name == "llama-8b-a"
+            ]
+            assert "'8b-a': 2 hidden" in str(app.query_one("#engines").border_title)
+            await pilot.press("escape")
+            await pilot.pause(0.3)
+            assert engines.row_count == len(app.frame.engines)
+            assert "hidden" not in str(app.query_one("#engines").border_title)
+            # sort the GPU table by memory: GPUs biggest first, each GPU's slices under it
+            assert app.focused is gpus
+            await pilot.press("o", "o", "o")
+            assert gpus.sort_column == "memory"
+            await pilot.pause(0.6)
+            keys = [str(r.value) for r in gpus.rows]
+            tops = [k for k in keys if k.startswith("gpu:")]
+            used = {f"gpu:{g.index}": g.memory_used_bytes for g in app.frame.gpus}
+            assert [used[k] for k in tops] == sorted(used.values(), reverse=True)
+            above = ""
+            for k in keys:  # every slice right under its GPU (or another slice of it)
+                above = k if k.startswith("gpu:") else above
+                assert k.startswith("gpu:") or above == f"gpu:{k.split(':')[1]}", keys
+            assert "by Memory ↓" in str(app.query_one("#gpus").border_title)
     finally:
         node.stop()
