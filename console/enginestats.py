@@ -9,7 +9,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from console.engines import EngineProfile, Extract, as_list, gauge_by, gauge_value, rank_key
-from console.frame import EngineMemory, EngineRank, LoraState, Percentiles, SpecDecode
+from console.frame import (
+    EngineMemory,
+    EngineRank,
+    LoraState,
+    Percentiles,
+    RequestTokens,
+    SpecDecode,
+)
 from console.promtext import Labels, label
 from console.window import (
     Delta,
@@ -148,6 +155,18 @@ def summed_buckets(
         for le, c in zip(les, vec[:-1], strict=True):
             per_le[le] = per_le.get(le, 0.0) + c
     return sorted(per_le.items())
+
+
+def _top_bound(buckets: list[tuple[float, float]]) -> float | None:
+    """The upper bound of the highest bucket holding an observation (cumulative counts): no
+    observation was larger. None when one lies in +Inf (or there is none)."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    for le, count in buckets:
+        if count >= total:
+            return None if math.isinf(le) else le
+    return None
 
 
 def percentiles(
@@ -424,6 +443,32 @@ class _Deriver:
             return None
         return gauge_value(values, spec.aggregate, self.p.replica_labels)
 
+    def request_tokens(self) -> None:
+        """Prompt and output tokens per request over the window (the engine's histograms)."""
+        if "prompt_len" not in self.newest.histograms or "output_len" not in self.newest.histograms:
+            self.out.unavailable["request_tokens"] = self.missing(
+                "prompt_len" if "prompt_len" not in self.newest.histograms else "output_len"
+            )
+            return
+        prompt, window = self._window_buckets("prompt_len")
+        output, _ = self._window_buckets("output_len")
+        p, o = percentiles(prompt, window), percentiles(output, window)
+        if p.observations <= 0:
+            self.out.unavailable["request_tokens"] = (
+                f"no requests finished in the last {window_label(self.w)}"
+            )
+            return
+        tops = [_top_bound(prompt), _top_bound(output)]
+        self.out.fields["request_tokens"] = RequestTokens(
+            prompt_p50=p.p50,
+            prompt_p99=None if "p99" in p.lower_bound_only else p.p99,
+            output_p50=o.p50,
+            output_p99=None if "p99" in o.lower_bound_only else o.p99,
+            most=None if None in tops else sum(t for t in tops if t is not None),
+            requests=p.observations,
+            window=window,
+        )
+
     def speculative(self) -> None:
         accepted, delta = self.increase("spec_accepted_tokens")
         drafted, _ = self.increase("spec_draft_tokens")
@@ -576,6 +621,7 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
         value = d.optional_gauge(fld)
         if value is not None:
             d.out.fields[fld] = value
+    d.request_tokens()
     d.speculative()
     d.per_request_preemptions()
     d.mfu()

@@ -4,6 +4,7 @@ the console (`F`), `inferdeck check` and snapshot.md."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from console.frame import Engine, Frame, ServiceStatus
@@ -16,6 +17,8 @@ TTFT_WORTH_S = 0.2  # below this, where TTFT goes is not worth a finding
 KV_FULL = 0.9
 PREFIX_HEAVY = 0.5  # half the prompt tokens served from the prefix cache
 BURN_SLOW = 6.0
+CONTEXT_SPARE = 4.0  # the plan's context per sequence is at least 4x what any request used
+CONTEXT_MIN_REQUESTS = 50  # requests in the window behind that verdict
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,9 @@ def findings(frame: Frame) -> list[Finding]:
                     float(g.power_w or 0),
                 )
             )
+    engines = {e.name: e for e in frame.engines}
     for s in frame.services:
-        out += _service(s)
+        out += _service(s) + _context(s, engines.get(s.engine))
     return sorted(out, key=lambda f: (RANK[f.severity], -f.weight, f.subject))
 
 
@@ -143,6 +147,43 @@ def _engine(e: Engine) -> list[Finding]:
             )
         )
     return out
+
+
+def _context(s: ServiceStatus, e: Engine | None) -> list[Finding]:
+    """The plan reserves far more context per sequence than any request used: the same KV would
+    hold several times the sequences at a context sized to the traffic."""
+    rt = e.request_tokens if e is not None and e.up else None
+    planned, seqs = s.tokens_per_sequence, s.concurrent_sequences
+    if rt is None or rt.most is None or not planned or not seqs:
+        return []
+    if rt.requests < CONTEXT_MIN_REQUESTS or rt.most * CONTEXT_SPARE > planned:
+        return []
+    # twice what the largest request used, in whole thousands (1,024) of tokens
+    suggest = max(1024, math.ceil(2 * rt.most / 1024) * 1024)
+    more = planned * seqs // suggest
+    return [
+        Finding(
+            "info",
+            s.name,
+            f"requests use at most {rt.most:,.0f} of the {planned:,} tokens planned per sequence",
+            [
+                f"{rt.requests:,.0f} requests over {rt.window}: prompt p50 {_tok(rt.prompt_p50)} "
+                f"p99 {_tok(rt.prompt_p99)}, output p50 {_tok(rt.output_p50)} "
+                f"p99 {_tok(rt.output_p99)} tokens",
+                f"none above {rt.most:,.0f} tokens (the highest prompt and output buckets "
+                "holding a request)",
+                f"plan: {seqs} sequences x {planned:,} tokens",
+            ],
+            f"size the context to the traffic: at {suggest:,} tokens per sequence the planned KV "
+            f"holds {more:,} sequences instead of {seqs} (plan tokens_per_sequence and "
+            "concurrent_sequences; engine --max-model-len / --context-length / -c per slot)",
+            planned / rt.most,
+        )
+    ]
+
+
+def _tok(v: float | None) -> str:
+    return f"{v:,.0f}" if v is not None else "n/a"
 
 
 def _service(s: ServiceStatus) -> list[Finding]:

@@ -209,6 +209,20 @@ class EngineRank(_Model):
     last_itl_s: float | None = None
 
 
+class RequestTokens(_Model):
+    """Tokens per request finished in the window, from the engine's own histograms."""
+
+    prompt_p50: float | None = None
+    prompt_p99: float | None = None
+    output_p50: float | None = None
+    output_p99: float | None = None
+    # no request in the window used more: the upper bounds of the highest prompt and output
+    # buckets holding a request, summed (None when one fell in +Inf)
+    most: float | None = None
+    requests: float = 0.0
+    window: str = ""
+
+
 class LlamaSlot(_Model):
     """One llama.cpp slot from GET /slots."""
 
@@ -260,6 +274,7 @@ class Engine(_Model):
     pd_queues: dict[str, float] | None = None  # prefill/decode disaggregation queues
     kv_evictable_tokens: float | None = None
     context_tokens_max: float | None = None  # llama.cpp: the largest batch of tokens seen
+    request_tokens: RequestTokens | None = None
     speculative: SpecDecode | None = None
     flops_per_gpu_per_s: float | None = None  # vLLM --enable-mfu-metrics
     lora: LoraState | None = None
@@ -425,6 +440,8 @@ class ServiceStatus(_Model):
     device_id: str | None = None  # as found on the node ("1/0"); None when not found
     model: str
     required_bytes: float
+    tokens_per_sequence: int | None = None  # the plan's context per sequence
+    concurrent_sequences: int | None = None  # and its concurrency
     capacity_bytes: float | None = None
     planned_headroom_bytes: float | None = None
     fits: bool | None = None

@@ -508,6 +508,8 @@ def _service(
         device_id=device_id,
         model=model_name,
         required_bytes=f.required_bytes,
+        tokens_per_sequence=svc.tokens_per_sequence,
+        concurrent_sequences=svc.concurrent_sequences,
         capacity_bytes=f.capacity_bytes,
         planned_headroom_bytes=f.headroom_bytes,
         fits=f.fits,

@@ -184,6 +184,16 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
         line("KV evictable", f"{num(e.kv_evictable_tokens)} tokens")
     if e.context_tokens_max is not None:
         line("largest batch", f"{num(e.context_tokens_max)} tokens")
+    rt = e.request_tokens
+    if rt is not None:
+        basis = "since start" if rt.window == "since_start" else f"last {rt.window}"
+        most = f"; none above {num(rt.most)}" if rt.most is not None else ""
+        line(
+            "tokens per request",
+            f"prompt p50 {num(rt.prompt_p50)} p99 {num(rt.prompt_p99)}, output p50 "
+            f"{num(rt.output_p50)} p99 {num(rt.output_p99)}{most} ({num(rt.requests)} requests, "
+            f"{basis})",
+        )
     sp = e.speculative
     if sp is not None:
         text = f"acceptance {pct(sp.acceptance_rate, 1)}, mean accepted length " + (

@@ -109,3 +109,16 @@ def test_llamacpp(name):
         assert missing in d.unavailable and f.get(missing) is None
     if name == "llamacpp-live.prom":
         assert "newer build (prompt_tokens_cached_total)" in ex.hints
+
+
+def test_request_tokens_from_the_length_histograms():
+    """vllm-live: prompts 4 in (5, 10] and 2 in (20, 50]; outputs 2 in (10, 20], 1 in (20, 50],
+    3 in (50, 100]. p50 prompt = 5 + 5 x 3/4 = 8.75; p99 output = 50 + 50 x (5.94 - 3)/3 = 99;
+    no request above 50 + 100 = 150 tokens."""
+    _, _, d = read("vllm-live.prom")
+    rt = d.fields["request_tokens"]
+    assert rt.prompt_p50 == pytest.approx(8.75) and rt.output_p99 == pytest.approx(99.0)
+    assert rt.most == 150.0 and rt.requests == 6 and rt.window == "since_start"
+    _, _, d = read("sglang-4.prom")  # this build exports no length histograms: said, not 0
+    assert "request_tokens" not in d.fields
+    assert "sglang:prompt_tokens_histogram" in d.unavailable["request_tokens"]

@@ -16,6 +16,7 @@ from console.frame import (
     GpuSource,
     MemoryLine,
     Percentiles,
+    RequestTokens,
     ServiceStatus,
     SloReport,
 )
@@ -152,3 +153,40 @@ def test_ranked_and_in_snapshot_md():
     assert [x.severity for x in findings(f)] == ["critical", "warning", "warning"]
     md = to_markdown(f)
     assert "## Findings (3)" in md and "  - consider: add capacity (a replica)" in md
+
+
+def test_context_far_above_what_requests_use():
+    """Planned 32 x 32,768 tokens; 400 requests, none above 2,000 + 1,000 tokens: the plan's
+    context is 10.9x the largest request; at 6,144 tokens the same KV holds 170 sequences."""
+
+    def case(most, requests=400.0, planned=32768):
+        rt = RequestTokens(
+            prompt_p50=700,
+            prompt_p99=1900,
+            output_p50=300,
+            output_p99=950,
+            most=most,
+            requests=requests,
+            window="5m",
+        )
+        svc = ServiceStatus(
+            name="chat",
+            engine="v",
+            device="0",
+            model="m",
+            required_bytes=1.0,
+            tokens_per_sequence=planned,
+            concurrent_sequences=32,
+        )
+        return frame([eng(request_tokens=rt)], services=[svc])
+
+    (f,) = findings(case(3000.0))
+    assert f.severity == "info" and f.subject == "chat"
+    assert f.title == "requests use at most 3,000 of the 32,768 tokens planned per sequence"
+    assert "p99 1,900" in f.evidence[0] and "none above 3,000" in f.evidence[1]
+    assert "at 6,144 tokens per sequence the planned KV holds 170 sequences instead of 32" in f.knob
+    assert f.weight == pytest.approx(32768 / 3000)
+    assert findings(case(9000.0)) == []  # 3.6x: within the spare allowed
+    assert findings(case(None)) == []  # a request fell in +Inf: no bound
+    assert findings(case(3000.0, requests=20)) == []  # too few requests to say
+    assert findings(case(3000.0, planned=None)) == []  # no plan for this engine

@@ -161,6 +161,18 @@ def vllm_page(m: TrafficModel) -> str:
         m.h["prefill"],
         created=c,
     )
+    e.histogram(
+        "vllm:request_prompt_tokens",
+        "Number of prefill tokens processed.",
+        m.h["prompt_len"],
+        created=c,
+    )
+    e.histogram(
+        "vllm:request_generation_tokens",
+        "Number of generation tokens processed.",
+        m.h["output_len"],
+        created=c,
+    )
     blocks = m.spec.kv_capacity_tokens // m.spec.block_size
     e.head("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
     e.sample(
@@ -637,6 +649,11 @@ def dynamo_page(m: TrafficModel) -> str:
         "dynamo_frontend_input_sequence_tokens",
         "Input sequence length in tokens",
         m.h["prompt_len"],
+    )
+    e.histogram(
+        "dynamo_frontend_output_sequence_tokens",
+        "Output sequence length in tokens",
+        m.h["output_len"],
     )
     per_worker = m.spec.kv_capacity_tokens // m.spec.block_size // len(DYNAMO_WORKERS)
     e.gauge(
