@@ -633,14 +633,22 @@ def _record(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, halt)
     signal.signal(signal.SIGINT, halt)
 
+    show = sys.stderr.isatty()  # progress on a terminal only (never into a pipe or a log)
+
     async def loop() -> None:
-        end = time.monotonic() + args.duration if args.duration else None
+        begun = time.monotonic()
+        end = begun + args.duration if args.duration else None
         try:
             while not stop["now"] and (end is None or time.monotonic() < end):
                 started = time.monotonic()
                 await poller.poll()
+                if show:
+                    sys.stderr.write(f"\r{record_progress(rec, time.monotonic() - begun)}\033[K")
+                    sys.stderr.flush()
                 await asyncio.sleep(max(0.0, settings.interval_s - (time.monotonic() - started)))
         finally:
+            if show:
+                sys.stderr.write("\r\033[K")
             await poller.aclose()
 
     print(
@@ -655,6 +663,17 @@ def _record(args: argparse.Namespace) -> int:
             node.stop()
     print(f"recorded {rec.frames} frames to {rec.path}", file=sys.stderr)
     return 0
+
+
+def record_progress(rec: Recorder, elapsed_s: float) -> str:
+    """One status line while recording: frames, file size, time, file."""
+    try:
+        size = rec.path.stat().st_size if rec.path is not None else 0
+    except OSError:
+        size = 0
+    minutes, seconds = divmod(int(elapsed_s), 60)
+    amount = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 1024:.0f} KiB"
+    return f"recording: {rec.frames:,} frames, {amount}, {minutes}:{seconds:02d} → {rec.path}"
 
 
 def _rules(args: argparse.Namespace) -> int:

@@ -171,6 +171,12 @@ def test_recording_an_hour_stays_under_20_mb(tmp_path):
     size = rec.path.stat().st_size
     per_hour = size / 300 * 3600
     assert per_hour < 20 * 1024 * 1024, per_hour
+    # the line `inferdeck record` keeps up to date on a terminal
+    from console.cli import record_progress
+
+    line = record_progress(rec, 300.4)
+    assert line.startswith(f"recording: 300 frames, {size / 1024:.0f} KiB, 5:00 → ")
+    assert line.endswith(str(rec.path))
 
 
 def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
