@@ -7,6 +7,7 @@ timestamps that prometheus_client adds, not observations).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -77,7 +78,9 @@ def _unescape(value: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=8192)
 def _parse_labels(body: str) -> Labels | None:
+    """A label set (memoised: an engine's label sets are the same scrape after scrape)."""
     if not body.strip():
         return ()
     labels: list[tuple[str, str]] = []

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -75,34 +76,40 @@ def window_delta(
             {k: tuple(v) for k, v in newest.items()}, 0.0, True, None, {}, t_new - window_s, t_new
         )
     base = window_start([p[0] for p in points], window_s)
+    # Per series: the increase banked so far, and the current reset-free segment (its first and
+    # last vectors). Between resets a counter's steps telescope to last - first, so a step costs a
+    # comparison (C-level) and the arithmetic is done once per segment.
     out: dict[Labels, list[float]] = {}
-    prev: dict[Labels, Vector] = {}
+    seg: dict[Labels, list[Vector]] = {}  # [segment's first vector, last vector]
     runs: dict[Labels, list[float]] = {}  # first_t, last_t, samples, first
     reset_at: float | None = None
     for i in range(base, len(points)):
         t, values = points[i]
         restarted = i > base and t in restarts
         for key, cur in values.items():
-            before = prev.get(key)
-            prev[key] = cur
-            if before is None or len(before) != len(cur):
+            s = seg.get(key)
+            if s is None or len(s[1]) != len(cur):
+                if s is not None:  # the vector changed shape: bank the segment, start anew
+                    _bank(out, key, s)
+                seg[key] = [cur, cur]
                 if key not in runs:
                     runs[key] = [t, t, 1, cur[0]]
                     out[key] = [0.0] * len(cur)
                 continue
-            acc = out[key]
-            if len(acc) != len(cur):
-                out[key] = acc = [0.0] * len(cur)
-            if restarted or any(c < b for c, b in zip(cur, before, strict=True)):
+            if len(out[key]) != len(cur):
+                out[key] = [0.0] * len(cur)
+            before = s[1]
+            if restarted or (cur != before and not all(map(operator.ge, cur, before))):
                 reset_at = t
-                for j, c in enumerate(cur):
-                    acc[j] += c
-            else:
-                for j, (c, b) in enumerate(zip(cur, before, strict=True)):
-                    acc[j] += c - b
+                _bank(out, key, s)
+                out[key] = list(map(operator.add, out[key], cur))  # counted from zero
+                s[0] = cur
+            s[1] = cur
             r = runs[key]
             r[1] = t
             r[2] += 1
+    for key, s in seg.items():
+        _bank(out, key, s)
     t_old = points[base][0]
     return Delta(
         {k: tuple(v) for k, v in out.items()},
@@ -113,6 +120,15 @@ def window_delta(
         min(t_new - window_s, t_old),
         t_new,
     )
+
+
+def _bank(out: dict[Labels, list[float]], key: Labels, segment: list[Vector]) -> None:
+    """Add a reset-free segment's increase (last - first) to the series' total."""
+    first, last = segment
+    acc = out[key]
+    if len(acc) == len(last) == len(first):
+        out[key] = list(map(operator.add, acc, map(operator.sub, last, first)))
+    segment[0] = last
 
 
 def extrapolated(increase: float, run: Run, range_start: float, range_end: float) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from textual.app import RenderResult
 from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
@@ -21,7 +22,21 @@ class ChartRow(Horizontal):
 
 
 class SeriesChart(PlotextPlot):
+    """A plotext chart built once per draw (and per size or theme): plotext's widget rebuilds the
+    whole figure each time Textual repaints it, which the dashboard does every poll."""
+
     DEFAULT_CSS = "SeriesChart { height: 12; width: 1fr; min-width: 30; }"
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
+        self._drawn = 0  # draws so far
+        self._built: tuple[tuple[object, ...], RenderResult] | None = None
+
+    def render(self) -> RenderResult:
+        key = (self._drawn, self.size, self.app.theme, self.theme)
+        if self._built is None or self._built[0] != key:
+            self._built = (key, super().render())
+        return self._built[1]
 
     def draw(
         self,
@@ -30,6 +45,7 @@ class SeriesChart(PlotextPlot):
         series: list[tuple[str, str, float]],  # (label, key-series name, factor)
         lines: list[tuple[str, float]] | None = None,  # (label, value) in chart units
     ) -> None:
+        self._drawn += 1
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()

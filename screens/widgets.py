@@ -77,6 +77,65 @@ class KeyedTable(DataTable[Any]):
         self.filtered_out = 0
         self.parent_of: Callable[[str], str | None] = lambda key: None
         self._last: list[tuple[str, Sequence[object]]] = []
+        # Textual keys its rendered-cell cache on one table-wide update count, so a single changed
+        # cell re-renders every cell. Here a cell is re-rendered when it changed (its version), or
+        # when rows or columns were rebuilt (the generation): most cells hold still between polls.
+        self._generation = 0
+        self._versions: dict[tuple[object, object], int] = {}
+        self._cells: dict[tuple[object, ...], Any] = {}
+
+    def clear(self, columns: bool = False) -> KeyedTable:
+        self._generation += 1
+        self._versions.clear()
+        self._cells.clear()
+        super().clear(columns)
+        return self
+
+    def add_column(self, *args: Any, **kwargs: Any) -> Any:
+        self._generation += 1
+        return super().add_column(*args, **kwargs)
+
+    def add_row(self, *args: Any, **kwargs: Any) -> Any:
+        self._generation += 1
+        return super().add_row(*args, **kwargs)
+
+    def update_cell(self, row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
+        super().update_cell(row_key, column_key, value, **kwargs)
+        cell = (getattr(row_key, "value", row_key), getattr(column_key, "value", column_key))
+        self._versions[cell] = self._versions.get(cell, 0) + 1
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Any,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> Any:
+        row = self._header_row_key if row_index == -1 else self._row_locations.get_key(row_index)
+        column = self._column_locations.get_key(column_index)
+        cell = (getattr(row, "value", None), getattr(column, "value", None))
+        key = (
+            cell,
+            self._versions.get(cell, 0),
+            self._generation,
+            row_index,
+            column_index,
+            base_style,
+            width,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._pseudo_class_state,
+        )
+        lines = self._cells.get(key)
+        if lines is None:
+            if len(self._cells) > 4096:
+                self._cells.clear()
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            self._cells[key] = lines
+        return lines
 
     def on_mount(self) -> None:
         self.show_cursor = self.has_focus
