@@ -33,7 +33,7 @@ from screens.panes import AlertPane, ServicesPane
 from screens.replaybar import ReplayBar
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
-from screens.widgets import KeyedTable, Pane
+from screens.widgets import KeyedTable, Pane, Quiet
 
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
     from console.mig.manager import MigManager
@@ -127,7 +127,7 @@ class InferdeckApp(App[None]):
         return True
 
     def compose(self) -> ComposeResult:
-        yield Static(self.title, id="status")
+        yield Quiet(self.title, id="status")
         yield ReplayBar(self.replay)
         yield AlertPane()
         yield GpuPane()
@@ -368,7 +368,7 @@ class InferdeckApp(App[None]):
             text.append(f" │ {w}×{h}: too small, 80×24 shows every pane", style="bold")
         if self.poll_errors:
             text.append(f" │ poll errors: {self.poll_errors} ({self.last_poll_error})")
-        self.screen_stack[0].query_one("#status", Static).update(text)
+        self.screen_stack[0].query_one("#status", Static).update(text, layout=False)  # 1 line
         self.screen_stack[0].query_one(ReplayBar).draw()
 
     def action_window(self) -> None:

@@ -95,7 +95,7 @@ class ChartStrip(Horizontal):
     """
     MIN_HEIGHT = 10  # below this a chart has no room for its axes
     MAX_ENGINES = 4  # more lines than this in one chart cannot be told apart
-    STEP_S = 5.0
+    STEP_S = 10.0
 
     def __init__(self) -> None:
         super().__init__(id="strip")

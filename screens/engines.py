@@ -14,7 +14,16 @@ from console.frame import Engine, Frame, Percentiles
 from console.plan import AlertRules, SloSpec
 from console.units import FEW, NA, num, pct, quantile_text, seconds
 from screens.charts import ChartRow, SeriesChart
-from screens.widgets import DeckScreen, KeyedTable, TablePane, bar, pct_cell, spark, theme_colors
+from screens.widgets import (
+    DeckScreen,
+    KeyedTable,
+    Quiet,
+    TablePane,
+    bar,
+    pct_cell,
+    spark,
+    theme_colors,
+)
 
 # the plan's defaults, so the colours agree with the alerts and SLOs an unconfigured plan uses
 KV_CRITICAL = AlertRules.model_fields["kv_usage_critical"].default
@@ -108,7 +117,7 @@ class EnginePane(TablePane):
 
     def compose(self) -> ComposeResult:
         yield KeyedTable(id="engine-table", cursor_type="row")
-        yield Static("", id="engine-errors")
+        yield Quiet("", id="engine-errors")
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
         self.name_width = 18 if wide else 12
@@ -316,7 +325,7 @@ class EngineDetailScreen(DeckScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
-            yield Static(id="detail-head")
+            yield Quiet(id="detail-head")
             yield DataTable(id="detail-latency", cursor_type="none", zebra_stripes=True)
             with ChartRow():
                 yield SeriesChart(id="chart-latency")
@@ -324,7 +333,7 @@ class EngineDetailScreen(DeckScreen):
             with ChartRow():
                 yield SeriesChart(id="chart-kv")
                 yield SeriesChart(id="chart-tokens")
-            yield Static(id="detail-body")
+            yield Quiet(id="detail-body")
         yield Footer()
 
     def _charts(self, frame: Frame, e: Engine) -> None:

@@ -10,7 +10,7 @@ from textual.widgets import Footer, Static
 
 from console.findings import findings
 from console.frame import Frame
-from screens.widgets import DeckScreen, theme_colors
+from screens.widgets import DeckScreen, Quiet, theme_colors
 
 
 class FindingsScreen(DeckScreen):
@@ -18,7 +18,7 @@ class FindingsScreen(DeckScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
-            yield Static(id="findings-body")
+            yield Quiet(id="findings-body")
         yield Footer()
 
     def on_mount(self) -> None:

@@ -15,6 +15,7 @@ from screens.charts import ChartRow, SeriesChart
 from screens.widgets import (
     DeckScreen,
     KeyedTable,
+    Quiet,
     TablePane,
     bar,
     short_gpu_name,
@@ -113,7 +114,7 @@ class GpuPane(TablePane):
         super().__init__("GPUs", id="gpus")
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="gpu-note")
+        yield Quiet("", id="gpu-note")
         table = KeyedTable(id="gpu-table", cursor_type="row", zebra_stripes=False)
         table.parent_of = lambda key: f"gpu:{key.split(':')[1]}" if key.startswith("mig:") else None
         yield table
@@ -237,14 +238,14 @@ class GpuDetailScreen(DeckScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
-            yield Static(id="gpu-head")
+            yield Quiet(id="gpu-head")
             with ChartRow():
                 yield SeriesChart(id="chart-power")
                 yield SeriesChart(id="chart-temp")
-            yield Static(id="gpu-fields")
+            yield Quiet(id="gpu-fields")
             yield SeriesChart(id="chart-mig")
-            yield Static(id="gpu-mig")
-            yield Static("Processes", id="proc-title")
+            yield Quiet(id="gpu-mig")
+            yield Quiet("Processes", id="proc-title")
             yield Input(
                 placeholder="filter processes (pid, user, command, engine, pod); enter to apply, esc to clear",
                 id="proc-filter",

@@ -57,7 +57,7 @@ HELP = """\
   A pane title says how its rows are sorted, how many the filter
   hides and how many the terminal cuts off ("3 more ↓, scroll").
   On a tall terminal with up to 4 engines, the space left shows
-  their TTFT p95, queue and KV use over 15 minutes (every 5 s).
+  their TTFT p95, queue and KV use over 15 minutes (every 10 s).
 """
 
 

@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from console.frame import Frame, Headroom, MemoryLine
 from console.units import NA
-from screens.widgets import KeyedTable, Pane, TablePane
+from screens.widgets import KeyedTable, Pane, Quiet, TablePane
 
 GIB = 2**30
 
@@ -18,7 +18,7 @@ class AlertPane(Pane):
         super().__init__("Alerts", id="alerts")
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="alert-lines")
+        yield Quiet("", id="alert-lines")
 
     def show(self, frame: Frame) -> None:
         c = self.palette()
@@ -115,7 +115,7 @@ class ServicesPane(TablePane):
 
     def compose(self) -> ComposeResult:
         yield KeyedTable(id="service-table", cursor_type="row")
-        yield Static("", id="service-note")
+        yield Quiet("", id="service-note")
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
         heads = [(label, key, width + (5 if wide else 0)) for key, label, width in HEAD_COLUMNS]

@@ -14,7 +14,7 @@ from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetRep
 from console.slo import SLOW_BURN
 from console.units import FEW, NA, seconds, share_range, target_text
 from screens.charts import ChartRow, SeriesChart
-from screens.widgets import DeckScreen, KeyedTable, Pane, theme_colors
+from screens.widgets import DeckScreen, KeyedTable, Pane, Quiet, theme_colors
 
 
 def _target(entry: TargetReport | None, c: dict[str, str]) -> Text:
@@ -175,7 +175,7 @@ class ServiceDetailScreen(DeckScreen):
             with ChartRow():
                 yield SeriesChart(id="chart-slo")
                 yield SeriesChart(id="chart-queue")
-            yield Static(id="svc-body")
+            yield Quiet(id="svc-body")
             yield Static(
                 "What-if: a candidate system's three-year cost (USD), its expected busy share "
                 "(0..1, default this node's) and its goodput (tok/s):",

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.color import Color
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from console.frame import Frame, Percentiles
 from console.keyseries import KeySeries
@@ -231,6 +231,19 @@ class KeyedTable(DataTable[Any]):
 
 def _plain(cell: object) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+class Quiet(Static):
+    """A Static that does nothing when given what it already shows: Static.update re-lays out the
+    whole screen, and the console updates its lines every poll."""
+
+    _shown: object = None
+
+    def update(self, content: Any = "", *, layout: bool = True) -> None:
+        if content == self._shown:
+            return
+        self._shown = content
+        super().update(content, layout=layout)
 
 
 class Pane(Vertical):
