@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from array import array
@@ -268,6 +269,12 @@ def _select(rows: list[tuple[Labels, float]], selector: Labels) -> list[tuple[La
     ]
 
 
+@functools.lru_cache(maxsize=8192)
+def _without_le(labels: Labels) -> Labels:
+    """A bucket's series labels (memoised: the same label sets come back every scrape)."""
+    return without(labels, "le")
+
+
 def histogram(
     page: Page, selector: str, scale: float = 1.0
 ) -> tuple[dict[Labels, Vector], dict[Labels, tuple[float, ...]]] | None:
@@ -285,7 +292,7 @@ def histogram(
             bound = float(le) * scale
         except ValueError:
             continue
-        groups.setdefault(without(labels, "le"), {})[bound] = value
+        groups.setdefault(_without_le(labels), {})[bound] = value
     counts = dict(_select(page.get(base + "_count"), sel))
     vectors: dict[Labels, Vector] = {}
     bounds: dict[Labels, tuple[float, ...]] = {}

@@ -170,7 +170,13 @@ class Poller:
     def _client(self, verify: bool) -> httpx.AsyncClient:
         client = self._clients.get(verify)
         if client is None:
-            client = self._clients[verify] = httpx.AsyncClient(follow_redirects=True, verify=verify)
+            # one kept-alive connection per engine: httpx keeps 20 by default, so a node with more
+            # engines would reconnect to the rest at every poll
+            client = self._clients[verify] = httpx.AsyncClient(
+                follow_redirects=True,
+                verify=verify,
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+            )
         return client
 
     async def aclose(self) -> None:
