@@ -136,7 +136,8 @@ class Poller:
         self.last_sample: Sample | None = None
         self.last_frame: Frame | None = None
         self.recorder: Recorder | None = None  # appends every Sample when set
-        self._clients: dict[bool, httpx.AsyncClient] = {}
+        self._clients: dict[tuple[bool, bytes], httpx.AsyncClient] = {}
+        self._tls: dict[bool, ssl.SSLContext] = {}
         self.budget_s: float | None = None  # longest a poll waits for slow sources (None: for all)
         self._tasks: dict[int, asyncio.Future[Any]] = {}
         self._nvml_task: asyncio.Future[Any] | None = None
@@ -167,15 +168,16 @@ class Poller:
     def window_s(self, value: float) -> None:
         self.deriver.window_s = value
 
-    def _client(self, verify: bool) -> httpx.AsyncClient:
-        client = self._clients.get(verify)
+    def _client(self, verify: bool, url: str) -> httpx.AsyncClient:
+        """A client (one kept-alive connection) per engine address: httpcore scans every pooled
+        connection at each request, so one shared pool costs O(engines²) per poll."""
+        key = (verify, httpx.URL(url).netloc)
+        client = self._clients.get(key)
         if client is None:
-            # one kept-alive connection per engine: httpx keeps 20 by default, so a node with more
-            # engines would reconnect to the rest at every poll
-            client = self._clients[verify] = httpx.AsyncClient(
-                follow_redirects=True,
-                verify=verify,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+            if verify not in self._tls:  # one TLS context for all (building one takes ~15 ms)
+                self._tls[verify] = httpx.create_ssl_context(verify=verify)
+            client = self._clients[key] = httpx.AsyncClient(
+                follow_redirects=True, verify=self._tls[verify]
             )
         return client
 
@@ -291,7 +293,7 @@ class Poller:
             return EngineSample(**base, t=now, fresh=False)
         state.next_due = now + (target.interval_s or 0.0)
         state.polled = True
-        client = self._client(target.verify_tls)
+        client = self._client(target.verify_tls, target.url)
         if state.kind == "llamacpp":
             res, slots = await asyncio.gather(
                 scrape(client, target.url, target.timeout_s, headers=target.headers),
