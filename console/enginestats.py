@@ -119,13 +119,23 @@ def restarted(before: Extract, after: Extract) -> bool:
 
 
 def _points(
-    history: Sequence[Extract], kind: str, signal: str
+    history: Sequence[Extract], kind: str, signal: str, window_s: float
 ) -> list[tuple[float, Mapping[Labels, Vector]]]:
-    out = []
-    for ex in history:
+    """The scrapes of one signal that a window over them uses: those in (t - W, t] and at least
+    the newest two (``window_start``), oldest first. Read from the newest back, so a poll costs
+    the window, not the whole kept history."""
+    out: list[tuple[float, Mapping[Labels, Vector]]] = []
+    start: float | None = None
+    for ex in reversed(history):
         values = getattr(ex, kind).get(signal)
-        if values is not None:
-            out.append((ex.t, values))
+        if values is None:
+            continue
+        if start is None:
+            start = ex.t - window_s
+        elif len(out) >= 2 and ex.t <= start:
+            break
+        out.append((ex.t, values))
+    out.reverse()
     return out
 
 
@@ -137,7 +147,7 @@ def signal_delta(
     restarts: frozenset[float] | None = None,
 ) -> Delta | None:
     """The windowed per-series increase of one signal of one engine (None if it never showed)."""
-    points = _points(history, kind, signal)
+    points = _points(history, kind, signal, window_s)
     if not points:
         return None
     return window_delta(points, window_s, restart_times(history) if restarts is None else restarts)
@@ -301,7 +311,7 @@ class _Deriver:
             self.out.unavailable[fld] = f"no observations in the last {window_label(self.w)}"
 
     def _window_buckets(self, signal: str) -> tuple[list[tuple[float, float]], str]:
-        points = _points(self.h, "histograms", signal)
+        points = _points(self.h, "histograms", signal, self.w)
         delta = window_delta(points, self.w, self.restarts)
         assert delta is not None
         self.out.note_reset(delta)
