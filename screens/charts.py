@@ -87,11 +87,12 @@ class SeriesChart(PlotextPlot):
 class ChartStrip(Horizontal):
     """The dashboard's chart strip: the space the panes leave, when it is tall enough and the node
     runs few engines, shows their TTFT p95, waiting requests and KV use over the last 15 minutes
-    (one line per engine). Redrawn every STEP_S seconds: a chart is ~100x a sparkline's cost."""
+    (one line per engine). Redrawn every STEP_S seconds and at most 14 rows tall: building a chart
+    costs ~100 sparklines, and grows with its area."""
 
     DEFAULT_CSS = """
     ChartStrip { height: 1fr; }
-    ChartStrip SeriesChart { height: 1fr; min-width: 26; }
+    ChartStrip SeriesChart { height: 1fr; max-height: 14; min-width: 26; }
     """
     MIN_HEIGHT = 10  # below this a chart has no room for its axes
     MAX_ENGINES = 4  # more lines than this in one chart cannot be told apart
