@@ -7,6 +7,7 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from console.engines import EngineProfile, Extract, as_list, gauge_by, gauge_value, rank_key
 from console.frame import (
@@ -82,8 +83,10 @@ class EngineHistory:
         self.points.restarts = set()
 
     def add(self, ex: Extract) -> None:
-        if self.points and restarted(self.points[-1], ex):
-            self.points.restarts.add(ex.t)
+        if self.points:
+            if restarted(self.points[-1], ex):
+                self.points.restarts.add(ex.t)
+            _share(self.points[-1], ex)
         self.points.append(ex)
         cut = ex.t - self.keep_s
         while len(self.points) > 2 and self.points[1].t <= cut:
@@ -94,6 +97,26 @@ class EngineHistory:
     def clear(self) -> None:
         self.points.clear()
         self.points.restarts = set()
+
+
+def _share(before: Extract, ex: Extract) -> None:
+    """Series that did not change since the previous scrape keep its objects, so 15 minutes of
+    history hold one copy of what stands still (info, idle histograms, steady gauges). Extracts are
+    never changed once kept."""
+    for kind in ("gauges", "counters", "histograms", "bounds"):
+        old: dict[str, dict[Labels, Any]] = getattr(before, kind)
+        new: dict[str, dict[Labels, Any]] = getattr(ex, kind)
+        for signal, values in new.items():
+            prev = old.get(signal)
+            if prev is None:
+                continue
+            if prev == values:
+                new[signal] = prev
+                continue
+            for lab, v in values.items():
+                p = prev.get(lab)
+                if p is not None and p == v:
+                    values[lab] = p
 
 
 def restart_times(history: Sequence[Extract]) -> frozenset[float]:
