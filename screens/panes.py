@@ -23,7 +23,7 @@ class AlertPane(Pane):
     def show(self, frame: Frame) -> None:
         c = self.palette()
         active = [a for a in frame.alerts if a.state == "active"]
-        self.border_title = f"Alerts ({len(active)} active)"
+        self.set_title(f"Alerts ({len(active)} active)")
         lines = [] if active else [Text("No active alerts.", style=c["success"])]
         for a in frame.alerts:
             sev = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}.get(

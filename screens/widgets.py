@@ -267,7 +267,8 @@ class Pane(Vertical):
 
     def _draw_title(self) -> None:
         marks = f" ({', '.join(self.marks)})" if self.marks else ""
-        self.border_title = self.title_text + marks
+        if self.border_title != self.title_text + marks:  # setting it repaints the pane
+            self.border_title = self.title_text + marks
 
     def palette(self) -> dict[str, str]:
         """The theme's colours as Rich styles (DOMNode.colors is Textual's own)."""
