@@ -289,8 +289,7 @@ class InferdeckApp(App[None]):
             if text is None:
                 return
             for table in self._tables():
-                table.filter_text = text
-                table.sync(table._last)
+                table.set_filter(text)
             self.call_after_refresh(self._mark_panes)
 
         self.push_screen(
@@ -305,8 +304,7 @@ class InferdeckApp(App[None]):
     def action_clear_filter(self) -> None:
         if any(t.filter_text for t in self._tables()):
             for table in self._tables():
-                table.filter_text = ""
-                table.sync(table._last)
+                table.set_filter("")
             self.call_after_refresh(self._mark_panes)
 
     def action_sort(self) -> None:

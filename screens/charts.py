@@ -75,10 +75,10 @@ class SeriesChart(PlotextPlot):
             # ends at the newest point: never cut off, clear of the legend at the top left
             plt.text(label, x=0.0, y=value, color="red", alignment="right")
         plt.xlim(min(-1.0, oldest), 0.0)  # at least a minute, the newest figure at the right edge
-        plt.ylim(0, top * 1.05 if top > 0 else 1.0)  # every charted figure is a count, a share,
-        plt.xlabel(
-            "minutes ago"
-        )  # a time, watts or °C: from zero, so an idle line lies at the foot
+        # every charted figure is a count, a share, a time, watts or °C: from zero, so an idle
+        # line lies at the foot
+        plt.ylim(0, top * 1.05 if top > 0 else 1.0)
+        plt.xlabel("minutes ago")
         if not drawn:
             plt.title(f"{title} — no figures yet")
         self.refresh()

@@ -156,6 +156,14 @@ class KeyedTable(DataTable[Any]):
 
     def sort_by(self, column: str | None, reverse: bool = False) -> None:
         self.sort_column, self.sort_reverse = column, reverse
+        self.resync()
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self.resync()
+
+    def resync(self) -> None:
+        """Show the last rows again (after the filter or the sort changed)."""
         self.sync(self._last)
 
     def cycle_sort(self) -> None:
