@@ -103,6 +103,42 @@ class KeyedTable(DataTable[Any]):
         super().update_cell(row_key, column_key, value, **kwargs)
         cell = (getattr(row_key, "value", row_key), getattr(column_key, "value", column_key))
         self._versions[cell] = self._versions.get(cell, 0) + 1
+        self._versions[cell[0], None] = self._versions.get((cell[0], None), 0) + 1  # its row
+
+    def _render_line_in_row(
+        self,
+        row_key: Any,
+        line_no: int,
+        base_style: Any,
+        cursor_location: Any,
+        hover_location: Any,
+    ) -> Any:
+        """A row's line, kept until a cell of that row changes (Textual's own cache, keyed on the
+        table-wide update count, redraws every row whenever one cell changes)."""
+        row = getattr(row_key, "value", None)
+        key = (
+            "row",
+            row,
+            self._versions.get((row, None), 0),
+            self._generation,
+            line_no,
+            base_style,
+            cursor_location,
+            hover_location,
+            self.cursor_type,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self._pseudo_class_state,
+        )
+        lines = self._cells.get(key)
+        if lines is None:
+            if len(self._cells) > 4096:
+                self._cells.clear()
+            lines = super()._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            )
+            self._cells[key] = lines
+        return lines
 
     def _render_cell(
         self,
