@@ -254,8 +254,9 @@ class InferdeckApp(App[None]):
         height = self.size.height
         alerts = 1 + min(max(1, len(frame.alerts)), max(1, height // 4 - 1))
         down = sum(1 for e in frame.engines if not e.up)
-        engines = 2 + max(1, len(frame.engines)) + down if frame.engines else 2
-        services = 2 + len(frame.services) if frame.services else 2
+        most = int(height * 0.3)  # the engine, budget, SLO and cost panes' max-height
+        engines = min(most, 2 + max(1, len(frame.engines)) + down) if frame.engines else 2
+        services = min(most, 2 + len(frame.services)) if frame.services else 3  # the no-plan note
         if height >= self.TALL and frame.services:
             services *= 3 if frame.cost is not None else 2
         room = height - 3 - alerts - engines - services  # status line, footer, one line of slack
