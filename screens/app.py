@@ -222,7 +222,7 @@ class InferdeckApp(App[None]):
         now = min(self.INTERVALS, key=lambda v: abs(v - self.interval_s))
         i = max(0, min(len(self.INTERVALS) - 1, self.INTERVALS.index(now) + step))
         self.interval_s = self.INTERVALS[i]
-        self.notify(f"refreshing every {self.interval_s:g} s")
+        self.notify(f"refreshing every {self.interval_s:g} s", markup=False)
 
     def on_resize(self) -> None:
         self._status()
@@ -331,6 +331,7 @@ class InferdeckApp(App[None]):
                     title=a.severity.upper(),
                     severity="error" if a.severity == "critical" else "warning",
                     timeout=8,
+                    markup=False,
                 )
             if new and self.source.plan.bell:
                 self.bell()
@@ -378,6 +379,7 @@ class InferdeckApp(App[None]):
             f"Window {window_label(self.source.window_s)}: rates and percentiles recompute "
             "from the kept history.",
             timeout=3,
+            markup=False,
         )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -408,7 +410,9 @@ class InferdeckApp(App[None]):
     def action_snapshot(self) -> None:
         """Save an incident bundle: ask for an optional note, then write md + json + svg."""
         if self.frame is None:
-            self.notify("Nothing to save yet: no frame has arrived.", severity="warning")
+            self.notify(
+                "Nothing to save yet: no frame has arrived.", severity="warning", markup=False
+            )
             return
         frame, svg, history = (
             self.frame,
@@ -428,9 +432,10 @@ class InferdeckApp(App[None]):
                 self.notify(
                     f"Could not save the snapshot in {self.snapshot_dir}: {exc.strerror}.",
                     severity="error",
+                    markup=False,
                 )
                 return
-            self.notify(f"Snapshot saved: {path}", title="Snapshot", timeout=10)
+            self.notify(f"Snapshot saved: {path}", title="Snapshot", timeout=10, markup=False)
 
         self.push_screen(
             PromptScreen(

@@ -63,11 +63,11 @@ class NodeScreen(Screen[None]):
         self.keys = KeySeries()  # this node's trends, one point per fleet refresh
 
     def compose(self) -> ComposeResult:
-        yield Static(id="node-title")
+        yield Static(id="node-title", markup=False)
         yield AlertPane()
         yield GpuPane()
         yield EnginePane()
-        yield Static(id="node-note")
+        yield Static(id="node-note", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -128,13 +128,13 @@ class FleetApp(App[None]):
         self.filter = ""
 
     def compose(self) -> ComposeResult:
-        yield Static("inferdeck fleet", id="status")
+        yield Static("inferdeck fleet", id="status", markup=False)
         yield Input(placeholder="filter nodes", id="fleet-filter")
         t = KeyedTable(id="fleet-table", cursor_type="row")
         for label, key, width in COLUMNS:
             t.add_column(label, key=key, width=width)
         yield t
-        yield Static(id="fleet-errors")
+        yield Static(id="fleet-errors", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:

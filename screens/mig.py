@@ -82,9 +82,9 @@ class MigScreen(DeckScreen):
             yield DataTable(id="mig-gpus", cursor_type="row")
             yield DataTable(id="mig-layouts", cursor_type="row")
         with VerticalScroll(id="mig-bottom"):
-            yield Static(id="mig-current")
-            yield Static(id="mig-preview")
-            yield Static(id="mig-log")
+            yield Static(id="mig-current", markup=False)
+            yield Static(id="mig-preview", markup=False)
+            yield Static(id="mig-log", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -212,11 +212,11 @@ class MigScreen(DeckScreen):
     def action_apply(self) -> None:
         g, target = self.state, self.target
         if g is None or target is None or self.busy:
-            self.notify("Pick a GPU and a target layout first.", severity="warning")
+            self.notify("Pick a GPU and a target layout first.", severity="warning", markup=False)
             return
         problems = self.manager.precheck(g, target, self.deck.read_only, self.commands)
         if problems:
-            self.notify(problems[0], severity="error", timeout=8)
+            self.notify(problems[0], severity="error", timeout=8, markup=False)
             return
         summary = (
             f"{describe(g.layout)}  ->  {target if isinstance(target, str) else describe(target)}"
@@ -226,7 +226,7 @@ class MigScreen(DeckScreen):
             if ok:
                 self._apply(g.index, target)
             else:
-                self.notify("Cancelled: nothing changed.")
+                self.notify("Cancelled: nothing changed.", markup=False)
 
         self.app.push_screen(ConfirmApply(g.index, summary), confirmed)
 
@@ -244,7 +244,9 @@ class MigScreen(DeckScreen):
         try:
             report = self.manager.apply(index, target, progress, self.deck.read_only, self.commands)
         except MigError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            self.app.call_from_thread(
+                self.notify, str(exc), severity="error", timeout=10, markup=False
+            )
             self.busy = False
             return
         finally:
@@ -259,7 +261,12 @@ class MigScreen(DeckScreen):
         if report.get("next"):
             text += f"\nnext: {report['next']}"
         self.query_one("#mig-log", Static).update(text)
-        self.notify(text.splitlines()[0], severity="information" if ok else "error", timeout=10)
+        self.notify(
+            text.splitlines()[0],
+            severity="information" if ok else "error",
+            timeout=10,
+            markup=False,
+        )
         self.deck.forget_mig(index)
         self._load_gpu(index)
 

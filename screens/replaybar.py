@@ -77,7 +77,7 @@ class ReplayBar(Static):
             if text:
                 problem = source.seek_text(text)
                 if problem:
-                    self.app.notify(problem, severity="warning")
+                    self.app.notify(problem, severity="warning", markup=False)
                 self.post_message(self.Moved())
 
         self.app.push_screen(

@@ -182,7 +182,7 @@ class ServiceDetailScreen(DeckScreen):
                 id="whatif-title",
             )
             yield Input(placeholder="e.g. 30000 0.4 250", id="whatif")
-            yield Static(id="whatif-result")
+            yield Static(id="whatif-result", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:

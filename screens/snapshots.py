@@ -25,7 +25,7 @@ class PromptScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="prompt-box"):
-            yield Static(self.title_text, id="prompt-title")
+            yield Static(self.title_text, id="prompt-title", markup=False)
             yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -63,7 +63,7 @@ class SnapshotBrowser(Screen[None]):
         self.root = root
 
     def compose(self) -> ComposeResult:
-        yield Static(f"Snapshots in {self.root}", id="browser-title")
+        yield Static(f"Snapshots in {self.root}", id="browser-title", markup=False)
         yield DataTable(id="bundles", cursor_type="row")
         yield Footer()
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.text import Text
 from textual.color import Color
 from textual.containers import Vertical
+from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -283,6 +284,10 @@ class Quiet(Static):
 
     _shown: object = None
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("markup", False)  # what it shows comes from engines and the operator
+        super().__init__(*args, **kwargs)
+
     def update(self, content: Any = "", *, layout: bool = True) -> None:
         if content == self._shown:
             return
@@ -297,7 +302,7 @@ class Pane(Vertical):
         super().__init__(id=id)
         self.title_text = title
         self.marks: list[str] = []
-        self.border_title = title
+        self.border_title = escape(title)
 
     def set_title(self, title: str) -> None:
         self.title_text = title
@@ -311,8 +316,10 @@ class Pane(Vertical):
 
     def _draw_title(self) -> None:
         marks = f" ({', '.join(self.marks)})" if self.marks else ""
-        if self.border_title != self.title_text + marks:  # setting it repaints the pane
-            self.border_title = self.title_text + marks
+        # plain text (an operator's filter may hold "[/b]"): Textual reads titles as markup
+        title = escape(self.title_text + marks)
+        if self.border_title != title:  # setting it repaints the pane
+            self.border_title = title
 
     def palette(self) -> dict[str, str]:
         """The theme's colours as Rich styles (DOMNode.colors is Textual's own)."""

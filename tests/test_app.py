@@ -416,5 +416,10 @@ async def test_filter_sort_and_cut_rows_on_the_dashboard():
                 above = k if k.startswith("gpu:") else above
                 assert k.startswith("gpu:") or above == f"gpu:{k.split(':')[1]}", keys
             assert "by Memory ↓" in str(app.query_one("#gpus").border_title)
+            # what an operator types is text, never markup: "[/b]" neither breaks nor styles
+            await pilot.press("slash", *"[/b]x", "enter")
+            await pilot.pause(0.8)
+            assert app.is_running and "draw" not in (app.last_poll_error or "")
+            assert "x': " in str(app.query_one("#engines").border_title)
     finally:
         node.stop()
