@@ -243,6 +243,9 @@ class Extract:
     problems: dict[str, str] = field(
         default_factory=dict
     )  # signal -> why a present series was unusable
+    # (kind, signal) whose every series only grew since the previous scrape kept beside it: the
+    # same series, the same shapes, no restart (set by EngineHistory; never recorded)
+    grew: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
 
 
 _INTERNED: dict[Any, Any] = {}

@@ -4,8 +4,9 @@ completion rate, prefix-cache hit rate. Pure functions of (history, profile, win
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from console.frame import (
 from console.promtext import Labels, label
 from console.window import (
     Delta,
+    Run,
     Vector,
     histogram_quantiles,
     quantile_bucket,
@@ -83,10 +85,14 @@ class EngineHistory:
         self.points.restarts = set()
 
     def add(self, ex: Extract) -> None:
+        ex.grew = set()
         if self.points:
-            if restarted(self.points[-1], ex):
+            before = self.points[-1]
+            if restarted(before, ex):
                 self.points.restarts.add(ex.t)
-            _share(self.points[-1], ex)
+            else:
+                ex.grew = _grew(before, ex)
+            _share(before, ex)
         self.points.append(ex)
         cut = ex.t - self.keep_s
         while len(self.points) > 2 and self.points[1].t <= cut:
@@ -119,6 +125,41 @@ def _share(before: Extract, ex: Extract) -> None:
                     values[lab] = p
 
 
+def _grew(before: Extract, ex: Extract) -> set[tuple[str, str]]:
+    """The counter and histogram signals whose every series only grew (or held) since ``before``:
+    over a run of such scrapes a window's increase is simply newest - oldest."""
+    out: set[tuple[str, str]] = set()
+    for kind in ("counters", "histograms"):
+        old: dict[str, dict[Labels, Vector]] = getattr(before, kind)
+        for signal, values in getattr(ex, kind).items():
+            prev = old.get(signal)
+            if prev is None or prev.keys() != values.keys():
+                continue
+            if all(
+                v is p or (len(v) == len(p) and all(map(operator.ge, v, p)))
+                for (v, p) in ((v, prev[k]) for k, v in values.items())
+            ):
+                out.add((kind, signal))
+    return out
+
+
+def _grown_delta(points: Sequence[tuple[float, Mapping[Labels, Vector]]], window_s: float) -> Delta:
+    """``window_delta`` over scrapes in which every series only grew: one segment per series, so
+    its increase is newest - oldest (the same arithmetic, without walking each step)."""
+    t_old, old = points[0]
+    t_new, new = points[-1]
+    n = len(points)
+    return Delta(
+        {k: tuple(map(operator.sub, v, old[k])) for k, v in new.items()},
+        t_new - t_old,
+        False,
+        None,
+        {k: Run(t_old, t_new, n, old[k][0]) for k in new},
+        min(t_new - window_s, t_old),
+        t_new,
+    )
+
+
 def restart_times(history: Sequence[Extract]) -> frozenset[float]:
     """Scrape times at which the engine's process start time moved forward: a restart, even when
     no counter has gone down yet (the new process may have counted past the old values)."""
@@ -143,23 +184,41 @@ def restarted(before: Extract, after: Extract) -> bool:
 
 def _points(
     history: Sequence[Extract], kind: str, signal: str, window_s: float
-) -> list[tuple[float, Mapping[Labels, Vector]]]:
+) -> tuple[list[tuple[float, Mapping[Labels, Vector]]], bool]:
     """The scrapes of one signal that a window over them uses: those in (t - W, t] and at least
     the newest two (``window_start``), oldest first. Read from the newest back, so a poll costs
-    the window, not the whole kept history."""
+    the window, not the whole kept history. Also whether every series only grew across them."""
     out: list[tuple[float, Mapping[Labels, Vector]]] = []
     start: float | None = None
+    grew = True
+    key = (kind, signal)
+    later: Extract | None = None
     for ex in reversed(history):
         values = getattr(ex, kind).get(signal)
         if values is None:
+            grew = False  # a scrape without it: the steps around it are not known to be growth
             continue
         if start is None:
             start = ex.t - window_s
         elif len(out) >= 2 and ex.t <= start:
             break
+        if later is not None and key not in later.grew:
+            grew = False
         out.append((ex.t, values))
+        later = ex
     out.reverse()
-    return out
+    return out, grew
+
+
+def _delta(
+    points: Sequence[tuple[float, Mapping[Labels, Vector]]],
+    grew: bool,
+    window_s: float,
+    restarts: Collection[float],
+) -> Delta | None:
+    if grew and len(points) >= 2:
+        return _grown_delta(points, window_s)
+    return window_delta(points, window_s, restarts)
 
 
 def signal_delta(
@@ -170,10 +229,10 @@ def signal_delta(
     restarts: frozenset[float] | None = None,
 ) -> Delta | None:
     """The windowed per-series increase of one signal of one engine (None if it never showed)."""
-    points = _points(history, kind, signal, window_s)
+    points, grew = _points(history, kind, signal, window_s)
     if not points:
         return None
-    return window_delta(points, window_s, restart_times(history) if restarts is None else restarts)
+    return _delta(points, grew, window_s, restart_times(history) if restarts is None else restarts)
 
 
 def summed_buckets(
@@ -334,8 +393,8 @@ class _Deriver:
             self.out.unavailable[fld] = f"no observations in the last {window_label(self.w)}"
 
     def _window_buckets(self, signal: str) -> tuple[list[tuple[float, float]], str]:
-        points = _points(self.h, "histograms", signal, self.w)
-        delta = window_delta(points, self.w, self.restarts)
+        points, grew = _points(self.h, "histograms", signal, self.w)
+        delta = _delta(points, grew, self.w, self.restarts)
         assert delta is not None
         self.out.note_reset(delta)
         bounds = self.newest.bounds.get(signal, {})

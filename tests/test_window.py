@@ -109,3 +109,50 @@ def test_rates_never_negative(values):
     pts = [(float(i), {(): (v,)}) for i, v in enumerate(values)]
     d = window_delta(pts, 5)
     assert d.values[()][0] >= 0
+
+
+def test_the_grown_shortcut_equals_the_step_walk():
+    """A kept history marks the signals whose every series only grew since the previous scrape;
+    over such runs a window is newest - oldest. On 1 s scrapes for 20 minutes — two DP ranks, one
+    rank's counter reset alone, an engine restart, a scrape missing the signal, a histogram whose
+    buckets change shape — every window equals the step-by-step walk of ``window_delta``."""
+    import random
+    from array import array
+
+    from console.engines import Extract
+    from console.enginestats import EngineHistory, _points, restart_times, signal_delta
+
+    rng = random.Random(7)
+    hist = EngineHistory()
+    counts = {"0": 0.0, "1": 0.0}
+    buckets = [0.0, 0.0, 0.0]
+    start = 1000.0
+    for i in range(1200):
+        t = 2_000_000.0 + i
+        for rank in counts:
+            counts[rank] += rng.choice([0.0, 1.0, 3.0])
+        if i == 300:
+            counts["1"] = 2.0  # one rank restarts on its own
+        if i == 700:
+            start += 500.0  # the engine restarts: everything from zero
+            counts = {"0": 1.0, "1": 0.0}
+            buckets = [0.0, 0.0, 0.0]
+        for j in range(len(buckets)):
+            buckets[j] += rng.choice([0.0, 1.0]) + (buckets[j - 1] - buckets[j] if j else 0)
+        if i == 900:
+            buckets.append(buckets[-1])  # a bucket appears
+        ex = Extract(t=t, gauges={"process_start": {(): start}})
+        if i != 500:  # one scrape without the counter
+            ex.counters["requests"] = {(("engine", r),): array("d", [v]) for r, v in counts.items()}
+        ex.histograms["ttft"] = {(): array("d", buckets + [buckets[-1]])}
+        hist.add(ex)
+        for kind, signal in (("counters", "requests"), ("histograms", "ttft")):
+            for w in (60.0, 300.0):
+                points, _ = _points(hist.points, kind, signal, w)
+                want = window_delta(points, w, restart_times(hist.points))
+                got = signal_delta(hist.points, kind, signal, w)
+                assert (got is None) == (want is None)
+                if want is not None:
+                    assert got == want, (i, kind, w)
+    shortcut = sum(("counters", "requests") in ex.grew for ex in hist.points)
+    assert 800 < shortcut < len(hist.points)  # both paths were taken
