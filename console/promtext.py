@@ -140,6 +140,23 @@ def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
         brace = line.find("{")
         if brace >= 0:
             name = line[:brace].rstrip()
+        else:
+            head = line.split(None, 1)
+            if not head:
+                continue
+            name = head[0]
+        if name.endswith("_created") or (keep is not None and not keep(name)):
+            # a family nobody reads: skipped before its labels are tokenised
+            if _NAME_RE.match(name):
+                page.skipped += 1
+                if name not in page.skipped_names:
+                    close = _close_brace(line, brace) if brace >= 0 else -1
+                    page.skipped_names[name] = line[brace + 1 : close] if close >= 0 else ""
+            else:
+                page.bad_lines += 1
+                page.first_bad_line = page.first_bad_line or lineno
+            continue
+        if brace >= 0:
             close = _close_brace(line, brace)
             if close < 0:
                 page.bad_lines += 1
@@ -147,19 +164,7 @@ def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
                 continue
             rest = line[close + 1 :].split()
         else:
-            fields = line.split()
-            if not fields:
-                continue
-            name, rest = fields[0], fields[1:]
-        if name.endswith("_created") or (keep is not None and not keep(name)):
-            if _NAME_RE.match(name):
-                page.skipped += 1
-                if name not in page.skipped_names:
-                    page.skipped_names[name] = line[brace + 1 : close] if brace >= 0 else ""
-            else:
-                page.bad_lines += 1
-                page.first_bad_line = page.first_bad_line or lineno
-            continue
+            rest = line.split()[1:]
         if not rest or not _NAME_RE.match(name):
             page.bad_lines += 1
             page.first_bad_line = page.first_bad_line or lineno
