@@ -19,6 +19,7 @@ from console.alerts import AlertBook
 from console.derive import Deriver
 from console.engines import detect_kind, extract, needed_families, profiles
 from console.frame import Frame, GpuSource
+from console.http1 import Http1
 from console.llamaslots import slots_kv, slots_url
 from console.nvml import NvmlReader
 from console.plan import Plan
@@ -138,6 +139,7 @@ class Poller:
         self.recorder: Recorder | None = None  # appends every Sample when set
         self._clients: dict[tuple[bool, bytes], httpx.AsyncClient] = {}
         self._tls: dict[bool, ssl.SSLContext] = {}
+        self.http = Http1()  # plain-http pages, one kept-alive connection per engine address
         self.budget_s: float | None = None  # longest a poll waits for slow sources (None: for all)
         self._tasks: dict[int, asyncio.Future[Any]] = {}
         self._nvml_task: asyncio.Future[Any] | None = None
@@ -190,6 +192,7 @@ class Poller:
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
+        await self.http.aclose()
         if self.kubelet is not None and self.kubelet._client is not None:
             await self.kubelet._client.aclose()
         if self.nvml is not None:
@@ -296,12 +299,16 @@ class Poller:
         client = self._client(target.verify_tls, target.url)
         if state.kind == "llamacpp":
             res, slots = await asyncio.gather(
-                scrape(client, target.url, target.timeout_s, headers=target.headers),
+                scrape(
+                    client, target.url, target.timeout_s, headers=target.headers, lean=self.http
+                ),
                 scrape(client, slots_url(target.url), target.timeout_s, headers=target.headers),
             )
         else:
             res, slots = (
-                await scrape(client, target.url, target.timeout_s, headers=target.headers),
+                await scrape(
+                    client, target.url, target.timeout_s, headers=target.headers, lean=self.http
+                ),
                 None,
             )
         if (

@@ -10,6 +10,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
+from console.http1 import Http1, TooLarge, Unsupported
 from console.triton import top_models
 
 ACCEPT = "text/plain;version=0.0.4"
@@ -89,7 +90,10 @@ async def scrape(
     timeout: float = 2.0,
     max_bytes: int = MAX_PAGE_BYTES,
     headers: dict[str, str] | None = None,
+    lean: Http1 | None = None,
 ) -> ScrapeResult:
+    """One page. ``lean`` reads plain-http pages over its own kept-alive connections (httpx
+    reads the rest: HTTPS, redirects, compressed pages)."""
     start = time.perf_counter()
     req_headers = {"Accept": ACCEPT, **(headers or {})}
 
@@ -98,6 +102,26 @@ async def scrape(
 
     try:
         async with asyncio.timeout(timeout):
+            if lean is not None and url.startswith("http://"):
+                try:
+                    status, body = await lean.get(url, req_headers, max_bytes)
+                except Unsupported:
+                    pass  # a redirect or a compressed page: httpx below reads it
+                except TooLarge as big:
+                    over = f"{big.size:,} bytes, over" if big.size else "over"
+                    return result(None, f"page at {url} is {over} the {max_bytes:,}-byte limit")
+                except ConnectionRefusedError:
+                    return result(
+                        None, f"connection refused at {url} (is the engine running on that port?)"
+                    )
+                except OSError as exc:
+                    return result(None, f"cannot connect to {url}: {exc.strerror or exc}")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+                    return result(None, f"the answer from {url} broke off or is not HTTP/1.1")
+                else:
+                    if status != 200:
+                        return result(None, f"HTTP {status} from {url}")
+                    return result(body.decode("utf-8", errors="replace"), None)
             async with client.stream("GET", url, headers=req_headers, timeout=timeout) as resp:
                 if resp.status_code != 200:
                     return result(None, f"HTTP {resp.status_code} from {url}")
