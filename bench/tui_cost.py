@@ -6,8 +6,8 @@ console under tmux at 1 s refresh, next to a minimal Textual app measured the sa
 Scenarios: (a) one simulated vLLM engine, no GPU; (b) the demo node's 4 GPUs (simulated NVML,
 in-process like a driver) with 3 engines; (c) 32 engines and 8 GPUs x 7 MIG devices. The
 simulated engines run in a separate process (bench/simfarm.py), so their CPU is not counted.
-Targets: (a) <= 1.5% of a core, <= 60 MB RSS, first frame <= 0.6 s; (c) <= 10% of a core with
-every pane refreshing at 1 Hz.
+Targets (issue "lean"): (b) <= 2% of a core; (c) <= 6% of a core with every pane refreshing at
+1 Hz. Scenario (a) against the peer is bench/peer_cost.py.
 """
 
 from __future__ import annotations
