@@ -131,14 +131,19 @@ class KeyedTable(DataTable[Any]):
             self._show_hover_cursor,
             self._pseudo_class_state,
         )
+        return self._cached(
+            key,
+            lambda: super(KeyedTable, self)._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            ),
+        )
+
+    def _cached(self, key: tuple[object, ...], make: Callable[[], Any]) -> Any:
         lines = self._cells.get(key)
         if lines is None:
             if len(self._cells) > 4096:
                 self._cells.clear()
-            lines = super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
-            self._cells[key] = lines
+            lines = self._cells[key] = make()
         return lines
 
     def _render_cell(
@@ -166,13 +171,12 @@ class KeyedTable(DataTable[Any]):
             self._show_hover_cursor,
             self._pseudo_class_state,
         )
-        lines = self._cells.get(key)
-        if lines is None:
-            if len(self._cells) > 4096:
-                self._cells.clear()
-            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-            self._cells[key] = lines
-        return lines
+        return self._cached(
+            key,
+            lambda: super(KeyedTable, self)._render_cell(
+                row_index, column_index, base_style, width, cursor, hover
+            ),
+        )
 
     def on_mount(self) -> None:
         self.show_cursor = self.has_focus
