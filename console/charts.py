@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from console.frame import Frame
+from console.frame import Frame, ServiceStatus
 
 W, H = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 56, 16, 28, 30
@@ -34,6 +34,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")[:60] or "x"
 
 
+def slo_lines(svc: ServiceStatus | None) -> list[tuple[str, float]]:
+    """A service's TTFT and TPOT targets as chart lines, in ms."""
+    lines = []
+    if svc is not None and svc.slo is not None:
+        for key, label in (("ttft_s", "TTFT SLO"), ("tpot_s", "TPOT SLO")):
+            t = svc.slo.targets.get(key)
+            if t is not None:
+                lines.append((label, t.target_s * 1000))
+    return lines
+
+
 def plan_charts(frame: Frame, names: set[str]) -> list[Chart]:
     """The charts a bundle gets for this frame's engines and GPUs (those with history)."""
     out: list[Chart] = []
@@ -41,12 +52,7 @@ def plan_charts(frame: Frame, names: set[str]) -> list[Chart]:
     for e in frame.engines:
         n, svc = e.name, slo_of.get(e.name)
         subjects = {n} | ({svc.name} if svc else set())
-        lines = []
-        if svc is not None and svc.slo is not None:
-            for key, label in (("ttft_s", "TTFT SLO"), ("tpot_s", "TPOT SLO")):
-                t = svc.slo.targets.get(key)
-                if t is not None:
-                    lines.append((label, t.target_s * 1000))
+        lines = slo_lines(svc)
         out += [
             Chart(
                 f"engine-{_slug(n)}-latency",

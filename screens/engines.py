@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
+from console.charts import slo_lines
 from console.frame import Engine, Frame, Percentiles
 from console.plan import AlertRules, SloSpec
 from console.units import FEW, NA, num, pct, quantile_text, seconds
@@ -339,12 +340,7 @@ class EngineDetailScreen(DeckScreen):
     def _charts(self, frame: Frame, e: Engine) -> None:
         keys, n = self.deck.keys, e.name
         svc = next((s for s in frame.services if s.engine == n and s.slo is not None), None)
-        lines = []
-        if svc is not None and svc.slo is not None:
-            for key, label in (("ttft_s", "TTFT SLO"), ("tpot_s", "TPOT SLO")):
-                t = svc.slo.targets.get(key)
-                if t is not None:
-                    lines.append((label, t.target_s * 1000))
+        lines = slo_lines(svc)
         self.query_one("#chart-latency", SeriesChart).draw(
             keys,
             "TTFT p50 / p95, TPOT p95 (ms)",
