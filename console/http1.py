@@ -113,9 +113,11 @@ class Http1:
             conn[1].close()
 
     async def aclose(self) -> None:
-        for key in list(self._conns):
-            writer = self._conns[key][1]
-            self._drop(key)
+        # taken at once: a scrape being cancelled meanwhile may drop its own connection
+        conns, self._conns = self._conns, {}
+        for _, writer in conns.values():
+            writer.close()
+        for _, writer in conns.values():
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 
 import httpx
@@ -160,3 +161,30 @@ def test_limits_errors_and_garbage_are_one_sentence():
         "connection refused at http://127.0.0.1:9/metrics (is the engine running on that port?)"
     )
     assert all(r.text is None for r in (declared, chunks, failed, garbage, cut, refused))
+
+
+def test_closing_while_a_scrape_is_cancelled():
+    """The console's exit cancels scrapes in flight and closes their connections at once: a
+    cancelled scrape dropping its connection meanwhile must not break the close."""
+
+    async def go():
+        server, url, _ = await serve([ok(), ok()])
+        lean = Http1()
+        await lean.get(url, {}, 1024)  # one kept-alive connection
+
+        async def never(reader, writer):
+            await asyncio.sleep(3600)
+
+        silent = await asyncio.start_server(never, "127.0.0.1", 0)
+        silent_url = f"http://127.0.0.1:{silent.sockets[0].getsockname()[1]}/metrics"
+        task = asyncio.create_task(lean.get(silent_url, {}, 1024))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await lean.aclose()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        server.close()
+        silent.close()
+        return lean._conns
+
+    assert asyncio.run(go()) == {}
