@@ -296,21 +296,18 @@ class Poller:
             return EngineSample(**base, t=now, fresh=False)
         state.next_due = now + (target.interval_s or 0.0)
         state.polled = True
-        client = self._client(target.verify_tls, target.url)
+
+        def client() -> httpx.AsyncClient:  # made when httpx is needed (HTTPS, slots, Triton)
+            return self._client(target.verify_tls, target.url)
+
+        page = scrape(client, target.url, target.timeout_s, headers=target.headers, lean=self.http)
         if state.kind == "llamacpp":
             res, slots = await asyncio.gather(
-                scrape(
-                    client, target.url, target.timeout_s, headers=target.headers, lean=self.http
-                ),
+                page,
                 scrape(client, slots_url(target.url), target.timeout_s, headers=target.headers),
             )
         else:
-            res, slots = (
-                await scrape(
-                    client, target.url, target.timeout_s, headers=target.headers, lean=self.http
-                ),
-                None,
-            )
+            res, slots = await page, None
         if (
             state.kind == "triton"
             and target.top_models is None
@@ -319,7 +316,7 @@ class Poller:
         ):
             state.tops_next = now + 60.0  # the API may be off or elsewhere: ask again in a minute
             state.tops = await fetch_top_models(
-                client, target.api_url or api_base(target.url), target.timeout_s, target.headers
+                client(), target.api_url or api_base(target.url), target.timeout_s, target.headers
             )
         base["top_models"] = target.top_models or state.tops
         return self._engine(state, res, slots, base)

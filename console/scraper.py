@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -62,6 +63,15 @@ class ScrapeResult:
     taken_at: float  # time.time() when the answer arrived
 
 
+def _refused(url: str) -> str:
+    return f"connection refused at {url} (is the engine running on that port?)"
+
+
+def _over(url: str, max_bytes: int, size: int | None = None) -> str:
+    over = f"{size:,} bytes, over" if size else "over"
+    return f"page at {url} is {over} the {max_bytes:,}-byte limit"
+
+
 def _describe(exc: Exception, url: str, timeout: float) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return f"no answer from {url} within {timeout:g} s"
@@ -77,7 +87,7 @@ def _describe(exc: Exception, url: str, timeout: float) -> str:
             )
             chain = chain.__cause__ or chain.__context__
         if refused:
-            return f"connection refused at {url} (is the engine running on that port?)"
+            return _refused(url)
         return f"cannot connect to {url}: {cause}"
     if isinstance(exc, httpx.HTTPError):
         return f"HTTP error from {url}: {exc.__class__.__name__}: {exc}"
@@ -85,7 +95,7 @@ def _describe(exc: Exception, url: str, timeout: float) -> str:
 
 
 async def scrape(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient | Callable[[], httpx.AsyncClient],
     url: str,
     timeout: float = 2.0,
     max_bytes: int = MAX_PAGE_BYTES,
@@ -93,7 +103,8 @@ async def scrape(
     lean: Http1 | None = None,
 ) -> ScrapeResult:
     """One page. ``lean`` reads plain-http pages over its own kept-alive connections (httpx
-    reads the rest: HTTPS, redirects, compressed pages)."""
+    reads the rest: HTTPS, redirects, compressed pages); ``client`` may be a function making the
+    httpx client, so an engine that lean serves never has one."""
     start = time.perf_counter()
     req_headers = {"Accept": ACCEPT, **(headers or {})}
 
@@ -108,12 +119,9 @@ async def scrape(
                 except Unsupported:
                     pass  # a redirect or a compressed page: httpx below reads it
                 except TooLarge as big:
-                    over = f"{big.size:,} bytes, over" if big.size else "over"
-                    return result(None, f"page at {url} is {over} the {max_bytes:,}-byte limit")
+                    return result(None, _over(url, max_bytes, big.size))
                 except ConnectionRefusedError:
-                    return result(
-                        None, f"connection refused at {url} (is the engine running on that port?)"
-                    )
+                    return result(None, _refused(url))
                 except OSError as exc:
                     return result(None, f"cannot connect to {url}: {exc.strerror or exc}")
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
@@ -122,21 +130,20 @@ async def scrape(
                     if status != 200:
                         return result(None, f"HTTP {status} from {url}")
                     return result(body.decode("utf-8", errors="replace"), None)
+            if not isinstance(client, httpx.AsyncClient):
+                client = client()
             async with client.stream("GET", url, headers=req_headers, timeout=timeout) as resp:
                 if resp.status_code != 200:
                     return result(None, f"HTTP {resp.status_code} from {url}")
                 declared = resp.headers.get("content-length")
                 if declared and declared.isdigit() and int(declared) > max_bytes:
-                    return result(
-                        None,
-                        f"page at {url} is {int(declared):,} bytes, over the {max_bytes:,}-byte limit",
-                    )
+                    return result(None, _over(url, max_bytes, int(declared)))
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in resp.aiter_bytes():
                     size += len(chunk)
                     if size > max_bytes:
-                        return result(None, f"page at {url} is over the {max_bytes:,}-byte limit")
+                        return result(None, _over(url, max_bytes))
                     chunks.append(chunk)
                 body = b"".join(chunks)
     except TimeoutError:
