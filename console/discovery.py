@@ -7,13 +7,16 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from console.cmdline import classify
 from console.engines import detect_kind, needed_families, profiles
+from console.http1 import Http1
 from console.promtext import parse
 from console.scraper import scrape
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_PORTS = (8000, 30000, 3000, 8002, 8080)
 
@@ -65,8 +68,22 @@ async def probe_ports(
     )
     urls = [f"http://127.0.0.1:{p}{path}" for p in ports for path in paths]
     urls = [u for u in urls if not skip or u not in skip]
-    async with httpx.AsyncClient() as client:
-        results = await asyncio.gather(*(scrape(client, u, timeout_s) for u in urls))
+    http = Http1()
+    made: list[httpx.AsyncClient] = []
+
+    def client() -> httpx.AsyncClient:  # a compressed answer or a redirect: httpx reads it
+        import httpx
+
+        if not made:
+            made.append(httpx.AsyncClient())
+        return made[0]
+
+    try:
+        results = await asyncio.gather(*(scrape(client, u, timeout_s, lean=http) for u in urls))
+    finally:
+        await http.aclose()
+        for c in made:
+            await c.aclose()
     out: dict[str, Found] = {}  # one engine per port: the first path that serves it
     for res in results:
         if res.text is None:

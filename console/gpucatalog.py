@@ -10,6 +10,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from console.yamlfile import SafeLoader
+
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
@@ -79,7 +81,9 @@ class GpuModel(BaseModel):
 @cache
 def catalog() -> dict[str, GpuModel]:
     text = resources.files("config").joinpath("gpus.yaml").read_text(encoding="utf-8")
-    return {k: GpuModel.model_validate(v) for k, v in (yaml.safe_load(text) or {}).items()}
+    return {
+        k: GpuModel.model_validate(v) for k, v in (yaml.load(text, Loader=SafeLoader) or {}).items()
+    }
 
 
 def mig_profile_name(

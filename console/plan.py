@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from console.cost import CostSpec
 from console.frame import Gpu
 from console.gpucatalog import MIB, catalog
+from console.yamlfile import SafeLoader
 
 GIB = 2**30
 DEVICE_RE = re.compile(
@@ -45,7 +46,10 @@ class ModelShape(_Strict):
 @cache
 def model_catalog() -> dict[str, ModelShape]:
     text = resources.files("config").joinpath("models.yaml").read_text(encoding="utf-8")
-    return {k: ModelShape.model_validate(v) for k, v in (yaml.safe_load(text) or {}).items()}
+    return {
+        k: ModelShape.model_validate(v)
+        for k, v in (yaml.load(text, Loader=SafeLoader) or {}).items()
+    }
 
 
 class SloSpec(_Strict):

@@ -11,9 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from console.alerts import AlertBook
 from console.derive import Deriver
@@ -29,6 +27,9 @@ from console.sample import EngineSample, Sample
 from console.scraper import ScrapeResult, fetch_top_models, scrape, without_credentials
 from console.triton import api_base
 from console.workload import kubelet_index, name_gpus
+
+if TYPE_CHECKING:
+    import httpx
 
 KUBELET_EVERY_S = 30.0
 
@@ -61,6 +62,8 @@ class KubeletTarget:
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
+            import httpx
+
             verify: bool | ssl.SSLContext = self.verify_tls
             if self.verify_tls and self.ca_file:
                 verify = ssl.create_default_context(cafile=self.ca_file)
@@ -173,6 +176,8 @@ class Poller:
     def _client(self, verify: bool, url: str) -> httpx.AsyncClient:
         """A client (one kept-alive connection) per engine address: httpcore scans every pooled
         connection at each request, so one shared pool costs O(engines²) per poll."""
+        import httpx  # only here: plain-http pages are read without it
+
         key = (verify, httpx.URL(url).netloc)
         client = self._clients.get(key)
         if client is None:

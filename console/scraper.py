@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
-
-import httpx
 
 from console.http1 import Http1, TooLarge, Unsupported
 from console.triton import top_models
+
+if TYPE_CHECKING:  # httpx is imported when a page needs it (HTTPS, redirects, llama.cpp slots)
+    import httpx
 
 ACCEPT = "text/plain;version=0.0.4"
 MAX_PAGE_BYTES = 16 * 1024 * 1024
@@ -73,6 +76,9 @@ def _over(url: str, max_bytes: int, size: int | None = None) -> str:
 
 
 def _describe(exc: Exception, url: str, timeout: float) -> str:
+    httpx = sys.modules.get("httpx")  # not loaded: the error is not one of its own
+    if httpx is None:
+        return f"{exc.__class__.__name__} while reading {url}: {exc}"
     if isinstance(exc, httpx.TimeoutException):
         return f"no answer from {url} within {timeout:g} s"
     if isinstance(exc, httpx.ConnectError):
@@ -130,7 +136,7 @@ async def scrape(
                     if status != 200:
                         return result(None, f"HTTP {status} from {url}")
                     return result(body.decode("utf-8", errors="replace"), None)
-            if not isinstance(client, httpx.AsyncClient):
+            if callable(client):
                 client = client()
             async with client.stream("GET", url, headers=req_headers, timeout=timeout) as resp:
                 if resp.status_code != 200:
@@ -158,6 +164,8 @@ async def fetch_top_models(
 ) -> list[str] | None:
     """Triton's top-level models (those no ensemble calls), from its repository index and model
     configuration API, or None when it cannot be read."""
+    import httpx  # loaded already: ``client`` is one of its clients
+
     try:
         res = await client.post(
             f"{base}/v2/repository/index", json={}, timeout=timeout_s, headers=headers

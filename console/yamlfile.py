@@ -7,6 +7,9 @@ from typing import Any
 
 import yaml
 
+# libyaml's parser when PyYAML has it (about 10x faster; the same nodes, marks and errors)
+SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class ConfigError(ValueError):
     """A file a user wrote is wrong; the message is one sentence with file and line."""
@@ -18,8 +21,12 @@ Where = Callable[[Sequence[Any]], str]
 def load_yaml(text: str, source: str) -> tuple[Any, Where]:
     """Parse YAML; return (data, where) where ``where(path)`` gives "source:line" for a key path."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = SafeLoader(text)
+        try:
+            root = loader.get_single_node()
+            data = loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"{source}:{mark.line + 1}" if mark else source
