@@ -1,16 +1,20 @@
-"""Charts of the last 15 minutes in the detail screens, drawn by plotext (textual-plotext) from
-the console's key-series history: x is minutes before now, limits and SLOs dashed."""
+"""Charts of the last 15 minutes in the detail screens and the dashboard strip, drawn in braille
+(console.textchart) from the console's key-series history: x is minutes before now, limits and
+SLOs dashed."""
 
 from __future__ import annotations
 
 import time
 
+from rich.text import Text
 from textual.app import RenderResult
 from textual.containers import Horizontal
-from textual_plotext import PlotextPlot
+from textual.widget import Widget
 
 from console.frame import Frame
 from console.keyseries import KeySeries
+from console.textchart import text_chart
+from screens.widgets import theme_colors
 
 MAX_POINTS = 240  # per series: two braille dots per column at 120 columns
 
@@ -21,22 +25,49 @@ class ChartRow(Horizontal):
     DEFAULT_CSS = "ChartRow { height: 12; }"
 
 
-class SeriesChart(PlotextPlot):
-    """A plotext chart built once per draw (and per size or theme): plotext's widget rebuilds the
-    whole figure each time Textual repaints it, which the dashboard does every poll."""
+class SeriesChart(Widget):
+    """A line chart of key series (console.textchart), built once per draw and size: the
+    dashboard repaints every poll, a chart changes only when drawn."""
 
     DEFAULT_CSS = "SeriesChart { height: 12; width: 1fr; min-width: 30; }"
+    # one per line, told apart on dark and light themes; limits take the theme's error colour
+    COLORS = ("#3b8eea", "#e8912d", "#23a55a", "#b05fd6", "#1fb5c9", "#c8b400", "#e4578c")
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
         self._drawn = 0  # draws so far
-        self._built: tuple[tuple[object, ...], RenderResult] | None = None
+        self._chart: tuple[str, list[tuple[str, list[float], list[float]]], list[tuple[str, float]]]
+        self._chart = ("", [], [])
+        self._limits = ((-1.0, 0.0), (0.0, 1.0))
+        self._built: tuple[tuple[object, ...], Text] | None = None
 
     def render(self) -> RenderResult:
-        key = (self._drawn, self.size, self.app.theme, self.theme)
+        key = (self._drawn, self.size, self.app.theme)
         if self._built is None or self._built[0] != key:
-            self._built = (key, super().render())
+            self._built = (key, self._build())
         return self._built[1]
+
+    def _build(self) -> Text:
+        colors, red = self.COLORS, theme_colors(self.app.theme_variables)["error"]
+        title, series, lines = self._chart
+        xlim, ylim = self._limits
+        rows = text_chart(
+            self.size.width,
+            self.size.height,
+            title,
+            [(label, xs, ys, colors[i % len(colors)]) for i, (label, xs, ys) in enumerate(series)],
+            [(label, value, red) for label, value in lines],
+            xlim,
+            ylim,
+            "minutes ago",
+        )
+        out = Text(no_wrap=True, overflow="crop", end="")
+        for i, row in enumerate(rows):
+            if i:
+                out.append("\n")
+            for text, color in row:
+                out.append(text, color)
+        return out
 
     def draw(
         self,
@@ -45,18 +76,13 @@ class SeriesChart(PlotextPlot):
         series: list[tuple[str, str, float]],  # (label, key-series name, factor)
         lines: list[tuple[str, float]] | None = None,  # (label, value) in chart units
     ) -> None:
-        self._drawn += 1
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(title)
         newest = keys.points[-1][0] if keys.points else 0.0
         # a braille cell holds 2 points across: more than ~2 per column is drawn over itself
         most = min(MAX_POINTS, 2 * self.size.width) if self.size.width else MAX_POINTS
         points = list(keys.points)[:: max(1, len(keys.points) // most)]
         if keys.points and points[-1] is not keys.points[-1]:
             points.append(keys.points[-1])  # the newest figure is always drawn
-        drawn = False
+        drawn: list[tuple[str, list[float], list[float]]] = []
         top = max([v for _, v in lines or []], default=0.0)
         oldest = (points[0][0] - newest) / 60.0 if points else 0.0
         for label, name, factor in series:
@@ -67,28 +93,20 @@ class SeriesChart(PlotextPlot):
                     xs.append((t - newest) / 60.0)
                     ys.append(v * factor)
             if xs:
-                plt.plot(xs, ys, label=label, marker="braille")
-                drawn = True
+                drawn.append((label, xs, ys))
                 top = max(top, *ys)
-        for label, value in lines or []:
-            plt.hline(value, "red")
-            # ends at the newest point: never cut off, clear of the legend at the top left
-            plt.text(label, x=0.0, y=value, color="red", alignment="right")
-        plt.xlim(min(-1.0, oldest), 0.0)  # at least a minute, the newest figure at the right edge
-        # every charted figure is a count, a share, a time, watts or °C: from zero, so an idle
-        # line lies at the foot
-        plt.ylim(0, top * 1.05 if top > 0 else 1.0)
-        plt.xlabel("minutes ago")
-        if not drawn:
-            plt.title(f"{title} — no figures yet")
+        # at least a minute, the newest figure at the right edge; every charted figure is a count,
+        # a share, a time, watts or °C: from zero, so an idle line lies at the foot
+        self._limits = ((min(-1.0, oldest), 0.0), (0.0, top * 1.05 if top > 0 else 1.0))
+        self._chart = (title if drawn else f"{title} — no figures yet", drawn, list(lines or []))
+        self._drawn += 1
         self.refresh()
 
 
 class ChartStrip(Horizontal):
     """The dashboard's chart strip: the space the panes leave, when it is tall enough and the node
     runs few engines, shows their TTFT p95, waiting requests and KV use over the last 15 minutes
-    (one line per engine). Redrawn every STEP_S seconds and at most 14 rows tall: building a chart
-    costs ~100 sparklines, and grows with its area."""
+    (one line per engine). Redrawn every STEP_S seconds, at most 14 rows tall."""
 
     DEFAULT_CSS = """
     ChartStrip { height: 1fr; }

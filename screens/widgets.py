@@ -6,6 +6,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 from textual.containers import Vertical
@@ -173,10 +175,64 @@ class KeyedTable(DataTable[Any]):
         )
         return self._cached(
             key,
-            lambda: super(KeyedTable, self)._render_cell(
+            lambda: self._one_line_cell(row_index, column_index, base_style, width, cursor, hover)
+            or super(KeyedTable, self)._render_cell(
                 row_index, column_index, base_style, width, cursor, hover
             ),
         )
+
+    def _one_line_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool,
+        hover: bool,
+    ) -> list[list[Segment]] | None:
+        """A one-line Text cell that fits its column, as the segments DataTable makes of it
+        (Rich's Padding and Styled render every cell through line splitting and cropping: most of
+        a table's drawing time), or None for anything else, which DataTable renders."""
+        if row_index < 0 or column_index < 0:
+            return None
+        row_key = self._row_locations.get_key(row_index)
+        row = self.rows.get(row_key) if row_key is not None else None
+        if row is None or row.height != 1:
+            return None
+        cells = self._get_row_renderables(row_index).cells
+        cell = cells[column_index] if column_index < len(cells) else None
+        pad = self.cell_padding
+        if (
+            not isinstance(cell, Text)
+            or cell.justify not in (None, "default")
+            or "\n" in cell.plain
+            or "\t" in cell.plain
+            or cell.cell_len > width - 2 * pad
+        ):
+            return None
+        component, post = self._get_styles_to_render_cell(
+            False,
+            False,
+            row_index < self.fixed_rows or column_index < self.fixed_columns,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        pre = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component
+        blank = Style()
+        line = [Segment(" " * pad, blank)] if pad else []
+        console = self.app.console
+        if cell.spans:
+            line += cell.render(console, end="")
+        elif cell.plain:  # Text.render leaves out the text's own style when it has no spans
+            line.append(Segment(cell.plain, console.get_style(cell.style, default=Style.null())))
+        fill = width - pad - cell.cell_len
+        if fill > 0:
+            line.append(Segment(" " * fill, blank))
+        return [list(Segment.apply_style(line, pre, post))]
 
     def on_mount(self) -> None:
         self.show_cursor = self.has_focus
