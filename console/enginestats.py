@@ -29,6 +29,7 @@ from console.window import (
     rate,
     wide,
     window_delta,
+    window_start,
 )
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
@@ -71,9 +72,12 @@ def parse_window(text: str) -> float:
 
 class Scrapes(deque[Extract]):
     """A history's scrapes, with the times at which the engine's process start moved (kept as they
-    arrive, so no window walks the whole history to find them)."""
+    arrive, so no window walks the whole history to find them), each scrape's time (to bisect),
+    and per counter or histogram signal the newest scrape in which it did not only grow."""
 
     restarts: set[float]
+    times: list[float]
+    breaks: dict[tuple[str, str], float]
 
 
 class EngineHistory:
@@ -82,27 +86,39 @@ class EngineHistory:
     def __init__(self, keep_s: float = max(WINDOWS_S) + 30) -> None:
         self.keep_s = keep_s
         self.points: Scrapes = Scrapes()
-        self.points.restarts = set()
+        self.clear()
 
     def add(self, ex: Extract) -> None:
         ex.grew = set()
-        if self.points:
-            before = self.points[-1]
+        points = self.points
+        if points:
+            before = points[-1]
             if restarted(before, ex):
-                self.points.restarts.add(ex.t)
+                points.restarts.add(ex.t)
             else:
                 ex.grew = _grew(before, ex)
             _share(before, ex)
-        self.points.append(ex)
+        breaks = points.breaks
+        for key in {
+            *breaks,
+            *((k, sig) for k in ("counters", "histograms") for sig in getattr(ex, k)),
+        }:
+            if key not in ex.grew:  # absent, new, reset or reshaped here
+                breaks[key] = ex.t
+        points.append(ex)
+        points.times.append(ex.t)
         cut = ex.t - self.keep_s
-        while len(self.points) > 2 and self.points[1].t <= cut:
-            self.points.popleft()
-        if self.points.restarts:
-            self.points.restarts = {t for t in self.points.restarts if t >= self.points[0].t}
+        while len(points) > 2 and points[1].t <= cut:
+            points.popleft()
+            del points.times[0]
+        if points.restarts:
+            points.restarts = {t for t in points.restarts if t >= points[0].t}
 
     def clear(self) -> None:
         self.points.clear()
         self.points.restarts = set()
+        self.points.times = []
+        self.points.breaks = {}
 
 
 def _share(before: Extract, ex: Extract) -> None:
@@ -143,12 +159,13 @@ def _grew(before: Extract, ex: Extract) -> set[tuple[str, str]]:
     return out
 
 
-def _grown_delta(points: Sequence[tuple[float, Mapping[Labels, Vector]]], window_s: float) -> Delta:
-    """``window_delta`` over scrapes in which every series only grew: one segment per series, so
-    its increase is newest - oldest (the same arithmetic, without walking each step)."""
+def _grown_delta(
+    points: Sequence[tuple[float, Mapping[Labels, Vector]]], window_s: float, n: int
+) -> Delta:
+    """``window_delta`` over ``n`` scrapes in which every series only grew: one segment per
+    series, so its increase is newest - oldest (the same arithmetic, without walking each step)."""
     t_old, old = points[0]
     t_new, new = points[-1]
-    n = len(points)
     return Delta(
         {k: tuple(map(operator.sub, v, old[k])) for k, v in new.items()},
         t_new - t_old,
@@ -210,14 +227,39 @@ def _points(
     return out, grew
 
 
+def _window_points(
+    history: Sequence[Extract], kind: str, signal: str, window_s: float
+) -> tuple[list[tuple[float, Mapping[Labels, Vector]]], bool, int]:
+    """``_points``, and how many scrapes the window spans. In a kept history: nothing at once for
+    a signal none of its scrapes holds, and where the signal only grew through the window, found
+    by bisecting the scrape times, the oldest and newest scrape alone (all a window of growth
+    needs)."""
+    if isinstance(history, Scrapes) and history:
+        broke = history.breaks.get((kind, signal))
+        if broke is None:  # never in the kept scrapes (a series this engine does not export)
+            return [], False, 0
+        times = history.times
+        i = window_start(times, window_s)
+        if len(history) >= 2 and broke <= times[i]:
+            old, new = history[i], history[-1]
+            return (
+                [(old.t, getattr(old, kind)[signal]), (new.t, getattr(new, kind)[signal])],
+                True,
+                len(history) - i,
+            )
+    points, grew = _points(history, kind, signal, window_s)
+    return points, grew, len(points)
+
+
 def _delta(
     points: Sequence[tuple[float, Mapping[Labels, Vector]]],
     grew: bool,
     window_s: float,
     restarts: Collection[float],
+    scrapes: int | None = None,
 ) -> Delta | None:
     if grew and len(points) >= 2:
-        return _grown_delta(points, window_s)
+        return _grown_delta(points, window_s, scrapes or len(points))
     return window_delta(points, window_s, restarts)
 
 
@@ -229,10 +271,11 @@ def signal_delta(
     restarts: frozenset[float] | None = None,
 ) -> Delta | None:
     """The windowed per-series increase of one signal of one engine (None if it never showed)."""
-    points, grew = _points(history, kind, signal, window_s)
+    points, grew, n = _window_points(history, kind, signal, window_s)
     if not points:
         return None
-    return _delta(points, grew, window_s, restart_times(history) if restarts is None else restarts)
+    restarts = restart_times(history) if restarts is None else restarts
+    return _delta(points, grew, window_s, restarts, n)
 
 
 def summed_buckets(
@@ -393,8 +436,8 @@ class _Deriver:
             self.out.unavailable[fld] = f"no observations in the last {window_label(self.w)}"
 
     def _window_buckets(self, signal: str) -> tuple[list[tuple[float, float]], str]:
-        points, grew = _points(self.h, "histograms", signal, self.w)
-        delta = _delta(points, grew, self.w, self.restarts)
+        points, grew, n = _window_points(self.h, "histograms", signal, self.w)
+        delta = _delta(points, grew, self.w, self.restarts, n)
         assert delta is not None
         self.out.note_reset(delta)
         bounds = self.newest.bounds.get(signal, {})

@@ -120,7 +120,13 @@ def test_the_grown_shortcut_equals_the_step_walk():
     from array import array
 
     from console.engines import Extract
-    from console.enginestats import EngineHistory, _points, restart_times, signal_delta
+    from console.enginestats import (
+        EngineHistory,
+        _points,
+        _window_points,
+        restart_times,
+        signal_delta,
+    )
 
     rng = random.Random(7)
     hist = EngineHistory()
@@ -156,3 +162,9 @@ def test_the_grown_shortcut_equals_the_step_walk():
                     assert got == want, (i, kind, w)
     shortcut = sum(("counters", "requests") in ex.grew for ex in hist.points)
     assert 800 < shortcut < len(hist.points)  # both paths were taken
+    # long after the last break a window is found by bisecting the scrape times: its two ends
+    points, grew, scrapes = _window_points(hist.points, "counters", "requests", 300.0)
+    assert grew and len(points) == 2 and scrapes == 300  # (t - 300, t] at 1 s
+    # a signal no kept scrape holds: nothing, without walking the history
+    assert _window_points(hist.points, "counters", "absent", 60.0) == ([], False, 0)
+    assert signal_delta(hist.points, "counters", "absent", 60.0) is None
