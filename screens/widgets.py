@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import RowKey
 
 from console.frame import Frame, Percentiles
 from console.keyseries import KeySeries
@@ -104,9 +105,11 @@ class KeyedTable(DataTable[Any]):
 
     def update_cell(self, row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
         super().update_cell(row_key, column_key, value, **kwargs)
-        cell = (getattr(row_key, "value", row_key), getattr(column_key, "value", column_key))
-        self._versions[cell] = self._versions.get(cell, 0) + 1
-        self._versions[cell[0], None] = self._versions.get((cell[0], None), 0) + 1  # its row
+        self._changed(getattr(row_key, "value", row_key), getattr(column_key, "value", column_key))
+
+    def _changed(self, row: object, column: object) -> None:
+        self._versions[row, column] = self._versions.get((row, column), 0) + 1
+        self._versions[row, None] = self._versions.get((row, None), 0) + 1  # its row
 
     def _render_line_in_row(
         self,
@@ -175,9 +178,11 @@ class KeyedTable(DataTable[Any]):
         )
         return self._cached(
             key,
-            lambda: self._one_line_cell(row_index, column_index, base_style, width, cursor, hover)
-            or super(KeyedTable, self)._render_cell(
-                row_index, column_index, base_style, width, cursor, hover
+            lambda: (
+                self._one_line_cell(row_index, column_index, base_style, width, cursor, hover)
+                or super(KeyedTable, self)._render_cell(
+                    row_index, column_index, base_style, width, cursor, hover
+                )
             ),
         )
 
@@ -322,11 +327,24 @@ class KeyedTable(DataTable[Any]):
             if selected in keys:
                 self.move_cursor(row=keys.index(selected), animate=False)
             return
+        # changed cells set in place and only their rows repainted (update_cell repaints the whole
+        # table for each cell: every visible line through Textual's line pipeline, every poll)
         columns = list(self.columns)
+        changed = False
         for key, cells in rows:
+            row_key = RowKey(key)
+            data = self._data[row_key]
+            row_changed = False
             for col, value in zip(columns, cells, strict=False):
-                if self.get_cell(key, col) != value:
-                    self.update_cell(key, col, value)
+                if data.get(col) != value:
+                    data[col] = value
+                    self._changed(key, col.value)
+                    row_changed = True
+            if row_changed:
+                changed = True
+                self.refresh_row(self.get_row_index(row_key))
+        if changed:
+            self._update_count += 1  # Textual's row renderables are cached on it
 
     def hidden_rows(self) -> int:
         """Rows the table's height cuts off (it scrolls)."""
