@@ -178,6 +178,7 @@ def add_profiles(path: Path) -> list[str]:
     extra = _load(text, str(path))
     profiles().update(extra)
     needed_families.cache_clear()
+    _detected.clear()
     return list(extra)
 
 
@@ -206,9 +207,21 @@ def detect_kind(page: Page) -> str | None:
     """The profile whose detection series are most present on the page (None if none is).
 
     Named detection series weigh most; families under the engine's own prefix (also those the
-    parser skipped) decide excerpts that carry none of them.
+    parser skipped) decide excerpts that carry none of them. An engine's pages name the same
+    families scrape after scrape: the answer is kept per set of names.
     """
-    names = page.samples.keys() | page.skipped_names
+    names = frozenset(page.samples.keys() | page.skipped_names.keys())
+    if names not in _detected:
+        if len(_detected) > 256:
+            _detected.clear()
+        _detected[names] = _detect(names)
+    return _detected[names]
+
+
+_detected: dict[frozenset[str], str | None] = {}  # cleared when the profiles change
+
+
+def _detect(names: frozenset[str]) -> str | None:
     best, best_score = None, 0
     for kind, prof in profiles().items():
         score = 1000 * sum(1 for n in prof.detect if n in names or n + "_bucket" in names)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -30,15 +31,20 @@ BAR_EMPTY = "░"
 def bar(
     frac: float | None, width: int, colors: dict[str, str], warn: float = 0.8, crit: float = 0.95
 ) -> Text:
-    """A fixed-scale bar (0..1 always spans the same width), coloured by level."""
+    """A fixed-scale bar (0..1 always spans the same width), coloured by level. Shared between
+    calls (a table draws thousands a second): put it in a cell through Text.assemble, which
+    copies, never change it."""
     if frac is None:
         return Text(" " * width)
     frac = min(max(frac, 0.0), 1.0)
     filled = round(frac * width)
     lvl = "error" if frac >= crit else "warning" if frac >= warn else "success"
-    return Text.assemble(
-        (BAR_FULL * filled, colors[lvl]), (BAR_EMPTY * (width - filled), colors["dim"])
-    )
+    return _bar(filled, width, colors[lvl], colors["dim"])
+
+
+@functools.lru_cache(maxsize=512)
+def _bar(filled: int, width: int, fill: str, empty: str) -> Text:
+    return Text.assemble((BAR_FULL * filled, fill), (BAR_EMPTY * (width - filled), empty))
 
 
 def short_gpu_name(name: str | None) -> str:
