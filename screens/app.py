@@ -10,13 +10,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Static
 
 from console.enginestats import WINDOWS_S, window_label
@@ -38,6 +39,9 @@ from screens.widgets import KeyedTable, Pane, Quiet
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
     from console.mig.manager import MigManager
     from console.replay import ReplaySource
+
+
+_W = TypeVar("_W", bound=Widget)
 
 
 class FrameSource(Protocol):
@@ -115,6 +119,8 @@ class InferdeckApp(App[None]):
         self._seen_alerts: set[str] | None = None
         self.view = "budget"
         self.last_poll_error: str | None = None
+        self._dash_widgets: dict[tuple[type[Widget], str | None], Widget] = {}
+        self._pane_tables: list[tuple[Pane, KeyedTable]] | None = None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         replay_only = {"step", "jump", "speed", "seek"}
@@ -125,6 +131,16 @@ class InferdeckApp(App[None]):
         if action in ("filter", "sort", "clear_filter"):
             return self.screen is self.screen_stack[0]  # the dashboard's tables
         return True
+
+    def _dash(self, kind: type[_W], id: str | None = None) -> _W:  # noqa: A002 - Textual's name
+        """A dashboard widget, looked up once (the dashboard keeps its widgets; a query walks
+        the whole screen, and a poll asks for a dozen)."""
+        widget = self._dash_widgets.get((kind, id))
+        if widget is None:
+            dash = self.screen_stack[0]
+            widget = dash.query_one(f"#{id}", kind) if id else dash.query_one(kind)
+            self._dash_widgets[kind, id] = widget
+        return cast("_W", widget)
 
     def compose(self) -> ComposeResult:
         yield Quiet(self.title, id="status")
@@ -185,16 +201,16 @@ class InferdeckApp(App[None]):
             self.keys.add(frame)
         with self.batch_update():
             dashboard = self.screen_stack[0]
-            dashboard.query_one(GpuPane).show(frame)
-            dashboard.query_one(EnginePane).show(frame)
-            dashboard.query_one(ServicesPane).show(frame)
-            dashboard.query_one(SloPane).show(frame)
-            dashboard.query_one(CostPane).show(frame)
+            self._dash(GpuPane).show(frame)
+            self._dash(EnginePane).show(frame)
+            self._dash(ServicesPane).show(frame)
+            self._dash(SloPane).show(frame)
+            self._dash(CostPane).show(frame)
             self._views(frame)
-            dashboard.query_one(AlertPane).show(frame)
+            self._dash(AlertPane).show(frame)
             self._fit_gpu_pane(frame)
-            engines = dashboard.query_one("#engine-table", KeyedTable)
-            dashboard.query_one(ChartStrip).show(frame, {str(r.value) for r in engines.rows})
+            engines = self._dash(KeyedTable, "engine-table")
+            self._dash(ChartStrip).show(frame, {str(r.value) for r in engines.rows})
             self.call_after_refresh(self._mark_panes)
             self._announce(frame)
             self._status()
@@ -234,9 +250,8 @@ class InferdeckApp(App[None]):
     def _views(self, frame: Frame) -> None:
         """Short terminals show one of budget / SLO / cost (``v`` cycles); tall ones show all."""
         tall = self.size.height >= self.TALL
-        dash = self.screen_stack[0]
         for view, pane in (("budget", ServicesPane), ("slo", SloPane), ("cost", CostPane)):
-            widget = dash.query_one(pane)
+            widget = self._dash(pane)
             has_data = view == "budget" or (
                 bool(frame.services) and (view != "cost" or frame.cost is not None)
             )
@@ -261,16 +276,17 @@ class InferdeckApp(App[None]):
             services *= 3 if frame.cost is not None else 2
         room = height - 3 - alerts - engines - services  # status line, footer, one line of slack
         room -= 1 if self.replay is not None else 0  # the time bar
-        self.screen_stack[0].query_one(GpuPane).styles.max_height = max(4, room)
+        self._dash(GpuPane).styles.max_height = max(4, room)
 
     def _mark_panes(self) -> None:
         """Each table's title says how its rows are sorted, how many the filter hides and how many
         the terminal cuts off (measured after layout)."""
-        for pane in self.screen_stack[0].query(Pane):
-            tables = pane.query(KeyedTable)
-            if not tables:
-                continue
-            table = tables.first()
+        if not self._pane_tables:  # the dashboard keeps its panes: found once
+            panes = self.screen_stack[0].query(Pane)
+            self._pane_tables = [
+                (p, p.query(KeyedTable).first()) for p in panes if p.query(KeyedTable)
+            ]
+        for pane, table in self._pane_tables:
             marks = [f"by {label}" for label in [table.sort_label()] if label]
             if table.filter_text:
                 marks.append(f"'{table.filter_text}': {table.filtered_out} hidden")
@@ -368,8 +384,8 @@ class InferdeckApp(App[None]):
             text.append(f" │ {w}×{h}: too small, 80×24 shows every pane", style="bold")
         if self.poll_errors:
             text.append(f" │ poll errors: {self.poll_errors} ({self.last_poll_error})")
-        self.screen_stack[0].query_one("#status", Static).update(text, layout=False)  # 1 line
-        self.screen_stack[0].query_one(ReplayBar).draw()
+        self._dash(Static, "status").update(text, layout=False)  # 1 line
+        self._dash(ReplayBar).draw()
 
     def action_window(self) -> None:
         """Cycle the window for rates and percentiles: 1m -> 5m -> 15m."""
@@ -477,16 +493,16 @@ class InferdeckApp(App[None]):
 
     # the replay's controls live in its bar; these keys reach it from anywhere
     def action_step(self, n: int) -> None:
-        self.screen_stack[0].query_one(ReplayBar).step(n)
+        self._dash(ReplayBar).step(n)
 
     def action_jump(self, seconds: float) -> None:
-        self.screen_stack[0].query_one(ReplayBar).jump(seconds)
+        self._dash(ReplayBar).jump(seconds)
 
     def action_speed(self, speed: float) -> None:
-        self.screen_stack[0].query_one(ReplayBar).speed(speed)
+        self._dash(ReplayBar).speed(speed)
 
     def action_seek(self) -> None:
-        self.screen_stack[0].query_one(ReplayBar).seek()
+        self._dash(ReplayBar).seek()
 
     def on_replay_bar_moved(self, _: ReplayBar.Moved) -> None:
         self._refresh_replay()
@@ -499,7 +515,7 @@ class InferdeckApp(App[None]):
 
     def action_pause(self) -> None:
         if self.replay is not None:
-            self.screen_stack[0].query_one(ReplayBar).toggle()
+            self._dash(ReplayBar).toggle()
             return
         self.paused = not self.paused
         if not self.paused and self.frame is not None:
