@@ -23,8 +23,9 @@ _SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$")
 _PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"\s*(?:,|$)')
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_selector(text: str) -> tuple[str, Labels]:
-    """'name{a="b"}' -> ("name", (("a", "b"),))."""
+    """'name{a="b"}' -> ("name", (("a", "b"),)) (memoised: profiles name the same few each scrape)."""
     m = _SELECTOR.match(text.strip())
     if m is None:
         raise ValueError(f"not a series selector: {text!r}")
@@ -286,9 +287,16 @@ def _select(rows: list[tuple[Labels, float]], selector: Labels) -> list[tuple[La
 
 
 @functools.lru_cache(maxsize=8192)
-def _without_le(labels: Labels) -> Labels:
-    """A bucket's series labels (memoised: the same label sets come back every scrape)."""
-    return without(labels, "le")
+def _split_le(labels: Labels) -> tuple[Labels, float] | None:
+    """A bucket's series labels and its bound (memoised: the same label sets come back every
+    scrape), or None without a readable ``le``."""
+    le = label(labels, "le")
+    if le is None:
+        return None
+    try:
+        return without(labels, "le"), float(le)
+    except ValueError:
+        return None
 
 
 def histogram(
@@ -301,14 +309,13 @@ def histogram(
         return None
     groups: dict[Labels, dict[float, float]] = {}
     for labels, value in buckets:
-        le = label(labels, "le")
-        if le is None:
+        split = _split_le(labels)
+        if split is None:
             continue
-        try:
-            bound = float(le) * scale
-        except ValueError:
-            continue
-        groups.setdefault(_without_le(labels), {})[bound] = value
+        series = groups.get(split[0])
+        if series is None:
+            series = groups[split[0]] = {}
+        series[split[1] * scale] = value
     counts = dict(_select(page.get(base + "_count"), sel))
     vectors: dict[Labels, Vector] = {}
     bounds: dict[Labels, tuple[float, ...]] = {}
