@@ -449,13 +449,18 @@ async def test_table_cells_drawn_directly_match_datatables_own():
                 for row in range(table.row_count):
                     for col, column in enumerate(table.ordered_columns):
                         for cursor in (False, True):
-                            args = (row, col, Style(bgcolor="black"), column.get_render_width(table))
+                            args = (
+                                row,
+                                col,
+                                Style(bgcolor="black"),
+                                column.get_render_width(table),
+                            )
                             fast = table._one_line_cell(*args, cursor, False)
                             slow = DataTable._render_cell(table, *args, cursor, False)
                             compared += 1
                             if fast is not None:
                                 direct += 1
-                                assert cells(fast) == cells(slow), (table.id, row, col, fast, slow)
+                                assert cells(fast) == cells(slow), (table.id, row, col)
                                 assert len(fast) == len(slow) == 1
             assert compared > 100 and direct >= 0.8 * compared, (direct, compared)
     finally:
