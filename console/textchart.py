@@ -86,8 +86,7 @@ def text_chart(
     def ydot(y: float) -> int:
         return round((y1 - min(max(y, y0), y1)) * sy)
 
-    for label_y in lines:
-        _, y, c = label_y
+    for _, y, c in lines:
         if y0 <= y <= y1:
             dy = ydot(y)
             for dx in range(dots_x):

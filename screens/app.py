@@ -120,7 +120,7 @@ class InferdeckApp(App[None]):
         self.view = "budget"
         self.last_poll_error: str | None = None
         self._dash_widgets: dict[tuple[type[Widget], str | None], Widget] = {}
-        self._pane_tables: list[tuple[Pane, KeyedTable]] | None = None
+        self._pane_tables: list[tuple[Pane, KeyedTable]] = []
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         replay_only = {"step", "jump", "speed", "seek"}

@@ -15,6 +15,15 @@ from screens.widgets import KeyedTable
 from tests.frames import StaticSource, no_driver_frame, node_frame, whole_gpus_frame
 
 
+def _planned_demo():
+    """The demo node with its plan: its simulated engines and GPUs, and a poller of them."""
+    from console.settings import demo_settings
+
+    settings = demo_settings()
+    node = start_demo(settings)
+    return node, Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+
+
 async def _settle(pilot):
     await pilot.pause(0.3)
 
@@ -151,12 +160,9 @@ async def test_gpu_detail_screen_sorts_and_filters():
 
 
 async def test_service_detail_and_what_if():
-    from console.settings import demo_settings
     from screens.services import ServiceDetailScreen
 
-    settings = demo_settings()
-    node = start_demo(settings)
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    node, poller = _planned_demo()
     app = InferdeckApp(poller, interval_s=0.2)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
@@ -333,11 +339,8 @@ async def test_every_key_in_each_views_help_works(tmp_path, view):
     import re
 
     from console.mig.manager import MigManager
-    from console.settings import demo_settings
 
-    settings = demo_settings()
-    node = start_demo(settings)
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    node, poller = _planned_demo()
     mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl")
     app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
     open_view = _open_view(view)
@@ -380,11 +383,8 @@ async def test_every_key_in_each_views_help_works(tmp_path, view):
 async def test_filter_sort_and_cut_rows_on_the_dashboard():
     """/ keeps the rows holding a text in every table, esc shows all again; o sorts the focused
     table (biggest first, MIG slices stay under their GPU); titles say so and count cut rows."""
-    from console.settings import demo_settings
 
-    settings = demo_settings()
-    node = start_demo(settings)
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    node, poller = _planned_demo()
     app = InferdeckApp(poller, interval_s=0.5)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
@@ -432,14 +432,10 @@ async def test_table_cells_drawn_directly_match_datatables_own():
     from rich.style import Style
     from textual.widgets import DataTable
 
-    from console.settings import demo_settings
-
     def cells(lines):
         return [(ch, seg.style) for line in lines for seg in line for ch in seg.text]
 
-    settings = demo_settings()
-    node = start_demo(settings)
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    node, poller = _planned_demo()
     app = InferdeckApp(poller, interval_s=0.5)
     try:
         async with app.run_test(size=(160, 48)) as pilot:
