@@ -11,7 +11,7 @@ from console import __version__
 from console.alerts import AlertBook
 from console.engines import profiles
 from console.enginestats import EngineHistory, by_model, derive, process_start
-from console.frame import Engine, Frame
+from console.frame import Engine, Frame, LlamaSlot, NodeCost
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.meters import service_meters
@@ -67,7 +67,7 @@ class Deriver:
             gpus=gpus,
             engines=engines,
             services=services,
-            cost=node_cost,
+            cost=NodeCost.model_validate(node_cost) if node_cost is not None else None,
             alerts=alerts,
         )
 
@@ -112,8 +112,11 @@ class Deriver:
             if profile.count_once_label:
                 d.fields["requests_by_model"] = by_model(tr.history.points, profile, self.window_s)
             if s.slots is not None:
-                d.fields.update(s.slots.get("fields", {}))
-                for key in s.slots.get("fields", {}):
+                got = dict(s.slots.get("fields", {}))
+                if got.get("slots") is not None:  # plain rows, as recorded
+                    got["slots"] = [LlamaSlot.model_validate(r) for r in got["slots"]]
+                d.fields.update(got)
+                for key in got:
                     d.unavailable.pop(key, None)
                 d.unavailable.update(s.slots.get("unavailable", {}))
                 series.update(s.slots.get("series", {}))

@@ -13,11 +13,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
+from console.model import Field, Invalid, Model, model_validator
 from console.promtext import Labels, Page, label, without
 from console.window import Vector
-from console.yamlfile import ConfigError, load_yaml, pydantic_error
+from console.yamlfile import ConfigError, config_error, load_yaml
 
 _SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$")
 _PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"\s*(?:,|$)')
@@ -36,11 +35,7 @@ def parse_selector(text: str) -> tuple[str, Labels]:
     return m.group(1), pairs
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SignalSpec(_Strict):
+class SignalSpec(Model, checked=True):
     type: Literal["gauge", "counter", "histogram", "info"]
     series: list[str] = Field(min_length=1)
     # across DP engines / separate schedulers; count: how many series (workers) there are
@@ -55,13 +50,12 @@ class SignalSpec(_Strict):
     divide_by: str | None = None
 
     @model_validator(mode="after")
-    def _selectors(self) -> SignalSpec:
+    def _selectors(self) -> None:
         for s in self.series + (self.parts or []):
             parse_selector(s)
-        return self
 
 
-class SuccessSpec(_Strict):
+class SuccessSpec(Model, checked=True):
     """Completion-rate recipe: by finish-reason label, total vs aborted, or ok vs failed."""
 
     finished: str | None = None
@@ -104,7 +98,7 @@ def as_list(v: str | list[str] | None) -> list[str]:
     return [] if v is None else [v] if isinstance(v, str) else list(v)
 
 
-class DiscoverSpec(_Strict):
+class DiscoverSpec(Model, checked=True):
     commands: list[list[str]]
     port_flag: str = "--port"
     default_port: int
@@ -113,7 +107,7 @@ class DiscoverSpec(_Strict):
     )
 
 
-class EngineProfile(_Strict):
+class EngineProfile(Model, checked=True):
     title: str
     prefixes: list[str] = Field(default_factory=list)  # family-name prefixes only this engine uses
     detect: list[str] = Field(min_length=1)
@@ -133,14 +127,13 @@ class EngineProfile(_Strict):
     role_label: str | None = None  # a rank's role (Dynamo's worker_type: prefill / decode)
 
     @model_validator(mode="after")
-    def _references(self) -> EngineProfile:
+    def _references(self) -> None:
         for name, spec in self.signals.items():
             for ref in (spec.minus, spec.divide_by):
                 if ref is not None and ref not in self.signals:
                     raise ValueError(f"signal {name} refers to {ref!r}, which is not a signal here")
                 if ref is not None and (spec.type != "gauge" or self.signals[ref].type != "gauge"):
                     raise ValueError(f"signal {name}: minus/divide_by combine gauges only")
-        return self
 
 
 class ProfileError(ConfigError):
@@ -158,8 +151,8 @@ def _load(text: str, source: str) -> dict[str, EngineProfile]:
     for kind, body in raw.items():
         try:
             out[str(kind)] = EngineProfile.model_validate(body)
-        except ValidationError as exc:
-            raise ProfileError(str(pydantic_error(exc, where, (kind,)))) from None
+        except Invalid as exc:
+            raise ProfileError(str(config_error(exc, where, (kind,)))) from None
     return out
 
 

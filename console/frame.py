@@ -7,18 +7,14 @@ could not be read is ``None`` and its field name appears in ``unavailable`` with
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from console.model import Field, Model
 
 SCHEMA = "inferdeck.frame/1"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Workload(_Model):
+class Workload(Model):
     """The container and Kubernetes pod a process runs in (from /proc/PID/cgroup, the process's own
     files, or the kubelet)."""
 
@@ -30,7 +26,7 @@ class Workload(_Model):
     container: str | None = None  # the container's name in its pod (from the kubelet)
 
 
-class GpmActivity(_Model):
+class GpmActivity(Model):
     """GPU Performance Monitoring figures averaged over ``interval_s`` (percent of the entity: the
     whole GPU, or one MIG GPU instance and its compute instances)."""
 
@@ -45,7 +41,7 @@ class GpmActivity(_Model):
     interval_s: float
 
 
-class GpuProcess(_Model):
+class GpuProcess(Model):
     pid: int
     used_memory_bytes: int | None = None
     command: str | None = None  # from /proc/PID/cmdline when visible from here
@@ -54,7 +50,7 @@ class GpuProcess(_Model):
     workload: Workload | None = None
 
 
-class MigDevice(_Model):
+class MigDevice(Model):
     """A MIG device as CUDA sees it: one compute instance of one GPU instance."""
 
     index: int
@@ -71,13 +67,13 @@ class MigDevice(_Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class ComputeInstance(_Model):
+class ComputeInstance(Model):
     id: int
     profile: str | None = None  # "1g.24gb" for a full-size CI, "1c.3g.40gb" for a sub-profile
     slices: int | None = None
 
 
-class GpuInstance(_Model):
+class GpuInstance(Model):
     id: int
     profile: str | None = None
     profile_id: int | None = None
@@ -86,7 +82,7 @@ class GpuInstance(_Model):
     compute_instances: list[ComputeInstance] = Field(default_factory=list)
 
 
-class MigState(_Model):
+class MigState(Model):
     current: bool | None = None
     pending: bool | None = None
     note: str | None = None  # "pending — needs a GPU reset", "MIG mode is lost on driver reload"
@@ -95,14 +91,14 @@ class MigState(_Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class RemappedRows(_Model):
+class RemappedRows(Model):
     correctable: int
     uncorrectable: int
     pending: bool
     failure: bool
 
 
-class Gpu(_Model):
+class Gpu(Model):
     index: int
     uuid: str | None = None
     name: str | None = None
@@ -145,7 +141,7 @@ class Gpu(_Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class GpuSource(_Model):
+class GpuSource(Model):
     """How the GPU side was read: NVML, the simulator, or not at all (with the reason)."""
 
     kind: Literal["nvml", "simulated", "none"]
@@ -156,7 +152,7 @@ class GpuSource(_Model):
     note: str | None = None  # e.g. running in a container without the host PID namespace
 
 
-class Percentiles(_Model):
+class Percentiles(Model):
     p50: float | None = None
     p95: float | None = None
     p99: float | None = None
@@ -169,7 +165,7 @@ class Percentiles(_Model):
     note: str | None = None
 
 
-class SpecDecode(_Model):
+class SpecDecode(Model):
     """Speculative decoding: from the draft/accepted counters over the window, or the engine's own
     gauges (SGLang, trtllm-serve) when it exports no counters."""
 
@@ -180,7 +176,7 @@ class SpecDecode(_Model):
     window: str | None = None  # "60s", "since_start", or None for the engine's gauges
 
 
-class EngineMemory(_Model):
+class EngineMemory(Model):
     """What the engine says it holds on its device (one rank's device under data parallelism)."""
 
     weights_bytes: float | None = None
@@ -189,13 +185,13 @@ class EngineMemory(_Model):
     total_bytes: float | None = None
 
 
-class LoraState(_Model):
+class LoraState(Model):
     running: list[str] = Field(default_factory=list)
     waiting: list[str] = Field(default_factory=list)
     max_lora: int | None = None
 
 
-class EngineRank(_Model):
+class EngineRank(Model):
     """One DP rank (vLLM engine, SGLang scheduler) or, behind Dynamo, one worker."""
 
     key: str  # "engine=1", "dp_rank=0", "worker_id=…,dp_rank=0"
@@ -209,7 +205,7 @@ class EngineRank(_Model):
     last_itl_s: float | None = None
 
 
-class RequestTokens(_Model):
+class RequestTokens(Model):
     """Tokens per request finished in the window, from the engine's own histograms."""
 
     prompt_p50: float | None = None
@@ -223,7 +219,7 @@ class RequestTokens(_Model):
     window: str = ""
 
 
-class LlamaSlot(_Model):
+class LlamaSlot(Model):
     """One llama.cpp slot from GET /slots."""
 
     id: int
@@ -233,7 +229,7 @@ class LlamaSlot(_Model):
     decoded_tokens: int = 0
 
 
-class Engine(_Model):
+class Engine(Model):
     name: str
     url: str
     kind: str | None = None
@@ -287,7 +283,7 @@ class Engine(_Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class Alert(_Model):
+class Alert(Model):
     key: str
     rule: str = ""
     severity: Literal["info", "warning", "critical"]
@@ -298,7 +294,7 @@ class Alert(_Model):
     cleared_at: datetime | None = None
 
 
-class Headroom(_Model):
+class Headroom(Model):
     """One live headroom of a service against its planned budget."""
 
     name: str  # memory | kv | queue | power | thermal | engine
@@ -309,14 +305,9 @@ class Headroom(_Model):
     detail: str = ""
 
 
-class _Report(_Model):
+class _Report(Model, keeps_set=True):
     """A derived report: the JSON holds the fields that were set (an absent key means "not
     applicable here", a null means "could not be computed", as in ``unavailable``)."""
-
-    @model_serializer(mode="wrap")
-    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
-        return {k: v for k, v in out.items() if k in self.model_fields_set}
 
 
 class TargetReport(_Report):
@@ -421,7 +412,7 @@ class NodeCost(_Report):
     per_gpu: list[GpuCost] = Field(default_factory=list)
 
 
-class MemoryLine(_Model):
+class MemoryLine(Model):
     """One line of a service's memory: what the plan set aside beside what the engine holds."""
 
     name: Literal["weights", "kv", "runtime", "total"]
@@ -431,7 +422,7 @@ class MemoryLine(_Model):
     source: str = ""  # how the engine's figure was found, or why there is none
 
 
-class ServiceStatus(_Model):
+class ServiceStatus(Model):
     """A planned service: its fit on paper and its headroom now."""
 
     name: str
@@ -455,8 +446,7 @@ class ServiceStatus(_Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class Frame(_Model):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+class Frame(Model):
     schema_: str = Field(SCHEMA, alias="schema")
     taken_at: datetime
     host: str

@@ -8,8 +8,8 @@ from importlib import resources
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
 
+from console.model import Model
 from console.yamlfile import SafeLoader
 
 MIB = 1024 * 1024
@@ -30,8 +30,7 @@ INDEX_ATTRS = {
 }
 
 
-class MigProfile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class MigProfile(Model, checked=True):
     name: str
     id: int
     index: int
@@ -42,8 +41,7 @@ class MigProfile(BaseModel):
     starts: list[int]
 
 
-class MigSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class MigSpec(Model, checked=True):
     max_instances: int
     profiles: list[MigProfile]
 
@@ -54,8 +52,7 @@ class MigSpec(BaseModel):
         raise KeyError(name)
 
 
-class GpuModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class GpuModel(Model, checked=True):
     name: str
     pci_device_id: str
     memory_gb: int  # as sold
@@ -70,7 +67,7 @@ class GpuModel(BaseModel):
     mem_clock_max_mhz: int
     ecc: bool
     fan: bool
-    mig: MigSpec | None = Field(default=None)
+    mig: MigSpec | None = None
 
     @property
     def mig_mode_immediate(self) -> bool:

@@ -18,11 +18,11 @@ from importlib import resources
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from console.cost import CostSpec
 from console.frame import Gpu
 from console.gpucatalog import MIB, catalog
+from console.model import Field, Model, field_validator, model_validator
 from console.yamlfile import SafeLoader
 
 GIB = 2**30
@@ -31,8 +31,8 @@ DEVICE_RE = re.compile(
 )
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(Model, frozen=False, checked=True):
+    """A part of a file a user wrote: checked by ``model_validate``, unknown keys refused."""
 
 
 class ModelShape(_Strict):
@@ -95,12 +95,11 @@ class Service(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _weights(self) -> Service:
+    def _weights(self) -> None:
         if (self.weight_bits is None) == (self.weights_gib is None):
             raise ValueError(
                 "give weight_bits or weights_gib (a measured checkpoint size), exactly one"
             )
-        return self
 
     @property
     def engine_name(self) -> str:
@@ -271,7 +270,7 @@ def live_device(
 
 
 def check_plan(plan: Plan, where: object = None) -> None:
-    """Cross-checks pydantic cannot do: known models, devices that exist (offline), distinct names."""
+    """Cross-checks the field checks cannot do: known models, devices that exist (offline), distinct names."""
     from console.yamlfile import ConfigError
 
     def at(path: tuple[Any, ...]) -> str:

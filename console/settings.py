@@ -12,31 +12,25 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
 from console.engines import add_profiles, kinds
 from console.enginestats import parse_window
+from console.model import Field, Invalid, Model, field_validator, model_validator
 from console.plan import Plan, check_plan
 from console.scraper import UrlError, check_url, without_credentials
-from console.yamlfile import ConfigError, load_yaml, pydantic_error
+from console.yamlfile import ConfigError, config_error, load_yaml
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _HasUrl(_Strict):
+class _HasUrl(Model, frozen=False, checked=True):
     url: str
     # user:password from the URL, moved out where it enters: never dumped, never in a name
     url_auth: dict[str, str] | None = Field(None, exclude=True, repr=False)
 
     @model_validator(mode="after")
-    def _credentials_out(self) -> _HasUrl:
+    def _credentials_out(self) -> None:
         clean, auth = without_credentials(self.url)
         if auth is not None:
             object.__setattr__(self, "url", clean)
             object.__setattr__(self, "url_auth", auth)
-        return self
 
     @field_validator("url")
     @classmethod
@@ -71,10 +65,9 @@ class EngineConfig(_HasUrl):
     api_url: str | None = None  # Triton's HTTP API, for its ensemble structure (default: port 8000)
 
     @model_validator(mode="after")
-    def _one_token(self) -> EngineConfig:
+    def _one_token(self) -> None:
         if self.token_env and self.token_file:
             raise ValueError("give token_env or token_file, not both")
-        return self
 
 
 class PrometheusConfig(_HasUrl):
@@ -171,8 +164,8 @@ def load_settings(path: Path | None) -> Settings:
         add_profiles((path.parent / Path(user_profiles).expanduser()).resolve())
     try:
         settings = Settings.model_validate(data)
-    except ValidationError as exc:
-        raise pydantic_error(exc, where) from None
+    except Invalid as exc:
+        raise config_error(exc, where) from None
     for i, eng in enumerate(settings.engines):
         token_headers(eng, lambda field, i=i: where(("engines", i, field)))
     check_plan(settings, where)
@@ -185,8 +178,8 @@ def demo_settings() -> Settings:
     data, where = load_yaml(text, "config/demo.yaml")
     try:
         settings = Settings.model_validate(data)
-    except ValidationError as exc:
-        raise pydantic_error(exc, where) from None
+    except Invalid as exc:
+        raise config_error(exc, where) from None
     check_plan(settings, where)
     return settings
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from console.model import Invalid
+
 # libyaml's parser when PyYAML has it (about 10x faster; the same nodes, marks and errors)
 SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -80,17 +82,13 @@ def _check_duplicates(node: yaml.Node, source: str) -> None:
             _check_duplicates(item, source)
 
 
-def pydantic_error(
-    exc: Any, where: Where, prefix: Sequence[Any] = (), fix: str = ""
+def config_error(
+    exc: Invalid, where: Where, prefix: Sequence[Any] = (), fix: str = ""
 ) -> ConfigError:
-    """One sentence from the first pydantic validation error, with file:line."""
-    err = exc.errors()[0]
-    loc = tuple(prefix) + tuple(err["loc"])
-    dotted = ".".join(str(p) for p in loc) or "(top level)"
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = f"unknown key {str(loc[-1])!r}"
-        dotted = ".".join(str(p) for p in loc[:-1]) or "(top level)"
+    """One sentence from a value that does not fit its field, with file:line."""
+    loc = tuple(prefix) + exc.loc
+    dotted = ".".join(str(p) for p in (loc[:-1] if exc.unknown else loc)) or "(top level)"
+    if exc.unknown:
         fix = fix or "check its spelling against the example in config/"
-    text = f"{where(loc)}: {dotted}: {msg}"
+    text = f"{where(loc)}: {dotted}: {exc.msg}"
     return ConfigError(text + (f"; {fix}." if fix else "."))

@@ -27,8 +27,8 @@ from screens.widgets import (
 )
 
 # the plan's defaults, so the colours agree with the alerts and SLOs an unconfigured plan uses
-KV_CRITICAL = AlertRules.model_fields["kv_usage_critical"].default
-COMPLETION_TARGET = SloSpec.model_fields["completion"].default
+KV_CRITICAL = AlertRules().kv_usage_critical
+COMPLETION_TARGET = SloSpec().completion
 
 Cell = Callable[[Engine, dict[str, str], "EnginePane"], Text]
 

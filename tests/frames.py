@@ -15,6 +15,7 @@ from console.frame import (
     MemoryLine,
     MigDevice,
     MigState,
+    NodeCost,
     Percentiles,
     ServiceStatus,
     SloReport,
@@ -296,7 +297,7 @@ def node_frame(lost_gpu: bool = False, engine_down: bool = True) -> Frame:
         gpus=gpus,
         engines=engines,
         services=services,
-        cost=node_cost,
+        cost=NodeCost.model_validate(node_cost),
         alerts=alerts,
     )
 

@@ -65,7 +65,9 @@ def test_windowed_rates_and_percentiles_from_two_scrapes():
 
 
 def test_bad_profile_file_gives_one_sentence():
-    with pytest.raises(ProfileError, match=r"engines.yaml:5: x.signals.a.type: Input should be"):
+    with pytest.raises(
+        ProfileError, match=r"engines.yaml:5: x.signals.a.type: must be one of .gauge."
+    ):
         _load(
             "x:\n  title: X\n  detect: [a]\n  signals:\n    a: {type: wrong, series: [a]}\n",
             "engines.yaml",

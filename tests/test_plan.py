@@ -131,7 +131,7 @@ services:
         ),
         (
             ("concurrent_sequences: 4", "concurrent_sequences: -4"),
-            r"config.yaml:8: services.0.concurrent_sequences: Input should be greater than 0",
+            r"config.yaml:8: services.0.concurrent_sequences: must be greater than 0",
         ),
         (
             ("model: llama-3.1-8b", "model: llama-9-1t"),
