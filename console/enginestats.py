@@ -96,7 +96,8 @@ class EngineHistory:
             if restarted(before, ex):
                 points.restarts.add(ex.t)
             else:
-                ex.grew = _grew(before, ex)
+                grew = _grew(before, ex)
+                ex.grew = before.grew if grew == before.grew else grew
             _share(before, ex)
         breaks = points.breaks
         for key in {
@@ -123,22 +124,30 @@ class EngineHistory:
 
 def _share(before: Extract, ex: Extract) -> None:
     """Series that did not change since the previous scrape keep its objects, so 15 minutes of
-    history hold one copy of what stands still (info, idle histograms, steady gauges). Extracts are
-    never changed once kept."""
+    history hold one copy of what stands still (info, idle histograms, steady gauges, which series
+    were read). Extracts are never changed once kept."""
     for kind in ("gauges", "counters", "histograms", "bounds"):
         old: dict[str, dict[Labels, Any]] = getattr(before, kind)
         new: dict[str, dict[Labels, Any]] = getattr(ex, kind)
+        same = len(old) == len(new)
         for signal, values in new.items():
             prev = old.get(signal)
             if prev is None:
+                same = False
                 continue
             if prev == values:
                 new[signal] = prev
                 continue
+            same = False
             for lab, v in values.items():
                 p = prev.get(lab)
                 if p is not None and p == v:
                     values[lab] = p
+        if same:
+            setattr(ex, kind, old)
+    for kind in ("series", "info", "hints", "problems"):
+        if getattr(ex, kind) == getattr(before, kind):
+            setattr(ex, kind, getattr(before, kind))
 
 
 def _grew(before: Extract, ex: Extract) -> set[tuple[str, str]]:
