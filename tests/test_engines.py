@@ -86,3 +86,33 @@ def test_repeated_scrapes_share_label_sets_and_bounds():
     assert ka is kb and a.bounds["ttft"][ka] is b.bounds["ttft"][kb]
     assert va is not vb and list(va) == list(vb) and va.itemsize == 8
     assert len(va) == len(a.bounds["ttft"][ka]) + 1  # buckets, then the count
+
+
+def test_the_history_keeps_one_copy_of_what_stood_still():
+    # a second scrape of the same page: every part is the first one's objects once kept
+    prof = profiles()["vllm"]
+    a = extract(parse(fixture_text("vllm-live.prom")), prof, t=0.0)
+    b = extract(parse(fixture_text("vllm-live.prom")), prof, t=1.0)
+    c = extract(
+        parse(fixture_text("vllm-live.prom").replace("vllm:num_requests_running{", "x{")),
+        prof,
+        t=2.0,
+    )
+    h = EngineHistory()
+    for ex in (a, b, c):
+        h.add(ex)
+    for kind in (
+        "series",
+        "info",
+        "hints",
+        "problems",
+        "gauges",
+        "counters",
+        "histograms",
+        "bounds",
+    ):
+        assert getattr(b, kind) is getattr(a, kind), kind
+    assert b.grew is not a.grew and b.grew  # the first scrape grew nothing; the second, everything
+    assert c.grew == b.grew and c.grew is b.grew
+    assert c.series is not b.series and "running" not in c.gauges  # what changed is its own
+    assert c.counters is b.counters and c.gauges is not b.gauges
