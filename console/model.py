@@ -1,7 +1,7 @@
-"""Typed records: the Frame's parts and the config files' shapes, as keyword-only dataclasses.
+"""Typed records: the Frame's parts and the config files' shapes.
 
-A ``Model`` subclass is made a dataclass when it is defined (frozen unless it says
-``frozen=False``). Code builds records with their constructor, unchecked; what comes from outside
+A ``Model`` subclass gets a keyword-only constructor when it is defined, and is frozen unless it
+says ``frozen=False``. Code builds records with their constructor, unchecked; what comes from outside
 (a file a user wrote, a recording) goes through ``model_validate``, which checks every value
 against its annotation and bounds, refuses unknown keys, runs the class's validators, and names the
 first problem by its key path (``Invalid``). ``model_dump`` gives plain data back: in JSON mode a
@@ -40,6 +40,24 @@ class Invalid(ValueError):
         self.loc, self.msg, self.unknown = loc, msg, unknown
 
 
+class FieldInfo:
+    """One field: its default (or the factory that makes one), bounds, key and whether dumps and
+    reprs show it."""
+
+    __slots__ = ("name", "default", "default_factory", "metadata", "repr")
+
+    def __init__(
+        self,
+        default: Any,
+        default_factory: Any,
+        metadata: dict[str, Any],
+        repr: bool,  # noqa: A002 - the word dataclasses use
+    ) -> None:
+        self.name = ""
+        self.default, self.default_factory = default, default_factory
+        self.metadata, self.repr = metadata, repr
+
+
 def Field(  # noqa: N802 - reads as the declaration it is
     default: Any = MISSING,
     *,
@@ -51,7 +69,7 @@ def Field(  # noqa: N802 - reads as the declaration it is
     min_length: int | None = None,
     alias: str | None = None,
     exclude: bool = False,
-    repr: bool = True,  # noqa: A002 - dataclasses' own name
+    repr: bool = True,  # noqa: A002 - the word dataclasses use
 ) -> Any:
     """A field with a default, bounds (numbers), a least length (lists), a key it is read and
     written under (``alias``), or kept out of dumps (``exclude``)."""
@@ -69,9 +87,7 @@ def Field(  # noqa: N802 - reads as the declaration it is
     }
     if exclude:
         meta["exclude"] = True
-    return dataclasses.field(
-        default=default, default_factory=default_factory, repr=repr, metadata=meta
-    )
+    return FieldInfo(default, default_factory, meta, repr)
 
 
 class _Check:
@@ -102,9 +118,9 @@ def model_validator(mode: Literal["after"]) -> Callable[[Any], Any]:
 
 
 class Model:
-    """Base of every record. Subclasses are dataclasses: keyword-only, compared by value."""
+    """Base of every record: built by keyword, compared by value, frozen unless it says not."""
 
-    model_fields: ClassVar[dict[str, dataclasses.Field[Any]]] = {}
+    model_fields: ClassVar[dict[str, FieldInfo]] = {}
     _frozen: ClassVar[bool] = True
     _keeps_set: ClassVar[bool] = False
     _checked: ClassVar[bool] = False
@@ -113,7 +129,7 @@ class Model:
     _checks: ClassVar[list[_Check]] = []
     _fill: ClassVar[Callable[[Model, dict[str, Any]], None]]
 
-    if TYPE_CHECKING:  # the dataclass's own __init__ takes each field by keyword
+    if TYPE_CHECKING:  # each record's own __init__ takes its fields by keyword
 
         def __init__(self, **given: Any) -> None: ...
 
@@ -134,14 +150,26 @@ class Model:
             cls._keeps_set = keeps_set
         if checked is not None:
             cls._checked = checked
+        fields = dict(cls.model_fields)
         for name in cls.__dict__.get("__annotations__", {}):
             value = cls.__dict__.get(name, MISSING)
-            if isinstance(value, Model):  # a record as default: each instance gets its own copy
-                setattr(cls, name, dataclasses.field(default_factory=value.model_copy))
-        dataclasses.dataclass(cls, frozen=cls._frozen, kw_only=True)
-        cls.model_fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+            if isinstance(value, FieldInfo):
+                f = value
+            elif isinstance(value, Model):  # a record as default: each instance gets its own copy
+                f = FieldInfo(MISSING, value.model_copy, {}, True)
+            else:
+                f = FieldInfo(value, MISSING, {}, True)
+            f.name = name
+            fields[name] = f
+            if value is not MISSING:
+                delattr(cls, name)
+        cls.model_fields = fields
+        cls.__hash__ = _hash if cls._frozen else None  # type: ignore[assignment]
+        if cls._frozen:
+            cls.__setattr__ = _refuse  # type: ignore[assignment]
+            cls.__delattr__ = _refuse  # type: ignore[assignment]
         cls._hints = None
-        built = cls.__init__
+        built = _make_init(fields)
 
         def fill(self: Model, given: dict[str, Any]) -> None:
             built(self, **given)
@@ -158,6 +186,18 @@ class Model:
                     fill(self, given)
 
             cls.__init__ = __init__  # type: ignore[method-assign]
+        else:
+            cls.__init__ = built  # type: ignore[method-assign]
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        mine, theirs = self.__dict__, other.__dict__
+        return all(mine[n] == theirs[n] for n in self.model_fields)
+
+    def __repr__(self) -> str:
+        shown = (f"{n}={self.__dict__[n]!r}" for n, f in self.model_fields.items() if f.repr)
+        return f"{type(self).__qualname__}({', '.join(shown)})"
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -215,6 +255,40 @@ class Model:
         if indent is None:
             return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         return json.dumps(data, ensure_ascii=False, indent=indent)
+
+
+def _make_init(fields: dict[str, FieldInfo]) -> Callable[..., None]:
+    """The constructor of a record with these fields: keyword-only, defaults and factories
+    applied, values stored as given (it runs every poll for every record: nothing else)."""
+    env: dict[str, Any] = {"MISSING": MISSING}
+    params, values = [], []
+    for i, (name, f) in enumerate(fields.items()):
+        if f.default is not MISSING:
+            env[f"d{i}"] = f.default
+            params.append(f"{name}=d{i}")
+            values.append(f"{name}={name}")
+        elif f.default_factory is not MISSING:
+            env[f"f{i}"] = f.default_factory
+            params.append(f"{name}=MISSING")
+            values.append(f"{name}=f{i}() if {name} is MISSING else {name}")
+        else:
+            params.append(name)
+            values.append(f"{name}={name}")
+    star = ", *, " + ", ".join(params) if params else ""
+    src = f"def __init__(self{star}):\n    self.__dict__.update({', '.join(values)})\n"
+    exec(src, env)  # noqa: S102 - the source is built above from field names only
+    init: Callable[..., None] = env["__init__"]
+    return init
+
+
+def _hash(self: Model) -> int:
+    return hash(tuple(self.__dict__[n] for n in self.model_fields))
+
+
+def _refuse(self: Model, name: str, *value: Any) -> None:
+    raise dataclasses.FrozenInstanceError(
+        f"cannot change {name!r}: {type(self).__name__} is frozen"
+    )
 
 
 # --- checking plain data against annotations ---------------------------------------------------
@@ -396,11 +470,11 @@ def _dump(m: Model, js: bool, exclude: frozenset[str], defaults: bool, alias: bo
     return out
 
 
-def _default(f: dataclasses.Field[Any]) -> Any:
+def _default(f: FieldInfo) -> Any:
     if f.default is not MISSING:
         return f.default
     if f.default_factory is not MISSING:
-        return f.default_factory()  # type: ignore[operator]
+        return f.default_factory()
     return MISSING
 
 
