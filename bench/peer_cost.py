@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tui_cost import PY, ROOT, farm, measure  # noqa: E402
+from tui_cost import PY, ROOT, compiled, farm, measure  # noqa: E402
 
 PEER = "vllmstat==0.9.1"
 
@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     peer = peer_venv()
+    compiled()  # both start from bytecode, as pip installs them
     proc, (url,) = farm(1)
     base = url.removesuffix("/metrics")
     port = base.rsplit(":", 1)[1]
