@@ -44,7 +44,7 @@ class FieldInfo:
     """One field: its default (or the factory that makes one), bounds, key and whether dumps and
     reprs show it."""
 
-    __slots__ = ("name", "default", "default_factory", "metadata", "repr")
+    __slots__ = ("default", "default_factory", "metadata", "repr")
 
     def __init__(
         self,
@@ -53,7 +53,6 @@ class FieldInfo:
         metadata: dict[str, Any],
         repr: bool,  # noqa: A002 - the word dataclasses use
     ) -> None:
-        self.name = ""
         self.default, self.default_factory = default, default_factory
         self.metadata, self.repr = metadata, repr
 
@@ -159,7 +158,6 @@ class Model:
                 f = FieldInfo(MISSING, value.model_copy, {}, True)
             else:
                 f = FieldInfo(value, MISSING, {}, True)
-            f.name = name
             fields[name] = f
             if value is not MISSING:
                 delattr(cls, name)

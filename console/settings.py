@@ -29,8 +29,7 @@ class _HasUrl(Model, frozen=False, checked=True):
     def _credentials_out(self) -> None:
         clean, auth = without_credentials(self.url)
         if auth is not None:
-            object.__setattr__(self, "url", clean)
-            object.__setattr__(self, "url_auth", auth)
+            self.url, self.url_auth = clean, auth
 
     @field_validator("url")
     @classmethod
