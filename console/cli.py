@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
 import sys
@@ -61,6 +62,15 @@ def parse_engine(spec: str) -> EngineTarget:
     except UrlError as exc:
         raise UsageError(f"--engine: {exc}") from None
     return EngineTarget(url=url, kind=kind, headers=auth)
+
+
+def _without_defaults(parent: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    out = argparse.ArgumentParser(add_help=False)
+    for action in parent._actions:
+        mine = copy.copy(action)
+        mine.default = argparse.SUPPRESS
+        out._add_action(mine)
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -123,6 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     for action in common._actions + tui._actions:
         if action.dest != "help":
             p._add_action(action)
+    # a command's copies hold no defaults: options given before the command keep their values
+    # (argparse would reset them to the command's defaults)
+    common, tui = _without_defaults(common), _without_defaults(tui)
     sub = p.add_subparsers(dest="command")
     sub.add_parser("demo", parents=[common, tui], help="the console on a simulated node")
     snap = sub.add_parser(

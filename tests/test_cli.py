@@ -143,3 +143,26 @@ def test_markdown_snapshot(fixture_server):
 def test_version_and_help():
     assert run("--version").stdout.startswith("inferdeck ")
     assert "snapshot" in run("--help").stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--config", "/cfg.yaml", "--window", "5m", "--no-gpu", "snapshot"],
+        ["snapshot", "--config", "/cfg.yaml", "--window", "5m", "--no-gpu"],
+        ["--config", "/cfg.yaml", "check", "--window", "5m", "--no-gpu"],
+    ],
+)
+def test_common_options_count_before_or_after_the_command(argv):
+    from console.cli import _parser
+
+    args = _parser().parse_args(argv)
+    assert (args.config, args.window, args.no_gpu) == ("/cfg.yaml", "5m", True)
+
+
+def test_the_consoles_options_count_before_the_demo_and_defaults_stay():
+    from console.cli import _parser
+
+    assert _parser().parse_args(["--read-only", "demo"]).read_only is True
+    plain = _parser().parse_args(["snapshot"])
+    assert (plain.config, plain.engine, plain.no_gpu, plain.interval) == (None, [], False, None)
