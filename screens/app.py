@@ -290,9 +290,10 @@ class InferdeckApp(App[None]):
             marks = [f"by {label}" for label in [table.sort_label()] if label]
             if table.filter_text:
                 marks.append(f"'{table.filter_text}': {table.filtered_out} hidden")
-            hidden = table.hidden_rows()
-            if hidden:
-                marks.append(f"{hidden} more ↓, scroll")
+            above, below = table.hidden_rows()
+            cut = [f"{n} more {arrow}" for n, arrow in ((above, "↑"), (below, "↓")) if n]
+            if cut:
+                marks.append(", ".join(cut) + ", scroll")
             pane.set_marks(marks)
 
     def _tables(self) -> list[KeyedTable]:

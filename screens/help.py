@@ -55,7 +55,8 @@ HELP = """\
   Budget cells: what is left before the plan's budget ("5.2G
   left", "1.5 over"), the queue as requests waiting.
   A pane title says how its rows are sorted, how many the filter
-  hides and how many the terminal cuts off ("3 more ↓, scroll").
+  hides and how many the terminal cuts off, above and below
+  ("2 more ↑, 3 more ↓, scroll").
   On a tall terminal with up to 4 engines, the space left shows
   their TTFT p95, queue and KV use over 15 minutes (every 10 s).
 """

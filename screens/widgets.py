@@ -352,10 +352,14 @@ class KeyedTable(DataTable[Any]):
         if changed:
             self._update_count += 1  # Textual's row renderables are cached on it
 
-    def hidden_rows(self) -> int:
-        """Rows the table's height cuts off (it scrolls)."""
+    def hidden_rows(self) -> tuple[int, int]:
+        """Rows the table's height cuts off (it scrolls): (above the view, below it)."""
+        if not self.display:
+            return 0, 0
         visible = self.scrollable_content_region.height - (1 if self.show_header else 0)
-        return max(0, self.row_count - max(0, visible)) if self.display else 0
+        cut = max(0, self.row_count - max(0, visible))
+        above = min(cut, round(self.scroll_y))  # one line a row
+        return above, cut - above
 
 
 def _plain(cell: object) -> str:

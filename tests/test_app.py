@@ -416,6 +416,13 @@ async def test_filter_sort_and_cut_rows_on_the_dashboard():
                 above = k if k.startswith("gpu:") else above
                 assert k.startswith("gpu:") or above == f"gpu:{k.split(':')[1]}", keys
             assert "by Memory ↓" in str(app.query_one("#gpus").border_title)
+            # the cut rows are counted on the side they are on: the view scrolled to the last row
+            gpus.move_cursor(row=gpus.row_count - 1)
+            await pilot.pause(1.2)
+            title = str(app.query_one("#gpus").border_title)
+            above, below = gpus.hidden_rows()
+            assert above > 0 and below == 0 and f"{above} more ↑, scroll" in title, title
+            assert above == gpus.row_count - (gpus.scrollable_content_region.height - 1)
             # what an operator types is text, never markup: "[/b]" neither breaks nor styles
             await pilot.press("slash", *"[/b]x", "enter")
             await pilot.pause(0.8)
