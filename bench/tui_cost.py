@@ -39,7 +39,7 @@ def compiled() -> None:
     """Byte-compile the project as pip does when it installs a package. With
     PYTHONDONTWRITEBYTECODE set (this VM sets it) every start would otherwise compile ~70 modules
     from source, about 50 ms, while Textual and the peer start from the bytecode pip wrote."""
-    for d in ("console", "screens", "bench"):
+    for d in ("console", "screens"):
         compileall.compile_dir(ROOT / d, quiet=1)
 
 

@@ -712,7 +712,7 @@ class _Deriver:
                 row[signal] = max(v, before) if isinstance(before, float) else v  # replicas repeat
         if len(rows) < 2:
             return
-        ranks = [EngineRank.model_validate(r) for r in rows.values()]
+        ranks = [EngineRank(**r) for r in rows.values()]
         self.out.fields["ranks"] = ranks
         flag = imbalance(ranks)
         if flag:

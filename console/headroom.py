@@ -163,14 +163,12 @@ def memory_lines(f: Fit, engine: Engine | None, gpus: list[Gpu]) -> list[MemoryL
     def line(
         name: str, planned: float, value: float | None, source: str, missing: str
     ) -> MemoryLine:
-        return MemoryLine.model_validate(
-            {
-                "name": name,
-                "planned_bytes": planned,
-                "engine_bytes": value,
-                "drift_bytes": None if value is None else value - planned,
-                "source": source if value is not None else (none or missing),
-            }
+        return MemoryLine(
+            name=name,
+            planned_bytes=planned,
+            engine_bytes=value,
+            drift_bytes=None if value is None else value - planned,
+            source=source if value is not None else (none or missing),
         )
 
     kv, kv_source = None, ""

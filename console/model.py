@@ -126,6 +126,7 @@ class Model:
     _hints: ClassVar[dict[str, Any] | None] = None
     _floats: ClassVar[frozenset[str]] = frozenset()
     _checks: ClassVar[list[_Check]] = []
+    _keys: ClassVar[dict[str, str]] = {}  # the key each field is read under -> its name
     _fill: ClassVar[Callable[[Model, dict[str, Any]], None]]
 
     if TYPE_CHECKING:  # each record's own __init__ takes its fields by keyword
@@ -209,6 +210,7 @@ class Model:
             hints = typing.get_type_hints(cls)
             cls._hints = {name: hints[name] for name in cls.model_fields}
             cls._floats = frozenset(n for n, t in cls._hints.items() if _holds_float(t))
+            cls._keys = {f.metadata.get("alias", n): n for n, f in cls.model_fields.items()}
         return cls._hints
 
     @classmethod
@@ -299,8 +301,7 @@ def _record(cls: type[M], data: Any, loc: tuple[Any, ...], into: M | None = None
     if not isinstance(data, dict):
         raise Invalid(loc, "must be a mapping of keys")
     types_ = cls._types()
-    fields = cls.model_fields
-    names = {f.metadata.get("alias", n): n for n, f in fields.items()}
+    fields, names = cls.model_fields, cls._keys
     given: dict[str, Any] = {}
     for key, value in data.items():
         name = names.get(key, key) if isinstance(key, str) else key
