@@ -196,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
         "rules", help="Prometheus alerting rules over `inferdeck export`'s series"
     )
     rules.add_argument("--config", metavar="FILE", help="config file (the plan's for durations)")
+    rules.add_argument("--demo", action="store_true", help="the rules for the demo node's plan")
     rules.add_argument(
         "--alertmanager", action="store_true", help="print an Alertmanager routing example instead"
     )
@@ -248,11 +249,34 @@ def _parser() -> argparse.ArgumentParser:
         "--wait", type=float, default=0.0, help="seconds to sample first (default 0)"
     )
     sim = sub.add_parser("simulate", help="serve a simulated engine's /metrics until interrupted")
-    sim.add_argument("--engine", choices=sorted(FORMATS), default="vllm")
+    sim.add_argument("--engine", dest="sim_kind", choices=sorted(FORMATS), default="vllm")
     sim.add_argument("--port", type=int, default=0)
     sim.add_argument("--profile", choices=PROFILES, default="steady")
     sim.add_argument("--rate", type=float, default=4.0, help="mean requests per second")
+    sub.add_parser(
+        "example-config",
+        help="print the commented example config (inferdeck example-config > config.yaml)",
+    )
+    _one_option_everywhere(p)
     return p
+
+
+def _one_option_everywhere(p: argparse.ArgumentParser) -> None:
+    """An option that stands both before the command and in it (``--config``, ``--prometheus``,
+    ...) is one option: the command's copy holds no default, so a value given before the command is
+    kept (argparse would reset it to the command's default)."""
+    top = {a.dest for a in p._actions}
+
+    def walk(parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    for a in child._actions:
+                        if a.dest in top and a.option_strings and a.dest != "help":
+                            a.default = argparse.SUPPRESS
+                    walk(child)
+
+    walk(p)
 
 
 def _positive(value: float, flag: str, allow_zero: bool = False) -> None:
@@ -692,8 +716,15 @@ def record_progress(rec: Recorder, elapsed_s: float) -> str:
 def _rules(args: argparse.Namespace) -> int:
     from console.exporter import ALERTMANAGER_EXAMPLE, alert_rules
 
-    settings = load_settings(config_path(args.config))
+    settings = _settings(args, args.demo)
     sys.stdout.write(ALERTMANAGER_EXAMPLE if args.alertmanager else alert_rules(settings))
+    return 0
+
+
+def _example_config() -> int:
+    from importlib import resources
+
+    sys.stdout.write(resources.files("config").joinpath("example.yaml").read_text("utf-8"))
     return 0
 
 
@@ -884,7 +915,8 @@ def _plan(args: argparse.Namespace) -> int:
     settings = _settings(args, args.demo)
     if not settings.services:
         raise UsageError(
-            "the config has no services to plan; add a services: list (see config/example.yaml)."
+            "the config has no services to plan; add a services: list "
+            "(`inferdeck example-config` prints an example with every key)."
         )
     sys.stdout.write(plan_json(settings) if args.format == "json" else plan_text(settings))
     return 1 if plan_fits(settings) is False else 0
@@ -930,13 +962,15 @@ def _simulate(args: argparse.Namespace) -> int:
 
     try:
         eng = start_engine(
-            args.engine, TrafficSpec(rate_rps=args.rate, profile=args.profile), port=args.port
+            args.sim_kind, TrafficSpec(rate_rps=args.rate, profile=args.profile), port=args.port
         )
     except OSError as exc:
         raise UsageError(
             f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); pick another --port."
         ) from None
-    print(f"simulated {args.engine} ({args.profile}) serving {eng.url}  (Ctrl-C stops)", flush=True)
+    print(
+        f"simulated {args.sim_kind} ({args.profile}) serving {eng.url}  (Ctrl-C stops)", flush=True
+    )
     try:
         while True:
             time.sleep(3600)
@@ -948,6 +982,14 @@ def _simulate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        demo = args.command == "demo" or getattr(args, "demo", False)
+        if demo and getattr(args, "prometheus", None):
+            raise UsageError(
+                "--demo and --prometheus cannot go together: the demo is one simulated node, "
+                "Prometheus the fleet; drop one of them."
+            )
+        if args.command == "example-config":
+            return _example_config()
         if args.command == "snapshot":
             return _snapshot(args)
         if args.command == "simulate":

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.cmdline import classify
-from console.engines import detect_kind, needed_families, profiles
+from console.engines import detect_kind, metrics_paths, needed_families, profiles
 from console.http1 import Http1
 from console.promtext import parse
 from console.scraper import scrape
@@ -63,10 +63,7 @@ async def probe_ports(
 ) -> list[Found]:
     """GET /metrics (and the other paths engines serve Prometheus text at, e.g. trtllm-serve's
     /prometheus/metrics) on 127.0.0.1:PORT for each port; keep those that serve a known engine."""
-    paths = ["/metrics"] + sorted(
-        {p.discover.path for p in profiles().values() if p.discover} - {"/metrics"}
-    )
-    urls = [f"http://127.0.0.1:{p}{path}" for p in ports for path in paths]
+    urls = [f"http://127.0.0.1:{p}{path}" for p in ports for path in metrics_paths()]
     urls = [u for u in urls if not skip or u not in skip]
     http = Http1()
     made: list[httpx.AsyncClient] = []

@@ -181,6 +181,13 @@ def kinds() -> tuple[str, ...]:
     return tuple(profiles())
 
 
+def metrics_paths() -> list[str]:
+    """Every path an engine serves its Prometheus text at: ``/metrics`` first, then those a
+    profile declares (trtllm-serve's ``/prometheus/metrics``)."""
+    declared = {p.discover.path for p in profiles().values() if p.discover}
+    return ["/metrics"] + sorted(declared - {"/metrics"})
+
+
 @cache
 def needed_families() -> frozenset[str]:
     """Every family name a profile reads (parse may skip the rest)."""

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from console.alerts import AlertBook
 from console.derive import Deriver
-from console.engines import detect_kind, extract, needed_families, profiles
+from console.engines import detect_kind, extract, metrics_paths, needed_families, profiles
 from console.frame import Frame, GpuSource
 from console.http1 import Http1
 from console.llamaslots import slots_kv, slots_url
@@ -103,6 +104,12 @@ class _EngineState:
     polled: bool = False
     tops: list[str] | None = None  # Triton's top-level models, read from its API
     tops_next: float = 0.0
+    # the URL named no path (http://host:8000): each engine's metrics path is tried until one serves
+    # a known engine, and the target keeps the URL that answered
+    find_path: bool = False
+
+    def __post_init__(self) -> None:
+        self.find_path = urlsplit(self.target.url).path in ("", "/")
 
 
 def unique_names(targets: list[EngineTarget]) -> list[EngineTarget]:
@@ -119,6 +126,10 @@ def unique_names(targets: list[EngineTarget]) -> list[EngineTarget]:
         if n:
             t.name = f"{t.label}#{n + 1}"
     return targets
+
+
+async def _ready(res: ScrapeResult) -> ScrapeResult:
+    return res
 
 
 class Poller:
@@ -305,7 +316,16 @@ class Poller:
         def client() -> httpx.AsyncClient:  # made when httpx is needed (HTTPS, slots, Triton)
             return self._client(target.verify_tls, target.url)
 
-        page = scrape(client, target.url, target.timeout_s, headers=target.headers, lean=self.http)
+        if state.find_path:
+            found = await self._find_path(state, client)
+            if found.text is None:
+                return self._engine(state, found, None, base)
+            base["url"] = target.url
+            page = _ready(found)
+        else:
+            page = scrape(
+                client, target.url, target.timeout_s, headers=target.headers, lean=self.http
+            )
         if state.kind == "llamacpp":
             res, slots = await asyncio.gather(
                 page,
@@ -325,6 +345,41 @@ class Poller:
             )
         base["top_models"] = target.top_models or state.tops
         return self._engine(state, res, slots, base)
+
+    async def _find_path(
+        self, state: _EngineState, client: Callable[[], httpx.AsyncClient]
+    ) -> ScrapeResult:
+        """Try every engine's metrics path under a URL that named none; the first that serves a
+        known engine becomes the target's URL. None answering: one error naming each path's
+        answer (tried again next poll: the engine may not be up yet)."""
+        target = state.target
+        base = target.url.rstrip("/")
+        paths = metrics_paths()
+        results = await asyncio.gather(
+            *(
+                scrape(client, base + p, target.timeout_s, headers=target.headers, lean=self.http)
+                for p in paths
+            )
+        )
+        for res in results:
+            if res.text is not None and detect_kind(
+                parse(res.text, keep=needed_families().__contains__)
+            ):
+                target.url = res.url
+                state.find_path = False
+                return res
+        tried = "; ".join(
+            f"{p}: {r.error or 'no series of a known engine'}"
+            for p, r in zip(paths, results, strict=True)
+        )
+        return ScrapeResult(
+            url=base,
+            text=None,
+            error=f"{base} names no path and no engine metrics path answered ({tried}); "
+            "give the full URL, e.g. http://127.0.0.1:8000/metrics",
+            elapsed_s=max(r.elapsed_s for r in results),
+            taken_at=max(r.taken_at for r in results),
+        )
 
     def _engine(
         self,

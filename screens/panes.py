@@ -162,7 +162,7 @@ class ServicesPane(TablePane):
             note.update(
                 Text(
                     "No plan: add services to the config to watch headroom against a budget "
-                    "(config/example.yaml).",
+                    "(see: inferdeck example-config).",
                     style=c["dim"],
                     no_wrap=True,
                     overflow="ellipsis",

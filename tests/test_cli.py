@@ -1,5 +1,6 @@
 """The CLI end to end: real processes, real HTTP on 127.0.0.1."""
 
+import argparse
 import json
 import socket
 import subprocess
@@ -166,3 +167,92 @@ def test_the_consoles_options_count_before_the_demo_and_defaults_stay():
     assert _parser().parse_args(["--read-only", "demo"]).read_only is True
     plain = _parser().parse_args(["snapshot"])
     assert (plain.config, plain.engine, plain.no_gpu, plain.interval) == (None, [], False, None)
+
+
+@pytest.mark.parametrize("command", ["check", "snapshot"])
+def test_the_global_prometheus_option_reaches_the_command(command):
+    from console.cli import _parser
+
+    args = _parser().parse_args(["--prometheus", "http://prom:9090", command])
+    assert args.prometheus == "http://prom:9090"
+    args = _parser().parse_args([command, "--prometheus", "http://prom:9090"])
+    assert args.prometheus == "http://prom:9090"
+    assert _parser().parse_args([command]).prometheus is None
+
+
+def test_every_option_of_a_command_that_is_also_global_keeps_the_global_value():
+    from console.cli import _parser
+
+    given = {
+        "engine": ["--engine", "http://h:1/metrics"],
+        "config": ["--config", "/x.yaml"],
+        "simulate_gpus": ["--simulate-gpus", "big"],
+        "interval": ["--interval", "2"],
+        "window": ["--window", "5m"],
+        "record": ["--record", "/r"],
+        "prometheus": ["--prometheus", "http://p:9090"],
+    }
+    parser = _parser()
+    top = {a.dest for a in parser._actions if a.option_strings}
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    shared = 0
+    for name, child in sub.choices.items():
+        for a in child._actions:
+            if a.dest in top and a.option_strings and a.dest != "help":
+                argv = given.get(a.dest, [a.option_strings[0]]) + [name]
+                argv += {"mig": ["show"], "replay": ["f"]}.get(name, [])
+                got = vars(parser.parse_args(argv))[a.dest]
+                assert got not in (None, False, []), (name, a.dest)
+                shared += 1
+    assert shared >= 20
+
+
+def test_demo_with_prometheus_is_refused_in_one_sentence():
+    for argv in (
+        ["check", "--demo", "--prometheus", "http://127.0.0.1:9"],
+        ["--prometheus", "http://127.0.0.1:9", "snapshot", "--demo"],
+        ["--prometheus", "http://127.0.0.1:9", "demo"],
+    ):
+        res = run(*argv)
+        assert res.returncode == 2, argv
+        assert res.stderr.count("\n") == 1 and "--demo and --prometheus" in res.stderr
+        assert "Traceback" not in res.stderr
+
+
+def test_rules_for_the_demo_and_the_example_config():
+    res = run("rules", "--demo")
+    assert res.returncode == 0 and "InferdeckMemoryHeadroomCritical" in res.stdout
+    res = run("example-config")
+    assert res.returncode == 0
+    from console.yamlfile import load_yaml
+
+    data, _ = load_yaml(res.stdout, "example")
+    assert "services" in data and "engines" in data
+
+
+def test_a_url_without_a_path_finds_the_engines_metrics_path():
+    """vllmstat takes http://host:8000; each engine's metrics path is tried and the one that
+    answered becomes the engine's URL."""
+    plain = MetricsServer(lambda: fixture_text("vllm-live.prom")).start()
+    trt = MetricsServer(
+        lambda: fixture_text("trtllm-serve-2025-written.prom"), path="/prometheus/metrics"
+    ).start()
+    dead = free_port()
+    try:
+        base = plain.url.removesuffix("/metrics")
+        res = run(
+            "snapshot", "--no-gpu", "--no-discover", "--wait", "0",
+            "--engine", base, "--engine", trt.url.removesuffix("/prometheus/metrics") + "/",
+            "--engine", f"http://127.0.0.1:{dead}",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        engines = {e["url"]: e for e in json.loads(res.stdout)["engines"]}
+        assert engines[plain.url]["up"] and engines[plain.url]["kind"] == "vllm"
+        assert engines[trt.url]["up"] and engines[trt.url]["kind"] == "trtllm"
+        down = engines[f"http://127.0.0.1:{dead}"]
+        assert not down["up"]
+        assert "/metrics: connection refused" in down["error"]
+        assert "/prometheus/metrics: connection refused" in down["error"]
+    finally:
+        plain.stop()
+        trt.stop()
