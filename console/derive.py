@@ -46,8 +46,11 @@ class Deriver:
         self.headroom = HeadroomState()
         self.burn: dict[str, OutcomeHistory] = {}
         self.tracks: dict[str, _Track] = {}
+        self.first_t: float | None = None  # the first poll: windows are partial until W after it
 
     def frame(self, sample: Sample) -> Frame:
+        if self.first_t is None:
+            self.first_t = sample.t
         engines = [self._engine(e) for e in sample.engines]
         gpus, engines = link(sample.gpus, engines)
         now = sample.t
@@ -63,6 +66,7 @@ class Deriver:
             host=self.host,
             inferdeck_version=__version__,
             window_s=self.window_s,
+            window_covered_s=min(self.window_s, now - self.first_t),
             gpu_source=sample.source,
             gpus=gpus,
             engines=engines,

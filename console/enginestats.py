@@ -26,6 +26,7 @@ from console.window import (
     Vector,
     histogram_quantiles,
     quantile_bucket,
+    range_start,
     rate,
     wide,
     window_delta,
@@ -78,6 +79,7 @@ class Scrapes(deque[Extract]):
     restarts: set[float]
     times: list[float]
     breaks: dict[tuple[str, str], float]
+    first_t: float | None  # the console's first scrape of the engine (windows start no earlier)
 
 
 class EngineHistory:
@@ -106,6 +108,8 @@ class EngineHistory:
         }:
             if key not in ex.grew:  # absent, new, reset or reshaped here
                 breaks[key] = ex.t
+        if points.first_t is None:
+            points.first_t = ex.t
         points.append(ex)
         points.times.append(ex.t)
         cut = ex.t - self.keep_s
@@ -120,6 +124,7 @@ class EngineHistory:
         self.points.restarts = set()
         self.points.times = []
         self.points.breaks = {}
+        self.points.first_t = None
 
 
 def _share(before: Extract, ex: Extract) -> None:
@@ -169,7 +174,10 @@ def _grew(before: Extract, ex: Extract) -> set[tuple[str, str]]:
 
 
 def _grown_delta(
-    points: Sequence[tuple[float, Mapping[Labels, Vector]]], window_s: float, n: int
+    points: Sequence[tuple[float, Mapping[Labels, Vector]]],
+    window_s: float,
+    n: int,
+    covered_from: float | None = None,
 ) -> Delta:
     """``window_delta`` over ``n`` scrapes in which every series only grew: one segment per
     series, so its increase is newest - oldest (the same arithmetic, without walking each step)."""
@@ -181,7 +189,7 @@ def _grown_delta(
         False,
         None,
         {k: Run(t_old, t_new, n, old[k][0]) for k in new},
-        min(t_new - window_s, t_old),
+        range_start(t_new, t_old, window_s, covered_from),
         t_new,
     )
 
@@ -260,16 +268,35 @@ def _window_points(
     return points, grew, len(points)
 
 
+def covered_from(history: Sequence[Extract]) -> float | None:
+    """The console's first scrape of the engine (a kept history knows it; a plain list of
+    scrapes is taken as the whole story, as Prometheus takes its samples)."""
+    return getattr(history, "first_t", None)
+
+
+def covered(history: Sequence[Extract], window_s: float) -> float | None:
+    """Seconds of the window the console has watched the engine: the window itself once full."""
+    first = covered_from(history)
+    if first is None or not history:
+        return None
+    return min(window_s, history[-1].t - first)
+
+
+def partial(covered_s: float | None, window_s: float) -> bool:
+    return covered_s is not None and covered_s < window_s - 1e-6
+
+
 def _delta(
     points: Sequence[tuple[float, Mapping[Labels, Vector]]],
     grew: bool,
     window_s: float,
     restarts: Collection[float],
     scrapes: int | None = None,
+    first_t: float | None = None,
 ) -> Delta | None:
     if grew and len(points) >= 2:
-        return _grown_delta(points, window_s, scrapes or len(points))
-    return window_delta(points, window_s, restarts)
+        return _grown_delta(points, window_s, scrapes or len(points), first_t)
+    return window_delta(points, window_s, restarts, first_t)
 
 
 def signal_delta(
@@ -284,7 +311,7 @@ def signal_delta(
     if not points:
         return None
     restarts = restart_times(history) if restarts is None else restarts
-    return _delta(points, grew, window_s, restarts, n)
+    return _delta(points, grew, window_s, restarts, n, covered_from(history))
 
 
 def summed_buckets(
@@ -314,7 +341,10 @@ def _top_bound(buckets: list[tuple[float, float]]) -> float | None:
 
 
 def percentiles(
-    buckets: list[tuple[float, float]], window: str, approx: bool = False
+    buckets: list[tuple[float, float]],
+    window: str,
+    approx: bool = False,
+    covered_s: float | None = None,
 ) -> Percentiles:
     values: dict[str, float | None] = {}
     lower: list[str] = []
@@ -336,6 +366,7 @@ def percentiles(
         lower_bound_only=lower,
         approx=approx,
         buckets=spread,
+        covered_s=covered_s,
         **values,
     )
 
@@ -409,7 +440,7 @@ class _Deriver:
         spec = self.p.signals.get(signal)
         if spec is not None and spec.parts and f"{signal}#0" in self.newest.histograms:
             parts = [self._window_buckets(f"{signal}#{i}") for i in range(len(spec.parts))]
-            labelled = [percentiles(b, w) for b, w in parts]
+            labelled = [percentiles(b, w, covered_s=c) for b, w, c in parts]
             sums = {
                 name: (
                     None
@@ -430,6 +461,7 @@ class _Deriver:
                 window=parts[0][1],
                 observations=labelled[0].observations,
                 approx=True,
+                covered_s=parts[0][2],
                 lower_bound_only=sorted({n for p in labelled for n in p.lower_bound_only}),
                 note="approx.: " + " + ".join(spec.parts) + " quantiles",
                 **sums,
@@ -438,15 +470,17 @@ class _Deriver:
         if signal not in self.newest.histograms:
             self.out.unavailable[fld] = self.missing(signal)
             return
-        buckets, window = self._window_buckets(signal)
-        pct = percentiles(buckets, window)
+        buckets, window, covered_s = self._window_buckets(signal)
+        pct = percentiles(buckets, window, covered_s=covered_s)
         self.out.fields[fld] = pct
         if pct.observations <= 0:
             self.out.unavailable[fld] = f"no observations in the last {window_label(self.w)}"
 
-    def _window_buckets(self, signal: str) -> tuple[list[tuple[float, float]], str]:
+    def _window_buckets(self, signal: str) -> tuple[list[tuple[float, float]], str, float | None]:
+        """The window's summed bucket increases, its label, and the seconds it covers when the
+        console has not watched a whole window yet (None: the whole window)."""
         points, grew, n = _window_points(self.h, "histograms", signal, self.w)
-        delta = _delta(points, grew, self.w, self.restarts, n)
+        delta = _delta(points, grew, self.w, self.restarts, n, covered_from(self.h))
         assert delta is not None
         self.out.note_reset(delta)
         bounds = self.newest.bounds.get(signal, {})
@@ -464,7 +498,10 @@ class _Deriver:
             last = window_delta(points[-1:], self.w)
             assert last is not None
             buckets = summed_buckets(last, bounds)
-        return buckets, "since_start" if since_start else window_label(self.w)
+        if since_start:
+            return buckets, "since_start", None
+        part = delta.covered_s if partial(delta.covered_s, self.w) else None
+        return buckets, window_label(self.w), part
 
     def success(self) -> None:
         spec = self.p.success
@@ -594,8 +631,8 @@ class _Deriver:
                 "prompt_len" if "prompt_len" not in self.newest.histograms else "output_len"
             )
             return
-        prompt, window = self._window_buckets("prompt_len")
-        output, _ = self._window_buckets("output_len")
+        prompt, window, _ = self._window_buckets("prompt_len")
+        output, _, _ = self._window_buckets("output_len")
         p, o = percentiles(prompt, window), percentiles(output, window)
         if p.observations <= 0:
             self.out.unavailable["request_tokens"] = (
@@ -740,6 +777,7 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
     if not history:
         return Derived()
     d = _Deriver(history, profile, window_s)
+    d.out.fields["covered_s"] = covered(history, window_s)
     d.gauge("requests_running", "requests_running")
     d.gauge("requests_waiting", "requests_waiting")
     d.kv()

@@ -38,7 +38,15 @@ HELP = {
     "slo_attainment_ratio": ("gauge", "Share of requests within the SLO limit over the window."),
     "slo_completion_ratio": ("gauge", "Requests completed OK over those completed (aborts apart)."),
     "slo_good_share_ratio": ("gauge", "Bounds on the share of requests meeting every SLO."),
-    "slo_burn_rate": ("gauge", "Error-budget burn rate over the window (1 = on budget)."),
+    "slo_burn_rate": (
+        "gauge",
+        "Error-budget burn rate over the window (1 = on budget); absent until the window holds "
+        "enough data to alert on.",
+    ),
+    "slo_burn_window_covered_seconds": (
+        "gauge",
+        "Seconds of the burn window the console has watched.",
+    ),
     "cost_usd_per_hour": ("gauge", "The service's share of the node's hourly cost."),
     "cost_usd_per_million_compliant_tokens": (
         "gauge",
@@ -111,7 +119,16 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
                 p.add("slo_good_share_ratio", slo.good_share.high, service=s.name, bound="high")
             if slo.burn is not None:
                 for window, w in slo.burn.windows.items():
-                    p.add("slo_burn_rate", w.burn, service=s.name, window=window)
+                    # absent until the window holds enough (slo.BURN_READY_S): rules never page on
+                    # 20 s of data; its coverage says how far it has come
+                    ready = w.ready is not False
+                    p.add("slo_burn_rate", w.burn if ready else None, service=s.name, window=window)
+                    p.add(
+                        "slo_burn_window_covered_seconds",
+                        w.covered_s,
+                        service=s.name,
+                        window=window,
+                    )
         if s.cost is not None:
             p.add("cost_usd_per_hour", s.cost.usd_per_h, service=s.name)
             price = s.cost.usd_per_m_compliant_tokens

@@ -222,7 +222,12 @@ def _service(s: ServiceStatus) -> list[Finding]:
     burn = s.slo.burn if s.slo else None
     if burn is not None:
         hour = burn.windows.get("1h")
-        if hour is not None and hour.burn is not None and hour.burn >= BURN_SLOW:
+        if (
+            hour is not None
+            and hour.burn is not None
+            and hour.ready is not False
+            and hour.burn >= BURN_SLOW
+        ):
             out.append(
                 Finding(
                     "critical" if hour.burn >= 14.4 else "warning",

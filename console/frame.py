@@ -163,6 +163,8 @@ class Percentiles(Model):
     # quantiles whose bucket spans a factor of 2.5 or more: (lower, upper] where the truth may lie
     buckets: dict[str, tuple[float, float]] = Field(default_factory=dict)
     note: str | None = None
+    # the console has watched less than the window: the seconds these figures cover
+    covered_s: float | None = None
 
 
 class SpecDecode(Model):
@@ -279,6 +281,9 @@ class Engine(Model):
     imbalance: str | None = None  # the rank carrying more than its share, named
     slots: list[LlamaSlot] | None = None
     restarted_at: datetime | None = None
+    # seconds of the window the console has watched this engine (less than the window: every
+    # windowed figure stands for this span, rated over it)
+    covered_s: float | None = None
     series: dict[str, str] = Field(default_factory=dict)  # signal -> exposed series used
     unavailable: dict[str, str] = Field(default_factory=dict)
 
@@ -323,6 +328,7 @@ class TargetReport(_Report):
     attainment: float | None = None  # share within the limit
     attainment_exact: bool | None = None  # False: interpolated between bucket bounds
     since_start: bool | None = None
+    covered_s: float | None = None  # the console has watched less than the window: this much
     approx: bool | None = None  # no histogram of this figure (TGI TTFT: a sum of quantiles)
     counts: str | None = None  # "tokens" for a per-token TPOT histogram
     note: str | None = None
@@ -350,6 +356,9 @@ class BurnWindow(_Report):
     bad_share: float | None = None
     requests: float = 0.0
     burn: float | None = None
+    covered_s: float | None = None  # seconds of the window the console has watched
+    # enough of the window watched (slo.BURN_READY_S) and enough requests to alert on
+    ready: bool | None = None
 
 
 class BurnReport(_Report):
@@ -362,6 +371,7 @@ class SloReport(_Report):
     """SLO compliance of one service over its evaluation window."""
 
     window: str
+    covered_s: float | None = None  # the console has watched less than the window: this much
     percentile: str
     targets: dict[str, TargetReport] = Field(default_factory=dict)  # "ttft_s", "tpot_s", "e2e_s"
     unavailable: dict[str, str] = Field(default_factory=dict)
@@ -452,6 +462,8 @@ class Frame(Model):
     host: str
     inferdeck_version: str
     window_s: float
+    # seconds of the window the console has watched (less than window_s in its first window)
+    window_covered_s: float | None = None
     gpu_source: GpuSource
     gpus: list[Gpu] = Field(default_factory=list)
     engines: list[Engine] = Field(default_factory=list)

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.engines import EngineProfile, Extract
-from console.enginestats import parse_window, signal_delta, summed_buckets, window_label
+from console.enginestats import (
+    covered,
+    parse_window,
+    partial,
+    signal_delta,
+    summed_buckets,
+    window_label,
+)
 from console.plan import Service, SloSpec, shape
 from console.promtext import label
 from console.window import (
@@ -38,6 +45,12 @@ BUDGET_PERIOD_S = 30 * 24 * 3600.0
 FAST_BURN = 14.4  # 5 m and 1 h both at or above: the month's budget goes in ~2 days -> critical
 SLOW_BURN = 6.0  # 1 h and 6 h both at or above: the budget goes in ~5 days -> warning
 BURN_WINDOWS_S = (300.0, 3600.0, 21600.0)
+# A burn window counts (alerts, is exported) only once the console has watched at least the short
+# window of its pair: the 5 m window whole, the 1 h window for 5 m (fast burn: 5m and 1h), the 6 h
+# window for 1 h (slow burn: 1h and 6h, so the 1 h window is whole) — and with at least
+# MIN_BURN_REQUESTS requests in it. Until then it reads "partial: 20 s of 1h".
+BURN_READY_S = {300.0: 300.0, 3600.0: 300.0, 21600.0: 3600.0}
+MIN_BURN_REQUESTS = 20
 SIGNALS = (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e", "e2e_s"))
 # TPOT histograms observed once per output token (vLLM <= 0.10), not once per request
 PER_TOKEN_SERIES = ("vllm:time_per_output_token_seconds",)
@@ -155,6 +168,10 @@ def compliance(
         "targets": {},
         "unavailable": {},
     }
+    watched = max((c for h in histories if (c := covered(h, w)) is not None), default=None)
+    part = watched if partial(watched, w) else None
+    if part is not None:
+        out["covered_s"] = part
     attain: list[float] = []
     unknown: list[str] = []
     approx_any = False
@@ -201,6 +218,8 @@ def compliance(
                 attainment_exact=exact,
                 since_start=since_start,
             )
+            if part is not None and not since_start:
+                entry["covered_s"] = part
             if bucket is not None and wide(bucket, observed):
                 entry["observed_bucket_s"] = bucket
             approx_any |= not exact
@@ -314,6 +333,7 @@ class OutcomeHistory:
         self.t, self.good, self.failed = array("d"), array("d"), array("d")
         self._last: dict[tuple[Any, ...], float] = {}
         self._totals = [0.0, 0.0]
+        self.first_t: float | None = None  # the first poll: windows hold no more than since then
 
     def add(
         self,
@@ -333,6 +353,8 @@ class OutcomeHistory:
             step = value if (value < prev or key[0] in restarted) else value - prev
             self._totals[0] += g * step
             self._totals[1] += f * step
+        if self.first_t is None:
+            self.first_t = t
         self.t.append(t)
         self.good.append(self._totals[0])
         self.failed.append(self._totals[1])
@@ -340,6 +362,12 @@ class OutcomeHistory:
         if old > 512:  # drop in chunks: deleting from the front of an array copies it
             for arr in (self.t, self.good, self.failed):
                 del arr[:old]
+
+    def covered(self, window_s: float) -> float:
+        """Seconds of the window the console has watched."""
+        if self.first_t is None or not self.t:
+            return 0.0
+        return min(window_s, self.t[-1] - self.first_t)
 
     def bad_share(self, window_s: float) -> tuple[float | None, float]:
         """(bad share, requests) over the window."""
@@ -361,10 +389,13 @@ def burn_rates(history: OutcomeHistory, completion_target: float) -> dict[str, A
     }
     for w in BURN_WINDOWS_S:
         share, n = history.bad_share(w)
+        watched = history.covered(w)
         out["windows"][window_label(w)] = {
             "bad_share": share,
             "requests": n,
             "burn": (share / budget) if share is not None and budget > 0 else None,
+            "covered_s": watched,
+            "ready": watched >= BURN_READY_S[w] - 1e-6 and n >= MIN_BURN_REQUESTS,
         }
     return out
 
@@ -373,9 +404,9 @@ def burn_alert(burn: dict[str, Any]) -> tuple[str, str] | None:
     """(severity, message) for the multi-window burn-rate rules, or None."""
     w = burn["windows"]
 
-    def rate(k: str) -> float:
+    def rate(k: str) -> float:  # a window without enough coverage or requests never alerts
         v = w.get(k, {}).get("burn")
-        return v if v is not None else 0.0
+        return v if v is not None and w[k].get("ready", True) else 0.0
 
     if rate("5m") >= FAST_BURN and rate("1h") >= FAST_BURN:
         return "critical", (

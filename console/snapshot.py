@@ -6,6 +6,7 @@ from console.findings import findings
 from console.frame import Frame, GpuProcess, Percentiles, TargetReport
 from console.units import (
     NA,
+    PARTIAL,
     gib,
     num,
     pct,
@@ -50,7 +51,13 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         f"- taken at: {frame.taken_at.isoformat()}",
         f"- inferdeck {frame.inferdeck_version}; NVIDIA driver {src.driver_version or NA}"
         f" (CUDA {src.cuda_driver_version or NA}, NVML {src.nvml_version or NA}, {src.kind});"
-        f" window {frame.window_s:g} s",
+        f" window {frame.window_s:g} s"
+        + (
+            f" (partial: {frame.window_covered_s:.0f} s watched; figures marked {PARTIAL} cover"
+            " that span)"
+            if frame.window_covered_s is not None and frame.window_covered_s < frame.window_s
+            else ""
+        ),
         "",
     ]
     active = [a for a in frame.alerts if a.state == "active"]

@@ -45,11 +45,24 @@ def span(bucket: tuple[float, float] | list[float]) -> str:
     return f"{seconds(lo)}–{seconds(hi)}"
 
 
+PARTIAL = "°"  # the window is not full yet: the figure covers what the console has watched
+
+
+def window_text(window_s: float, covered_s: float | None) -> str:
+    """'1m', or '1m (12s watched)' while the console has watched less than the window."""
+    from console.enginestats import window_label
+
+    label = window_label(window_s)
+    if covered_s is not None and covered_s < window_s - 1e-6:
+        return f"{label} ({covered_s:.0f}s watched)"
+    return label
+
+
 def quantile_text(
     p: Percentiles | None, name: str, ranges: bool = False, count: bool = True
 ) -> str:
     """A percentile with every mark it needs: '~' approximate, '≥' rank in +Inf, '*' since the
-    engine started, '±' (or its bucket with ``ranges``) when its bucket spans a factor of 2.5 or
+    engine started, '°' over the part of the window watched so far, '±' (or its bucket with ``ranges``) when its bucket spans a factor of 2.5 or
     more, and '·N' when fewer than FEW requests stand behind it (unless ``count`` is off)."""
     value = getattr(p, name) if p is not None else None
     if p is None or value is None:
@@ -57,6 +70,8 @@ def quantile_text(
     text = ("~" if p.approx else "") + seconds(value, name in p.lower_bound_only)
     if p.window == "since_start":
         text += "*"
+    elif p.covered_s is not None:
+        text += PARTIAL
     if name in p.buckets:
         text += f" ({span(p.buckets[name])})" if ranges else "±"
     if count and p.observations < FEW:
@@ -74,6 +89,8 @@ def target_text(entry: TargetReport | None, ranges: bool = False, compact: bool 
     )
     if entry.since_start:
         text += "*"
+    elif entry.covered_s is not None:
+        text += PARTIAL
     if entry.observed_bucket_s and not compact:
         text += f" ({span(entry.observed_bucket_s)})" if ranges else "±"
     if entry.attainment_exact is False and not compact:

@@ -9,6 +9,12 @@
   changed) resets every series at that scrape, even one that grew past its old value.
 * Rates are Prometheus' ``rate()``: each series' increase extrapolated to the window's edges
   (at most 1.1 average intervals, never below zero), divided by the window, then summed.
+* A window the console has not filled yet is rated over what it watched: Prometheus may treat
+  its first sample of a series as where the series began, because it scraped since then; the
+  console starts beside an engine that ran for hours. With ``covered_from`` (the console's first
+  scrape of the engine) inside the window, the range starts there: a series already there is not
+  extrapolated back, one that appears later keeps Prometheus' semantics, and the divisor is the
+  span covered (``Delta.covered_s``), not the whole window.
 * Histogram bucket bounds are read from the scrape (``le``), never hard-coded. Series are summed
   by ``le`` *before* the quantile, as ``histogram_quantile(q, sum by (le) (...))`` does.
 * The quantile estimate is Prometheus' ``histogram_quantile``: linear interpolation inside the
@@ -50,8 +56,21 @@ class Delta:
     since_start: bool  # True when no baseline existed: values are cumulative since engine start
     reset_at: float | None  # time of the newest scrape that showed a reset, if any
     runs: dict[Labels, Run]
-    range_start: float  # t - W (earlier when the window holds fewer than two scrapes)
+    range_start: float  # t - W (earlier when the window holds fewer than two scrapes; later
+    # when the console's first scrape of the engine is inside the window)
     range_end: float
+
+    @property
+    def covered_s(self) -> float:
+        """Seconds of the window the figures stand for (the window, or less when partial)."""
+        return self.range_end - self.range_start
+
+
+def range_start(t_new: float, t_old: float, window_s: float, covered_from: float | None) -> float:
+    """Where a window's range begins: ``t - W`` (or the oldest scrape used, when the window holds
+    fewer than two), but never before the console's first scrape of the engine."""
+    start = min(t_new - window_s, t_old)
+    return start if covered_from is None else max(start, min(covered_from, t_old))
 
 
 def window_start(times: Sequence[float], window_s: float) -> int:
@@ -61,12 +80,16 @@ def window_start(times: Sequence[float], window_s: float) -> int:
 
 
 def window_delta(
-    points: Sequence[Point], window_s: float, restarts: Collection[float] = ()
+    points: Sequence[Point],
+    window_s: float,
+    restarts: Collection[float] = (),
+    covered_from: float | None = None,
 ) -> Delta | None:
     """Per-series increase over the window ending at the newest point (``points`` in time order).
 
-    ``restarts`` are scrape times at which the engine is known to have restarted. Returns None when
-    there are no points.
+    ``restarts`` are scrape times at which the engine is known to have restarted;
+    ``covered_from`` is the console's first scrape of the engine (None: the series began at the
+    first point, as Prometheus assumes). Returns None when there are no points.
     """
     if not points:
         return None
@@ -117,7 +140,7 @@ def window_delta(
         False,
         reset_at,
         {k: Run(r[0], r[1], int(r[2]), r[3]) for k, r in runs.items()},
-        min(t_new - window_s, t_old),
+        range_start(t_new, t_old, window_s, covered_from),
         t_new,
     )
 

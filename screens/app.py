@@ -25,7 +25,7 @@ from console.frame import Frame
 from console.keyseries import KeySeries
 from console.paths import snapshots_dir
 from console.plan import Plan
-from console.units import workload_text
+from console.units import window_text, workload_text
 from screens.charts import ChartStrip
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
@@ -360,7 +360,9 @@ class InferdeckApp(App[None]):
         if self.read_only:
             text.append(" 🔒 read-only", style="bold")
         if f is not None:
-            text.append(f" │ {f.host} │ {f.taken_at:%H:%M:%S}Z │ window {window_label(f.window_s)}")
+            text.append(
+                f" │ {f.host} │ {f.taken_at:%H:%M:%S}Z │ window {window_text(f.window_s, f.window_covered_s)}"
+            )
             src = f.gpu_source
             facts = [
                 f"{name} {v}"

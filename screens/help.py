@@ -40,10 +40,13 @@ HELP = """\
   ratios can pass 100% on instance entities. Ampere and Ada have no
   GPM (DCGM's profiling metrics cover them). The GPU detail lists
   SM, occupancy, tensor, DRAM bandwidth and PCIe figures.
-  TTFT95 / ITL95: p95 over the window from histogram bucket deltas,
+  TTFT95 / TPOT95: p95 over the window from histogram bucket deltas,
   as Prometheus' histogram_quantile. A trailing * means the figure
   is since the engine started: one scrape so far, or nothing has
   finished yet in a window that inferdeck has not fully watched.
+  ° means the window is not full yet: the figure (and every rate)
+  covers the seconds watched so far, shown in the header as
+  "window 1m (12s watched)"; JSON gives covered_s.
   ≥ means the rank fell in the +Inf bucket (a lower bound only).
   ± means the bucket holding the figure spans a factor of 2.5 or
   more: the truth may be anywhere in it (the detail shows it).

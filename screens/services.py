@@ -10,9 +10,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Input, Static
 
 from console.cost import crossover, serving_goodput
+from console.enginestats import parse_window
 from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetReport
-from console.slo import SLOW_BURN
-from console.units import FEW, NA, seconds, share_range, target_text
+from console.slo import BURN_READY_S, SLOW_BURN
+from console.units import FEW, NA, PARTIAL, seconds, share_range, target_text
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import DeckScreen, KeyedTable, Pane, Quiet, theme_colors
 
@@ -41,12 +42,19 @@ def _share(slo: SloReport | None, c: dict[str, str]) -> Text:
 
 def _burn(slo: SloReport | None, c: dict[str, str]) -> Text:
     w = slo.burn.windows if slo and slo.burn else {}
-    vals = [w[k].burn if k in w else None for k in ("5m", "1h")]
+    got = [w.get(k) for k in ("5m", "1h")]
+    vals = [b.burn if b is not None else None for b in got]
     if all(v is None for v in vals):
         return Text(NA, style=c["dim"])
-    hot = any(v is not None and v >= SLOW_BURN for v in vals)  # the slow-burn alert's threshold
+    ready = [b is not None and b.ready is not False for b in got]
+    # the slow-burn alert's threshold, on windows that hold enough to alert on
+    hot = any(v is not None and r and v >= SLOW_BURN for v, r in zip(vals, ready, strict=True))
     return Text(
-        "/".join("-" if v is None else f"{v:.1f}" for v in vals), style=c["error"] if hot else ""
+        "/".join(
+            "-" if v is None else f"{v:.1f}" + ("" if r else PARTIAL)
+            for v, r in zip(vals, ready, strict=True)
+        ),
+        style=c["error"] if hot else "",
     )
 
 
@@ -304,7 +312,15 @@ class ServiceDetailScreen(DeckScreen):
             )
         if slo.burn:
             ws = ", ".join(
-                f"{k} " + ("-" if v.burn is None else f"{v.burn:.1f}x")
+                f"{k} "
+                + ("-" if v.burn is None else f"{v.burn:.1f}x")
+                + (
+                    f" (partial: {v.covered_s or 0:.0f} s of {k})"
+                    if v.ready is False and (v.covered_s or 0) < BURN_READY_S[parse_window(k)]
+                    else f" (only {v.requests:.0f} requests)"
+                    if v.ready is False
+                    else ""
+                )
                 for k, v in slo.burn.windows.items()
             )
             t.append(

@@ -15,6 +15,17 @@ def in_range(samples, start, end):
     return [s for s in samples if start < s[0] <= end]
 
 
+def watched(samples, start, end, first_seen=None):
+    """What a watcher that took its first sample at ``first_seen`` knows of the range (start, end]:
+    Prometheus may take a series' first sample as its beginning because it scraped since then; a
+    console opened beside an engine that ran for hours may not. When ``first_seen`` falls inside
+    the range, the range is narrowed to [first_seen, end] (that first sample is the baseline) and
+    its start moves there. Returns (samples, range start)."""
+    if first_seen is None or first_seen <= start:
+        return in_range(samples, start, end), start
+    return [s for s in samples if first_seen <= s[0] <= end], first_seen
+
+
 def raw_increase(samples):
     """Sum of the increases between consecutive samples; a decrease is a counter reset, after
     which the new value is the increase ("breaks in monotonicity ... are automatically adjusted").

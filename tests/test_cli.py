@@ -256,3 +256,39 @@ def test_a_url_without_a_path_finds_the_engines_metrics_path():
     finally:
         plain.stop()
         trt.stop()
+
+
+def _steady_page(rate: float, began: float) -> str:
+    """vllm-live.prom whose generation counter grows ``rate`` tokens/s since ``began``."""
+    import time
+
+    text = fixture_text("vllm-live.prom")
+    value = rate * (time.time() - began)
+    return text.replace(
+        'vllm:generation_tokens_total{engine="0",model_name="smollm2"} 258.0',
+        f'vllm:generation_tokens_total{{engine="0",model_name="smollm2"}} {value:.3f}',
+    )
+
+
+@pytest.mark.parametrize("window", ["1m", "5m", "15m"])
+def test_an_engine_running_long_before_the_console_reads_its_rate_at_once(window):
+    """1,000 tok/s for 10 minutes before the console starts: `snapshot --wait 3` reads it
+    within 5 % whatever the window, and says the window covered about 3 s (it read 175 tok/s
+    at 1m and 35 at 5m when the first scrape was taken as the series' beginning)."""
+    import time
+
+    began = time.time() - 600
+    server = MetricsServer(lambda: _steady_page(1000.0, began)).start()
+    try:
+        res = run(
+            "snapshot", "--no-gpu", "--no-discover", "--wait", "3", "--window", window,
+            "--engine", server.url,
+        )  # fmt: skip
+    finally:
+        server.stop()
+    assert res.returncode == 0, res.stderr
+    frame = json.loads(res.stdout)
+    (engine,) = frame["engines"]
+    assert engine["generation_tokens_per_s"] == pytest.approx(1000.0, rel=0.05)
+    assert 2.0 <= engine["covered_s"] <= 4.0
+    assert 2.0 <= frame["window_covered_s"] <= 4.0

@@ -100,17 +100,20 @@ class Sim:
         return [(t, vals[key]) for t, vals in self.log if key in vals]
 
 
-def reference(sim: Sim, window_s: float) -> dict:
+def reference(sim: Sim, window_s: float, first_seen: float | None = None) -> dict:
+    """Prometheus' figures over the window, as known to a watcher whose first scrape was at
+    ``first_seen`` (the sim may have run long before)."""
     end = sim.log[-1][0]
     start = end - window_s
 
     def inc(key: tuple) -> list[float]:
-        return promref.raw_increase(promref.in_range(sim.series(key), start, end))
+        return promref.raw_increase(promref.watched(sim.series(key), start, end, first_seen)[0])
 
-    rate = sum(
-        promref.rate(promref.in_range(sim.series(("tok", i)), start, end), start, end)
-        for i in range(sim.n)
-    )
+    def one_rate(key: tuple) -> float:
+        samples, begin = promref.watched(sim.series(key), start, end, first_seen)
+        return promref.rate(samples, begin, end)
+
+    rate = sum(one_rate(("tok", i)) for i in range(sim.n))
     reasons = {r: sum(inc(("req", i, r))[0] for i in range(sim.n)) for r in REASONS}
     buckets_inc = [sum(inc(("ttft", i))[b] for i in range(sim.n)) for b in range(len(BOUNDS))]
     buckets = list(zip(BOUNDS, buckets_inc, strict=True))
@@ -138,17 +141,26 @@ def near(a: float | None, b: float | None) -> bool:
     window=st.sampled_from([60.0, 300.0]),
     reset_p=st.sampled_from([0.0, 0.01, 0.05]),
     jitter=st.floats(0.0, 0.3),
+    before=st.sampled_from([0, 3600]),
 )
-def test_every_windowed_figure_equals_prometheus_semantics(n, seed, steps, window, reset_p, jitter):
+def test_every_windowed_figure_equals_prometheus_semantics(
+    n, seed, steps, window, reset_p, jitter, before
+):
+    """``before``: the engine ran that many 1 s scrapes before the console's first (an hour, or
+    not at all); a window the console has not filled is rated over what it watched."""
     sim = Sim(n, seed, reset_p)
     rng = random.Random(seed + 1)
     hist, burn = EngineHistory(), OutcomeHistory()
-    for k in range(steps):
+    first_seen = None
+    for k in range(before + steps):
         t = 1000.0 + k + rng.uniform(-jitter, jitter)
         ex = sim.step(t)
+        if k < before:
+            continue
+        first_seen = t if first_seen is None else first_seen
         hist.add(ex)
         burn.add(t, {("e", *key): v for key, v in outcome_series(ex, VLLM).items()})
-    ref = reference(sim, window)
+    ref = reference(sim, window, first_seen)
     d = derive(hist.points, VLLM, window)
     assert near(d.fields["generation_tokens_per_s"], ref["rate"])
     p: Percentiles = d.fields.get("ttft_s")
@@ -647,3 +659,48 @@ def test_a_replay_at_any_speed_draws_the_trend_seen_live():
     asyncio.run(src.poll())
     want = live.trend("v.generation_tokens_per_s", 16)
     assert len(want) == 16 and src.history.trend("v.generation_tokens_per_s", 16) == want
+
+
+def _burning(seconds: int, error_share: float, start: float = 0.0) -> OutcomeHistory:
+    """An OutcomeHistory at 1 s polls: 10 requests a second, ``error_share`` of them failing."""
+    hist = OutcomeHistory()
+    good = failed = 0.0
+    for k in range(seconds + 1):
+        good += 10 * (1 - error_share)
+        failed += 10 * error_share
+        hist.add(start + k, {("e", "ok"): (good, 1.0, 0.0), ("e", "err"): (failed, 0.0, 1.0)})
+    return hist
+
+
+def test_burn_windows_say_how_much_they_hold_and_never_alert_on_too_little():
+    """Defect 2: 20 s at 7x read 7x over 5m, 1h and 6h and fired both burn alerts. A window
+    counts once it holds its pair's short window (5m whole; 1h for 5 m; 6h for 1 h)."""
+    from console.slo import BURN_READY_S
+
+    assert BURN_READY_S == {300.0: 300.0, 3600.0: 300.0, 21600.0: 3600.0}
+    burn = burn_rates(_burning(20, 0.035), 0.995)  # 7x
+    for name, w in burn["windows"].items():
+        assert w["burn"] == pytest.approx(7.0) and w["covered_s"] == 20.0, name
+        assert w["ready"] is False
+    assert burn_alert(burn) is None
+    # 20x for 299 s: still nothing; at 300 s the 5m and 1h windows hold 5 minutes: critical
+    assert burn_alert(burn_rates(_burning(299, 0.1), 0.995)) is None
+    hit = burn_alert(burn_rates(_burning(300, 0.1), 0.995))
+    assert hit is not None and hit[0] == "critical"
+    # 7x (slow burn) needs the 6h window to hold an hour
+    assert burn_alert(burn_rates(_burning(3599, 0.035), 0.995)) is None
+    hit = burn_alert(burn_rates(_burning(3600, 0.035), 0.995))
+    assert hit is not None and hit[0] == "warning"
+
+
+def test_a_burn_window_with_too_few_requests_never_alerts():
+    from console.slo import MIN_BURN_REQUESTS
+
+    hist = OutcomeHistory()
+    for k in range(400):  # one request a minute, every one failing
+        n = float(k // 60)
+        hist.add(float(k), {("e", "err"): (n, 0.0, 1.0), ("e", "ok"): (0.0, 1.0, 0.0)})
+    burn = burn_rates(hist, 0.995)
+    assert burn["windows"]["5m"]["requests"] < MIN_BURN_REQUESTS
+    assert burn["windows"]["5m"]["burn"] == pytest.approx(200.0)
+    assert burn["windows"]["5m"]["ready"] is False and burn_alert(burn) is None

@@ -155,7 +155,7 @@ def test_the_grown_shortcut_equals_the_step_walk():
         for kind, signal in (("counters", "requests"), ("histograms", "ttft")):
             for w in (60.0, 300.0):
                 points, _ = _points(hist.points, kind, signal, w)
-                want = window_delta(points, w, restart_times(hist.points))
+                want = window_delta(points, w, restart_times(hist.points), hist.points.first_t)
                 got = signal_delta(hist.points, kind, signal, w)
                 assert (got is None) == (want is None)
                 if want is not None:
