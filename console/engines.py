@@ -40,7 +40,13 @@ class SignalSpec(Model, checked=True):
     series: list[str] = Field(min_length=1)
     # across DP engines / separate schedulers; count: how many series (workers) there are
     aggregate: Literal["sum", "max", "mean", "count"] = "sum"
+    # labels whose series are parts of one figure (SGLang's CUDA-graph memory per ``phase``):
+    # summed within each rank first, then the ranks combine by ``aggregate``
+    sum_by: list[str] = Field(default_factory=list)
     scale: float = 1.0
+    # a gauge's domain after ``scale``: never below 0, and at most ``max`` when given (a usage
+    # is at most 1); a value outside it, or not finite, is n/a with the engine's value named
+    max: float | None = None
     parts: list[str] | None = None
     labels_product: list[str] | None = None
     by: str | None = None  # a figure per value of this label (waiting by reason, tokens by source)
@@ -234,11 +240,12 @@ def _detect(names: frozenset[str]) -> str | None:
 
 def version_hints(page: Page, profile: EngineProfile) -> list[str]:
     names = page.samples.keys()
-    return [
+    hits = (
         hint
         for series, hint in profile.hints.items()
         if series in names or series + "_bucket" in names
-    ]
+    )
+    return list(dict.fromkeys(hits))  # two series may point to one release: said once
 
 
 @dataclass(slots=True)
@@ -286,6 +293,30 @@ def _select(rows: list[tuple[Labels, float]], selector: Labels) -> list[tuple[La
     ]
 
 
+class Repeated(ValueError):
+    """A page holds one series twice (same name and labels)."""
+
+    def __init__(self, labels: Labels) -> None:
+        super().__init__(labels)
+        self.labels = labels
+
+
+def _repeated(rows: list[tuple[Labels, float]]) -> Labels | None:
+    """A label set that stands twice among one family's rows, if any."""
+    if len(rows) < 2:
+        return None
+    seen: set[Labels] = set()
+    for lab, _ in rows:
+        if lab in seen:
+            return lab
+        seen.add(lab)
+    return None
+
+
+def _show(labels: Labels) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in labels) or "no labels"
+
+
 @functools.lru_cache(maxsize=8192)
 def _split_le(labels: Labels) -> tuple[Labels, float] | None:
     """A bucket's series labels and its bound (memoised: the same label sets come back every
@@ -315,7 +346,10 @@ def histogram(
         series = groups.get(split[0])
         if series is None:
             series = groups[split[0]] = {}
-        series[split[1] * scale] = value
+        bound = split[1] * scale
+        if bound in series:
+            raise Repeated(labels)
+        series[bound] = value
     counts = dict(_select(page.get(base + "_count"), sel))
     vectors: dict[Labels, Vector] = {}
     bounds: dict[Labels, tuple[float, ...]] = {}
@@ -337,7 +371,14 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
         for cand in candidates:
             if spec.type == "histogram":
                 if spec.parts:
-                    got_parts = [histogram(page, p, spec.scale) for p in spec.parts]
+                    try:
+                        got_parts = [histogram(page, p, spec.scale) for p in spec.parts]
+                    except Repeated as exc:
+                        ex.problems[signal] = (
+                            f"{' + '.join(spec.parts)}: a bucket stands twice with the same "
+                            f"labels ({_show(exc.labels)}): n/a until the engine's page is fixed"
+                        )
+                        break
                     if any(g is None for g in got_parts):
                         continue
                     for i, g in enumerate(got_parts):
@@ -345,7 +386,14 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                         ex.histograms[f"{signal}#{i}"], ex.bounds[f"{signal}#{i}"] = g
                     ex.series[signal] = " + ".join(spec.parts)
                     break
-                got = histogram(page, cand, spec.scale)
+                try:
+                    got = histogram(page, cand, spec.scale)
+                except Repeated as exc:
+                    ex.problems[signal] = (
+                        f"{cand} has a bucket twice with the same labels ({_show(exc.labels)}) "
+                        "on the page: n/a until the engine's page is fixed"
+                    )
+                    break
                 if got is None:
                     if page.get(parse_selector(cand)[0] + "_bucket"):
                         ex.problems[signal] = f"{cand} has no +Inf bucket (truncated page?)"
@@ -356,8 +404,26 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                 rows = _select(page.get(base), sel)
                 if not rows:
                     continue
+                twice = _repeated(rows)
+                if twice is not None:  # Prometheus rejects such a scrape: which one is true?
+                    ex.problems[signal] = (
+                        f"{cand} appears twice with the same labels ({_show(twice)}) on the "
+                        "page: n/a until the engine's page is fixed"
+                    )
+                    break
                 if spec.type == "gauge":
-                    ex.gauges[signal] = {_intern(lab): v * spec.scale for lab, v in rows}
+                    kept = {}
+                    for lab, v in rows:
+                        # a gauge built from another is checked against ``max`` once built
+                        most = None if spec.divide_by or spec.minus else spec.max
+                        why = out_of_domain(v * spec.scale, most)
+                        if why is None:
+                            kept[_intern(lab)] = v * spec.scale
+                        else:
+                            ex.problems[signal] = f"{cand} reads {v:g}: {why}"
+                    if not kept:
+                        break
+                    ex.gauges[signal] = kept
                 elif spec.type == "counter":
                     ex.counters[signal] = {
                         _intern(lab): array("d", (v * spec.scale,)) for lab, v in rows
@@ -372,6 +438,20 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
     return ex
 
 
+def out_of_domain(value: float, most: float | None = None) -> str | None:
+    """Why a gauge's value cannot be what it says (None: it can). NaN is left to the figures,
+    which say 'engine reported NaN'."""
+    if math.isnan(value):
+        return None
+    if math.isinf(value):
+        return "not a finite number"
+    if value < 0:
+        return "below zero, which this figure cannot be"
+    if most is not None and value > most * (1 + 1e-6):
+        return f"above {most:g}, which this figure cannot exceed"
+    return None
+
+
 def _combine(ex: Extract, profile: EngineProfile) -> None:
     """Gauges stated as another gauge minus or divided by a third signal's combined value."""
     for signal, spec in profile.signals.items():
@@ -381,7 +461,12 @@ def _combine(ex: Extract, profile: EngineProfile) -> None:
             continue
         other_values = ex.gauges.get(ref)
         other = (
-            gauge_value(other_values, profile.signals[ref].aggregate, profile.replica_labels)
+            gauge_value(
+                other_values,
+                profile.signals[ref].aggregate,
+                profile.replica_labels,
+                profile.signals[ref].sum_by,
+            )
             if other_values
             else None
         )
@@ -389,10 +474,24 @@ def _combine(ex: Extract, profile: EngineProfile) -> None:
             del ex.gauges[signal]
             ex.problems[signal] = f"{ex.series.pop(signal)} needs {ref}, which this page lacks"
             continue
-        ex.gauges[signal] = {
-            lab: (v - other if spec.minus else v / other) for lab, v in values.items()
-        }
-        ex.series[signal] += f" {'-' if spec.minus else '/'} {ex.series.get(ref, ref)}"
+        combined = {lab: (v - other if spec.minus else v / other) for lab, v in values.items()}
+        low = min(combined.values())
+        if spec.minus and low < 0:  # two gauges read at different instants crossed
+            del ex.gauges[signal]
+            ex.problems[signal] = (
+                f"{ex.series.pop(signal)} ({low + other:g}) is below {ref} ({other:g}): the two "
+                "were read at different instants; n/a until they agree"
+            )
+            continue
+        built = f"{ex.series[signal]} {'-' if spec.minus else '/'} {ex.series.get(ref, ref)}"
+        bad = next((v for v in combined.values() if out_of_domain(v, spec.max)), None)
+        if bad is not None:
+            del ex.gauges[signal]
+            del ex.series[signal]
+            ex.problems[signal] = f"{built} reads {bad:g}: {out_of_domain(bad, spec.max)}"
+            continue
+        ex.gauges[signal] = combined
+        ex.series[signal] = built
 
 
 def _model(page: Page, model_labels: list[str]) -> str | None:
@@ -409,12 +508,16 @@ def _model(page: Page, model_labels: list[str]) -> str | None:
 
 
 def gauge_value(
-    values: dict[Labels, float], aggregate: str, replica_labels: list[str] | tuple[str, ...] = ()
+    values: dict[Labels, float],
+    aggregate: str,
+    replica_labels: list[str] | tuple[str, ...] = (),
+    sum_labels: list[str] | tuple[str, ...] = (),
 ) -> float | None:
     """Combine a gauge across DP engines and ranks; NaN samples are ignored.
 
     Series that differ only in ``replica_labels`` (TP/PP ranks, pids) repeat one figure and count
-    once (their max); what remains (DP engines, schedulers) combines by ``aggregate``.
+    once (their max); series that differ only in ``sum_labels`` are parts of one figure and add
+    up; what remains (DP engines, schedulers) combines by ``aggregate``.
     """
     groups: dict[Labels, float] = {}
     for lab, v in values.items():
@@ -422,6 +525,12 @@ def gauge_value(
             continue
         key = without(lab, *replica_labels) if replica_labels else lab
         groups[key] = max(groups[key], v) if key in groups else v
+    if sum_labels:
+        parts: dict[Labels, float] = {}
+        for lab, v in groups.items():
+            key = without(lab, *sum_labels)
+            parts[key] = parts.get(key, 0.0) + v
+        groups = parts
     if not groups:
         return None
     if aggregate == "max":

@@ -20,6 +20,7 @@ from console.frame import (
     SpecDecode,
 )
 from console.promtext import Labels, label
+from console.thresholds import at_least
 from console.window import (
     Delta,
     Run,
@@ -349,6 +350,7 @@ def percentiles(
     values: dict[str, float | None] = {}
     lower: list[str] = []
     spread: dict[str, tuple[float, float]] = {}
+    marked: list[str] = []
     for (name, _), (value, ge) in zip(
         QUANTILES, histogram_quantiles([q for _, q in QUANTILES], buckets), strict=True
     ):
@@ -357,8 +359,10 @@ def percentiles(
             lower.append(name)
         elif value is not None:
             bucket = quantile_bucket(value, buckets)
-            if bucket is not None and wide(bucket, value):
+            if bucket is not None:
                 spread[name] = bucket
+                if wide(bucket, value):
+                    marked.append(name)
     observations = buckets[-1][1] if buckets else 0.0
     return Percentiles(
         window=window,
@@ -366,6 +370,7 @@ def percentiles(
         lower_bound_only=lower,
         approx=approx,
         buckets=spread,
+        wide=marked,
         covered_s=covered_s,
         **values,
     )
@@ -402,7 +407,8 @@ class _Deriver:
         if values is None:
             self.out.unavailable[fld] = self.missing(signal)
             return None
-        value = gauge_value(values, self.p.signals[signal].aggregate, self.p.replica_labels)
+        spec = self.p.signals[signal]
+        value = gauge_value(values, spec.aggregate, self.p.replica_labels, spec.sum_by)
         if value is None:
             self.out.unavailable[fld] = "engine reported NaN"
         self.out.fields[fld] = value
@@ -622,7 +628,7 @@ class _Deriver:
         spec = self.p.signals.get(signal)
         if values is None or spec is None:
             return None
-        return gauge_value(values, spec.aggregate, self.p.replica_labels)
+        return gauge_value(values, spec.aggregate, self.p.replica_labels, spec.sum_by)
 
     def request_tokens(self) -> None:
         """Prompt and output tokens per request over the window (the engine's histograms)."""
@@ -718,7 +724,7 @@ class _Deriver:
                 for key, v in gauge_by(values, spec.by, self.p.replica_labels).items():
                     queues[f"{name} {key}"] = v
             else:
-                value = gauge_value(values, spec.aggregate, self.p.replica_labels)
+                value = gauge_value(values, spec.aggregate, self.p.replica_labels, spec.sum_by)
                 if value is not None:
                     queues[name] = value
         if queues:
@@ -829,7 +835,9 @@ def imbalance(ranks: Sequence[EngineRank]) -> str | None:
             total = sum(r.requests_waiting or 0.0 for r in waiting)
             top = busiest.requests_waiting or 0.0
             mean = total / len(waiting)
-            if top - least >= IMBALANCE_MIN_WAITING and top >= IMBALANCE_RATIO * mean:
+            if at_least(top - least, IMBALANCE_MIN_WAITING) and at_least(
+                top, IMBALANCE_RATIO * mean
+            ):
                 return (
                     f"{what} {busiest.key} holds {top:.0f} of {total:.0f} waiting requests "
                     f"(mean {mean:.1f} per {what})"
@@ -839,7 +847,7 @@ def imbalance(ranks: Sequence[EngineRank]) -> str | None:
             fullest = max(used, key=lambda r: r.kv_cache_usage or 0.0)
             low = min(r.kv_cache_usage or 0.0 for r in used)
             top = fullest.kv_cache_usage or 0.0
-            if top >= 0.5 and top - low >= IMBALANCE_KV_SPREAD:
+            if at_least(top, 0.5) and at_least(top - low, IMBALANCE_KV_SPREAD):
                 return (
                     f"{what} {fullest.key} KV cache {top * 100:.0f}% full, "
                     f"least used {low * 100:.0f}%"

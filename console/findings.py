@@ -7,7 +7,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from console.frame import Engine, Frame, ServiceStatus
+from console.frame import Engine, Frame, MemoryLine, ServiceStatus
+from console.slo import FAST_BURN
+from console.slo import SLOW_BURN as BURN_SLOW
+from console.thresholds import at_least, below
 from console.units import GIB, seconds
 
 RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -16,7 +19,6 @@ PREFILL_SHARE = 0.8  # queueing under a fifth of it: the rest is prefill
 TTFT_WORTH_S = 0.2  # below this, where TTFT goes is not worth a finding
 KV_FULL = 0.9
 PREFIX_HEAVY = 0.5  # half the prompt tokens served from the prefix cache
-BURN_SLOW = 6.0
 CONTEXT_SPARE = 4.0  # the plan's context per sequence is at least 4x what any request used
 CONTEXT_MIN_REQUESTS = 50  # requests in the window behind that verdict
 
@@ -66,15 +68,15 @@ def findings(frame: Frame) -> list[Finding]:
 def _engine(e: Engine) -> list[Finding]:
     out = []
     ttft, queue = e.ttft_s, e.queue_time_s
-    if ttft and ttft.p95 and ttft.p95 >= TTFT_WORTH_S and queue and queue.p95 is not None:
+    if ttft and ttft.p95 and at_least(ttft.p95, TTFT_WORTH_S) and queue and queue.p95 is not None:
         # a queue percentile inside a wide bucket (vLLM's first is (0, 0.3 s]) is only known to
         # lie in it: decide on the bucket's edge that speaks against the finding
-        low, high = queue.buckets.get("p95", (queue.p95, queue.p95))
+        low, high = queue.buckets["p95"] if "p95" in queue.wide else (queue.p95, queue.p95)
         evidence = [
             f"TTFT p95 {seconds(ttft.p95)} ({ttft.window}), queue p95 {seconds(queue.p95)}",
             f"waiting {e.requests_waiting or 0:.0f}, running {e.requests_running or 0:.0f}",
         ]
-        if low / ttft.p95 >= QUEUE_SHARE:
+        if at_least(low / ttft.p95, QUEUE_SHARE):
             out.append(
                 Finding(
                     "warning",
@@ -85,7 +87,7 @@ def _engine(e: Engine) -> list[Finding]:
                     ttft.p95,
                 )
             )
-        elif high / ttft.p95 < 1 - PREFILL_SHARE:
+        elif below(high / ttft.p95, 1 - PREFILL_SHARE):
             out.append(
                 Finding(
                     "info",
@@ -99,7 +101,7 @@ def _engine(e: Engine) -> list[Finding]:
                 )
             )
     used = e.kv_cache_usage or 0.0
-    if used >= KV_FULL and (e.preemptions or 0) > 0:
+    if at_least(used, KV_FULL) and (e.preemptions or 0) > 0:
         out.append(
             Finding(
                 "critical",
@@ -130,7 +132,7 @@ def _engine(e: Engine) -> list[Finding]:
             )
         )
     hit = e.prefix_cache_hit_rate
-    if hit is not None and hit >= PREFIX_HEAVY and e.prompt_tokens_per_s:
+    if hit is not None and at_least(hit, PREFIX_HEAVY) and e.prompt_tokens_per_s:
         computed = e.prompt_tokens_per_s * (1 - hit)
         out.append(
             Finding(
@@ -186,11 +188,22 @@ def _tok(v: float | None) -> str:
     return f"{v:,.0f}" if v is not None else "n/a"
 
 
+def strays(m: MemoryLine) -> bool:
+    """The engine holds less KV cache, or more memory in all, than planned: beyond the line's
+    tolerance (the plan's margin, or 1 %), so a 2 MiB shortfall is agreement."""
+    d = m.drift_bytes
+    if d is None:
+        return False
+    return (m.name == "kv" and -d > m.tolerance_bytes) or (
+        m.name == "total" and d > m.tolerance_bytes
+    )
+
+
 def _service(s: ServiceStatus) -> list[Finding]:
     out = []
     lines = {m.name: m for m in s.memory}
     kv = lines.get("kv")
-    if kv is not None and kv.drift_bytes is not None and kv.drift_bytes < 0:
+    if kv is not None and kv.drift_bytes is not None and strays(kv):
         out.append(
             Finding(
                 "warning",
@@ -205,7 +218,7 @@ def _service(s: ServiceStatus) -> list[Finding]:
             )
         )
     total = lines.get("total")
-    if total is not None and total.drift_bytes is not None and total.drift_bytes > 0:
+    if total is not None and total.drift_bytes is not None and strays(total):
         out.append(
             Finding(
                 "warning",
@@ -226,11 +239,11 @@ def _service(s: ServiceStatus) -> list[Finding]:
             hour is not None
             and hour.burn is not None
             and hour.ready is not False
-            and hour.burn >= BURN_SLOW
+            and at_least(hour.burn, BURN_SLOW)
         ):
             out.append(
                 Finding(
-                    "critical" if hour.burn >= 14.4 else "warning",
+                    "critical" if at_least(hour.burn, FAST_BURN) else "warning",
                     s.name,
                     f"error budget burning {hour.burn:.1f}x over 1h",
                     [

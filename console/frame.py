@@ -160,8 +160,10 @@ class Percentiles(Model):
     observations: float = 0.0
     lower_bound_only: list[str] = Field(default_factory=list)  # e.g. ["p99"]: rank in +Inf, "≥"
     approx: bool = False  # not a histogram of this quantity (e.g. TGI TTFT from its phases)
-    # quantiles whose bucket spans a factor of 2.5 or more: (lower, upper] where the truth may lie
+    # each quantile's bucket: (lower, upper] where the truth lies
     buckets: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    # quantiles whose bucket spans more than 1.5x (window.WIDE_RATIO): marked '±' on screen
+    wide: list[str] = Field(default_factory=list)
     note: str | None = None
     # the console has watched less than the window: the seconds these figures cover
     covered_s: float | None = None
@@ -322,7 +324,8 @@ class TargetReport(_Report):
     requests: float | None = None  # observations in the window (tokens when ``counts`` says so)
     observed_s: float | None = None  # the SLO's percentile, from the summed bucket increases
     observed_lower_bound_only: bool = False  # the rank fell in +Inf
-    observed_bucket_s: tuple[float, float] | None = None  # the bucket holding it, when wide
+    observed_bucket_s: tuple[float, float] | None = None  # the bucket holding it
+    observed_wide: bool | None = None  # that bucket spans more than 1.5x: marked '±'
     headroom_s: float | None = None
     met: bool | None = None
     attainment: float | None = None  # share within the limit
@@ -429,6 +432,7 @@ class MemoryLine(Model):
     planned_bytes: float | None = None
     engine_bytes: float | None = None
     drift_bytes: float | None = None  # engine - planned
+    tolerance_bytes: float = 0.0  # a drift within this is agreement (the plan's margin, or 1 %)
     source: str = ""  # how the engine's figure was found, or why there is none
 
 

@@ -27,6 +27,7 @@ from console.plan import (
     parse_device,
     shape,
 )
+from console.thresholds import at_least
 
 THERMAL_EVENTS = {"thermal (SW)", "thermal (HW)"}
 
@@ -152,6 +153,15 @@ def _shared_devices(services: list[ServiceStatus], cond: CondFn) -> None:
             )
 
 
+DRIFT_SHARE = 0.01  # plan and engine agree within 1 % of the planned figure (or the plan's margin)
+
+
+def drift_tolerance(planned: float, margin_bytes: float) -> float:
+    """How far the engine's figure may stand from the plan before it is a drift worth a finding:
+    the plan's allocation margin, or 1 % of the planned figure, whichever is larger."""
+    return max(margin_bytes, DRIFT_SHARE * abs(planned))
+
+
 def memory_lines(f: Fit, engine: Engine | None, gpus: list[Gpu]) -> list[MemoryLine]:
     """The plan's weights / KV / runtime / total beside the engine's own figures: SGLang's memory
     gauges, KV tokens the engine holds (vLLM's blocks x block size, llama.cpp's contexts,
@@ -168,6 +178,7 @@ def memory_lines(f: Fit, engine: Engine | None, gpus: list[Gpu]) -> list[MemoryL
             planned_bytes=planned,
             engine_bytes=value,
             drift_bytes=None if value is None else value - planned,
+            tolerance_bytes=drift_tolerance(planned, f.margin_bytes),
             source=source if value is not None else (none or missing),
         )
 
@@ -234,7 +245,7 @@ def _gpu_conditions(g: Gpu, plan: Plan, cond: CondFn) -> None:
     r = plan.alerts
     events = set(g.clock_events or [])
     if g.power_w is not None and g.power_limit_w:
-        near = g.power_w >= g.power_limit_w * (1 - r.power_within_pct / 100)
+        near = at_least(g.power_w, g.power_limit_w * (1 - r.power_within_pct / 100))
         if near or "power cap" in events:
             why = (
                 "power-cap clock events"
@@ -258,9 +269,8 @@ def _gpu_conditions(g: Gpu, plan: Plan, cond: CondFn) -> None:
                 f"thermal slowdown active at {g.temperature_c:.0f} °C: check cooling and airflow now",
                 "thermal",
             )
-        elif (
-            g.temperature_slowdown_c
-            and g.temperature_c >= g.temperature_slowdown_c - r.thermal_within_c
+        elif g.temperature_slowdown_c and at_least(
+            g.temperature_c, g.temperature_slowdown_c - r.thermal_within_c
         ):
             cond(
                 f"thermal:{g.index}",
@@ -399,7 +409,7 @@ def _service(
             growing = queued > 0 and prev is not None and queued >= prev
             if (
                 usage is not None
-                and usage >= plan.alerts.kv_usage_critical
+                and at_least(usage, plan.alerts.kv_usage_critical)
                 and (growing or (engine.preemptions or 0) > 0)
             ):
                 st = "critical"
@@ -471,7 +481,7 @@ def _service(
             lim = parent.power_limit_w
             st = (
                 "warning"
-                if parent.power_w >= lim * (1 - plan.alerts.power_within_pct / 100)
+                if at_least(parent.power_w, lim * (1 - plan.alerts.power_within_pct / 100))
                 else "ok"
             )
             heads.append(

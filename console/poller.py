@@ -393,7 +393,8 @@ class Poller:
         error = res.error
         if res.text is not None:
             page = parse(res.text, keep=needed_families().__contains__)
-            found = detect_kind(page)
+            # a page no profile claims is read as the kind the operator named, if any
+            found = detect_kind(page) or (target.kind if len(page) else None)
             if len(page) == 0 and page.skipped == 0:
                 error = f"{target.url} returned no Prometheus samples (is this the engine's /metrics URL?)"
             elif found is None:

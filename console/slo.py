@@ -31,7 +31,9 @@ from console.enginestats import (
 )
 from console.plan import Service, SloSpec, shape
 from console.promtext import label
+from console.thresholds import at_least
 from console.window import (
+    JITTER,
     Delta,
     fraction_at_or_below,
     histogram_quantile,
@@ -220,8 +222,9 @@ def compliance(
             )
             if part is not None and not since_start:
                 entry["covered_s"] = part
-            if bucket is not None and wide(bucket, observed):
+            if bucket is not None:
                 entry["observed_bucket_s"] = bucket
+                entry["observed_wide"] = wide(bucket, observed)
             approx_any |= not exact
             if share is not None:
                 attain.append(share)
@@ -350,7 +353,8 @@ class OutcomeHistory:
             self._last[key] = value
             if prev is None:
                 continue
-            step = value if (value < prev or key[0] in restarted) else value - prev
+            reset = value < prev - JITTER * abs(prev) or key[0] in restarted
+            step = value if reset else value - prev
             self._totals[0] += g * step
             self._totals[1] += f * step
         if self.first_t is None:
@@ -408,13 +412,13 @@ def burn_alert(burn: dict[str, Any]) -> tuple[str, str] | None:
         v = w.get(k, {}).get("burn")
         return v if v is not None and w[k].get("ready", True) else 0.0
 
-    if rate("5m") >= FAST_BURN and rate("1h") >= FAST_BURN:
+    if at_least(rate("5m"), FAST_BURN) and at_least(rate("1h"), FAST_BURN):
         return "critical", (
             f"error budget burning fast: {rate('5m'):.1f}x over 5m and {rate('1h'):.1f}x over 1h "
             f"(>= {FAST_BURN}): the month's budget is gone in about "
             f"{30 / max(rate('1h'), 1e-9):.1f} days; look at the failing requests now"
         )
-    if rate("1h") >= SLOW_BURN and rate("6h") >= SLOW_BURN:
+    if at_least(rate("1h"), SLOW_BURN) and at_least(rate("6h"), SLOW_BURN):
         return "warning", (
             f"error budget burning: {rate('1h'):.1f}x over 1h and {rate('6h'):.1f}x over 6h "
             f"(>= {SLOW_BURN}): check the engine's errors"

@@ -62,8 +62,7 @@ def quantile_text(
     p: Percentiles | None, name: str, ranges: bool = False, count: bool = True
 ) -> str:
     """A percentile with every mark it needs: '~' approximate, '≥' rank in +Inf, '*' since the
-    engine started, '°' over the part of the window watched so far, '±' (or its bucket with ``ranges``) when its bucket spans a factor of 2.5 or
-    more, and '·N' when fewer than FEW requests stand behind it (unless ``count`` is off)."""
+    engine started, '°' over the part of the window watched so far, '±' (or its bucket with ``ranges``) when its bucket spans more than 1.5x, and '·N' when fewer than FEW requests stand behind it (unless ``count`` is off)."""
     value = getattr(p, name) if p is not None else None
     if p is None or value is None:
         return NA
@@ -72,7 +71,7 @@ def quantile_text(
         text += "*"
     elif p.covered_s is not None:
         text += PARTIAL
-    if name in p.buckets:
+    if name in p.wide:
         text += f" ({span(p.buckets[name])})" if ranges else "±"
     if count and p.observations < FEW:
         text += f"·{p.observations:.0f}"
@@ -91,7 +90,7 @@ def target_text(entry: TargetReport | None, ranges: bool = False, compact: bool 
         text += "*"
     elif entry.covered_s is not None:
         text += PARTIAL
-    if entry.observed_bucket_s and not compact:
+    if entry.observed_bucket_s and entry.observed_wide and not compact:
         text += f" ({span(entry.observed_bucket_s)})" if ranges else "±"
     if entry.attainment_exact is False and not compact:
         text += "≈"

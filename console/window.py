@@ -6,7 +6,8 @@
   step counts the value after the reset — Prometheus' ``increase()`` before extrapolation. A
   series vector (a histogram's buckets and count) resets as a whole when any element goes down,
   as Prometheus does for native histograms; a known engine restart (its process start time
-  changed) resets every series at that scrape, even one that grew past its old value.
+  changed) resets every series at that scrape, even one that grew past its old value. A drop of
+  less than ``JITTER`` of the value is float noise, not a reset.
 * Rates are Prometheus' ``rate()``: each series' increase extrapolated to the window's edges
   (at most 1.1 average intervals, never below zero), divided by the window, then summed.
 * A window the console has not filled yet is rated over what it watched: Prometheus may treat
@@ -122,7 +123,9 @@ def window_delta(
             if len(out[key]) != len(cur):
                 out[key] = [0.0] * len(cur)
             before = s[1]
-            if restarted or (cur != before and not all(map(operator.ge, cur, before))):
+            if restarted or (
+                cur != before and not all(map(operator.ge, cur, before)) and not jitter(cur, before)
+            ):
                 reset_at = t
                 _bank(out, key, s)
                 out[key] = list(map(operator.add, out[key], cur))  # counted from zero
@@ -143,6 +146,16 @@ def window_delta(
         range_start(t_new, t_old, window_s, covered_from),
         t_new,
     )
+
+
+JITTER = 1e-6  # a counter going down by less than this share of its value did not reset
+
+
+def jitter(cur: Vector, before: Vector) -> bool:
+    """Every element that went down did so by less than ``JITTER`` of its value: float noise in
+    how the engine sums or prints (1e6 - 1e-6), not a reset — counted as a step of about zero.
+    A reset goes back to what the new process counted, far below."""
+    return all(c >= b - JITTER * abs(b) for c, b in zip(cur, before, strict=True))
 
 
 def _bank(out: dict[Labels, list[float]], key: Labels, segment: list[Vector]) -> None:
@@ -300,6 +313,15 @@ def quantile_bucket(
     return None
 
 
+WIDE_RATIO = 1.5  # vLLM's 2x buckets (2.5-5 s, 20-40 s) carried +32 % and +55 % errors at p95
+
+
 def wide(bucket: tuple[float, float] | None, value: float | None) -> bool:
-    """A bucket spanning a factor of 2.5 or more (1.0-2.5 s): the figure could be far from the truth."""
-    return bucket is not None and value is not None and value > 0 and bucket[1] >= 2.5 * bucket[0]
+    """A bucket whose upper bound is more than 1.5x its lower (2.5-5 s, or the first bucket from
+    0): the interpolated figure could be far from the truth."""
+    return (
+        bucket is not None
+        and value is not None
+        and value > 0
+        and bucket[1] > WIDE_RATIO * bucket[0] * (1 + 1e-9)
+    )

@@ -48,8 +48,9 @@ HELP = """\
   covers the seconds watched so far, shown in the header as
   "window 1m (12s watched)"; JSON gives covered_s.
   ≥ means the rank fell in the +Inf bucket (a lower bound only).
-  ± means the bucket holding the figure spans a factor of 2.5 or
-  more: the truth may be anywhere in it (the detail shows it).
+  ± means the bucket holding the figure spans more than 1.5x (its
+  upper bound over its lower): the truth may be anywhere in it (the
+  detail shows it).
   ~ approximate; ≈ attainment interpolated between bucket bounds;
   ·7 only 7 requests stand behind the figure (dimmed under 20).
   Windows hold the scrapes of the last W seconds, as a Prometheus

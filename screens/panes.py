@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from console.findings import strays
 from console.frame import Frame, Headroom, MemoryLine
 from console.units import NA
 from screens.widgets import KeyedTable, Pane, Quiet, TablePane
@@ -69,7 +70,7 @@ def drift_cell(lines: list[MemoryLine], c: dict[str, str]) -> Text:
         return Text("-", style=c["dim"])
     m = max(known, key=lambda m: abs(m.drift_bytes or 0.0))
     drift = m.drift_bytes or 0.0
-    bad = (m.name == "kv" and drift < 0) or (m.name == "total" and drift > 0)
+    bad = strays(m)
     return Text(
         f"{m.name} {(m.engine_bytes or 0) / GIB:.1f}/{(m.planned_bytes or 0) / GIB:.1f} "
         f"{drift / GIB:+.1f}",

@@ -11,8 +11,10 @@ from textual.widgets import Footer, Input, Static
 
 from console.cost import crossover, serving_goodput
 from console.enginestats import parse_window
+from console.findings import strays
 from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetReport
 from console.slo import BURN_READY_S, SLOW_BURN
+from console.thresholds import at_least
 from console.units import FEW, NA, PARTIAL, seconds, share_range, target_text
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import DeckScreen, KeyedTable, Pane, Quiet, theme_colors
@@ -48,7 +50,9 @@ def _burn(slo: SloReport | None, c: dict[str, str]) -> Text:
         return Text(NA, style=c["dim"])
     ready = [b is not None and b.ready is not False for b in got]
     # the slow-burn alert's threshold, on windows that hold enough to alert on
-    hot = any(v is not None and r and v >= SLOW_BURN for v, r in zip(vals, ready, strict=True))
+    hot = any(
+        v is not None and r and at_least(v, SLOW_BURN) for v, r in zip(vals, ready, strict=True)
+    )
     return Text(
         "/".join(
             "-" if v is None else f"{v:.1f}" + ("" if r else PARTIAL)
@@ -249,10 +253,7 @@ class ServiceDetailScreen(DeckScreen):
                 engine = "n/a" if m.engine_bytes is None else f"{m.engine_bytes / 2**30:.2f}"
                 drift = "" if m.drift_bytes is None else f"{m.drift_bytes / 2**30:+.2f}"
                 planned = "" if m.planned_bytes is None else f"{m.planned_bytes / 2**30:.2f}"
-                short = m.drift_bytes is not None and (
-                    (m.name == "kv" and m.drift_bytes < 0)
-                    or (m.name == "total" and m.drift_bytes > 0)
-                )
+                short = strays(m)
                 t.append(
                     f"  {m.name:<9}{planned:>9}{engine:>9}{drift:>9}  {m.source}\n",
                     style=c["warning"] if short else "",

@@ -450,6 +450,7 @@ def test_good_share_never_reads_above_completion_and_markdown_keeps_marks():
         observations=2,
         lower_bound_only=[],
         buckets={"p95": (1.0, 2.5)},
+        wide=["p95"],
     )
     assert quantile_text(p, "p95", ranges=True) == "2.09s* (1.00s–2.50s)·2"
     assert quantile_text(p, "p95") == "2.09s*±·2"

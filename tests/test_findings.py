@@ -60,7 +60,9 @@ def test_ttft_mostly_queueing_or_prefill():
     between = frame([eng(ttft_s=pct(2.0), queue_time_s=pct(0.6))])  # 30%: neither
     fast = frame([eng(ttft_s=pct(0.15), queue_time_s=pct(0.14))])  # not worth a finding
     # vLLM's first queue bucket is (0, 0.3 s]: a p95 of 285 ms there says only "under 0.3 s"
-    vague = Percentiles(p95=0.285, window="1m", observations=100, buckets={"p95": (0.0, 0.3)})
+    vague = Percentiles(
+        p95=0.285, window="1m", observations=100, buckets={"p95": (0.0, 0.3)}, wide=["p95"]
+    )
     unresolved = frame([eng(ttft_s=pct(0.45), queue_time_s=vague)])
     assert titles(between) == titles(fast) == titles(unresolved) == []
 
