@@ -43,6 +43,12 @@ HELP = {
         "Error-budget burn rate over the window (1 = on budget); absent until the window holds "
         "enough data to alert on.",
     ),
+    "slo_objective_burn_rate": (
+        "gauge",
+        "Burn rate of one objective (completion: failed requests against the completion target; "
+        "ttft_s, tpot_s, e2e_s: requests over the latency limit against 1 - its percentile); "
+        "absent until the window holds enough data.",
+    ),
     "slo_burn_window_covered_seconds": (
         "gauge",
         "Seconds of the burn window the console has watched.",
@@ -129,6 +135,15 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
                         service=s.name,
                         window=window,
                     )
+                for objective, per in slo.burn.objectives.items():
+                    for window, w in per.items():
+                        p.add(
+                            "slo_objective_burn_rate",
+                            w.burn if w.ready is not False else None,
+                            service=s.name,
+                            objective=objective,
+                            window=window,
+                        )
         if s.cost is not None:
             p.add("cost_usd_per_hour", s.cost.usd_per_h, service=s.name)
             price = s.cost.usd_per_m_compliant_tokens

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from console.frame import Engine, Frame, MemoryLine, ServiceStatus
-from console.slo import FAST_BURN
+from console.slo import FAST_BURN, OBJECTIVES
 from console.slo import SLOW_BURN as BURN_SLOW
 from console.thresholds import at_least, below
 from console.units import GIB, seconds
@@ -235,6 +235,7 @@ def _service(s: ServiceStatus) -> list[Finding]:
     burn = s.slo.burn if s.slo else None
     if burn is not None:
         hour = burn.windows.get("1h")
+        obj = (hour.objective if hour is not None else None) or "completion"
         if (
             hour is not None
             and hour.burn is not None
@@ -248,9 +249,12 @@ def _service(s: ServiceStatus) -> list[Finding]:
                     f"error budget burning {hour.burn:.1f}x over 1h",
                     [
                         f"{(hour.bad_share or 0) * 100:.2f}% of {hour.requests:,.0f} requests "
-                        f"failed against a {burn.error_budget * 100:.2f}% budget"
+                        f"failed or missed a latency SLO against a {burn.error_budget * 100:.2f}% "
+                        f"budget; the worst objective: {OBJECTIVES.get(obj, obj)}"
                     ],
-                    "look at the failing requests (finish reasons in the engine detail)",
+                    "look at the failing requests (finish reasons in the engine detail)"
+                    if obj == "completion"
+                    else "look at where the latency goes (the engine detail: queue, prefill, decode)",
                     hour.burn,
                 )
             )

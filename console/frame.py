@@ -362,12 +362,15 @@ class BurnWindow(_Report):
     covered_s: float | None = None  # seconds of the window the console has watched
     # enough of the window watched (slo.BURN_READY_S) and enough requests to alert on
     ready: bool | None = None
+    objective: str | None = None  # the worst-burning objective: completion, ttft_s, tpot_s, e2e_s
 
 
 class BurnReport(_Report):
     error_budget: float
     period_days: float
-    windows: dict[str, BurnWindow]
+    windows: dict[str, BurnWindow]  # the service: its worst objective per window
+    # per objective (completion, and each latency SLO against 1 - its percentile), per window
+    objectives: dict[str, dict[str, BurnWindow]] = Field(default_factory=dict)
 
 
 class SloReport(_Report):

@@ -14,11 +14,13 @@ from console.enginestats import restart_times
 from console.frame import CostReport, Gpu, ServiceStatus, SloReport
 from console.plan import Plan, Service, parse_device
 from console.slo import (
+    LatencyHistory,
     OutcomeHistory,
     burn_alert,
     burn_rates,
     compliance,
     default_slo,
+    latency_series,
     outcome_series,
     outcomes,
 )
@@ -121,9 +123,20 @@ def service_meters(
                     if h[-1].t in restart_times(h):
                         restarted.add(name)
             if series:
+                slo = default_slo(svc)
                 hist = burn_hist.setdefault(svc.name, OutcomeHistory())
                 hist.add(now, series, restarted)
-                slo_doc["burn"] = burn_rates(hist, default_slo(svc).completion)
+                late: dict[str, dict[tuple[Any, ...], tuple[float, float]]] = {}
+                for name in svc.engine_names:
+                    h = histories.get(name)
+                    if h:
+                        for key, rows in latency_series(h[-1], slo).items():
+                            late.setdefault(key, {}).update(
+                                {(name, *k): v for k, v in rows.items()}
+                            )
+                for key, rows in late.items():
+                    hist.latency.setdefault(key, LatencyHistory()).add(now, rows, restarted)
+                slo_doc["burn"] = burn_rates(hist, slo.completion, slo.percentile)
                 hit = burn_alert(slo_doc["burn"])
                 if hit is not None and plan.alerts.burn.enabled:
                     conds.append(

@@ -9,6 +9,13 @@ distribution, so the share of *good* requests (every SLO met and completed) is o
 
 (Fréchet bounds; c = completion rate, a_i = attainments over completed requests).
 Error budget = 1 - completion target over 30 days; burn rate = bad share / budget share.
+
+Latency misses spend budget too. Each latency SLO is its own objective: a p95 TTFT of 1 s lets 5 %
+of requests take longer, so its budget is 1 - 0.95 and its burn is the share of requests over the
+limit / 5 % (counted from the histogram at the limit: exact at a bucket bound, interpolated inside
+a bucket otherwise). The service's burn is the worst objective's (errors against the completion
+target, each latency SLO against its percentile); its bad share is failed + (1 - failed) x the
+largest miss share — the least the union of failures and misses can be.
 """
 
 from __future__ import annotations
@@ -54,6 +61,12 @@ BURN_WINDOWS_S = (300.0, 3600.0, 21600.0)
 BURN_READY_S = {300.0: 300.0, 3600.0: 300.0, 21600.0: 3600.0}
 MIN_BURN_REQUESTS = 20
 SIGNALS = (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e", "e2e_s"))
+OBJECTIVES = {
+    "completion": "failed requests",
+    "ttft_s": "TTFT over its SLO",
+    "tpot_s": "TPOT over its SLO",
+    "e2e_s": "latency over its SLO",
+}
 # TPOT histograms observed once per output token (vLLM <= 0.10), not once per request
 PER_TOKEN_SERIES = ("vllm:time_per_output_token_seconds",)
 
@@ -323,6 +336,78 @@ def outcome_series(
     return out
 
 
+def latency_series(
+    ex: Extract, slo: SloSpec
+) -> dict[str, dict[tuple[Any, ...], tuple[float, float]]]:
+    """Per latency SLO (``ttft_s``, ``tpot_s``, ``e2e_s``) every histogram series of one scrape:
+    key -> (requests observed, requests within the limit). TGI's TTFT (no histogram) and a TPOT
+    histogram that counts tokens are left out: they cannot count requests."""
+    out: dict[str, dict[tuple[Any, ...], tuple[float, float]]] = {}
+    for signal, key in SIGNALS:
+        limit = getattr(slo, key)
+        hist = ex.histograms.get(signal)
+        if limit is None or hist is None or ex.series.get(signal) in PER_TOKEN_SERIES:
+            continue
+        bounds = ex.bounds.get(signal, {})
+        rows: dict[tuple[Any, ...], tuple[float, float]] = {}
+        for lab, vec in hist.items():
+            les = bounds.get(lab)
+            if les is None or len(les) + 1 != len(vec):
+                continue
+            count = vec[-1]
+            share, _ = fraction_at_or_below(limit, list(zip(les, vec[:-1], strict=True)))
+            rows[(signal, lab)] = (count, count * share if share is not None else count)
+        if rows:
+            out[key] = rows
+    return out
+
+
+class LatencyHistory:
+    """Requests observed and requests within one latency SLO's limit, kept at every poll for the
+    burn windows: each histogram series is its own counter pair (reset as one)."""
+
+    def __init__(self, keep_s: float = max(BURN_WINDOWS_S) + 60) -> None:
+        self.keep_s = keep_s
+        self.t, self.seen, self.missed = array("d"), array("d"), array("d")
+        self._last: dict[tuple[Any, ...], tuple[float, float]] = {}
+        self._totals = [0.0, 0.0]
+
+    def add(
+        self,
+        t: float,
+        series: dict[tuple[Any, ...], tuple[float, float]],
+        restarted: Collection[Any] = (),
+    ) -> None:
+        for key, (count, within) in series.items():
+            if math.isnan(count) or math.isnan(within):
+                continue
+            prev = self._last.get(key)
+            self._last[key] = (count, within)
+            if prev is None:
+                continue
+            reset = count < prev[0] - JITTER * abs(prev[0]) or key[0] in restarted
+            seen = count if reset else count - prev[0]
+            kept = within if reset else within - prev[1]
+            self._totals[0] += seen
+            self._totals[1] += max(0.0, seen - kept)
+        self.t.append(t)
+        self.seen.append(self._totals[0])
+        self.missed.append(self._totals[1])
+        old = bisect.bisect_right(self.t, t - self.keep_s) - 1
+        if old > 512:
+            for arr in (self.t, self.seen, self.missed):
+                del arr[:old]
+
+    def miss_share(self, window_s: float) -> tuple[float | None, float]:
+        """(share of requests over the limit, requests observed) over the window."""
+        if len(self.t) < 2:
+            return None, 0.0
+        i = window_start(self.t, window_s)
+        seen = self.seen[-1] - self.seen[i]
+        missed = self.missed[-1] - self.missed[i]
+        return (min(1.0, max(0.0, missed / seen)) if seen > 0 else None), seen
+
+
 class OutcomeHistory:
     """Good and failed requests of one service, kept at every poll for the 6 h burn windows.
 
@@ -337,6 +422,7 @@ class OutcomeHistory:
         self._last: dict[tuple[Any, ...], float] = {}
         self._totals = [0.0, 0.0]
         self.first_t: float | None = None  # the first poll: windows hold no more than since then
+        self.latency: dict[str, LatencyHistory] = {}  # per latency SLO: requests over its limit
 
     def add(
         self,
@@ -384,22 +470,54 @@ class OutcomeHistory:
         return (bad / total if total > 0 else None), total
 
 
-def burn_rates(history: OutcomeHistory, completion_target: float) -> dict[str, Any]:
+def _burn_entry(
+    share: float | None, n: float, budget: float, watched: float, enough: bool
+) -> dict[str, Any]:
+    return {
+        "bad_share": share,
+        "requests": n,
+        "burn": (share / budget) if share is not None and budget > 0 else None,
+        "covered_s": watched,
+        "ready": enough and n >= MIN_BURN_REQUESTS,
+    }
+
+
+def burn_rates(
+    history: OutcomeHistory, completion_target: float, percentile: float = 0.95
+) -> dict[str, Any]:
+    """Burn per window: overall (the worst objective's) and per objective (``completion`` and each
+    latency SLO the history keeps, whose budget is ``1 - percentile``)."""
     budget = 1.0 - completion_target
+    late_budget = 1.0 - percentile
     out: dict[str, Any] = {
         "error_budget": budget,
         "period_days": BUDGET_PERIOD_S / 86400,
         "windows": {},
+        "objectives": {},
     }
     for w in BURN_WINDOWS_S:
-        share, n = history.bad_share(w)
+        label = window_label(w)
         watched = history.covered(w)
-        out["windows"][window_label(w)] = {
-            "bad_share": share,
-            "requests": n,
-            "burn": (share / budget) if share is not None and budget > 0 else None,
-            "covered_s": watched,
-            "ready": watched >= BURN_READY_S[w] - 1e-6 and n >= MIN_BURN_REQUESTS,
+        enough = watched >= BURN_READY_S[w] - 1e-6
+
+        failed, n = history.bad_share(w)
+        each = {"completion": _burn_entry(failed, n, budget, watched, enough)}
+        for key, lat in history.latency.items():
+            share, seen = lat.miss_share(w)
+            each[key] = _burn_entry(share, seen, late_budget, watched, enough)
+        for key, e in each.items():
+            out["objectives"].setdefault(key, {})[label] = e
+        burns = [e for e in each.values() if e["burn"] is not None]
+        worst = max(burns, key=lambda e: (e["ready"], e["burn"]), default=each["completion"])
+        misses = [e["bad_share"] for k, e in each.items() if k != "completion"]
+        misses = [m for m in misses if m is not None]
+        f = failed if failed is not None else 0.0
+        combined = f + (1 - f) * max(misses) if misses else failed
+        out["windows"][label] = {
+            **worst,
+            "bad_share": combined,
+            "requests": n if n > 0 else worst["requests"],
+            "objective": next(k for k, e in each.items() if e is worst),
         }
     return out
 
@@ -412,15 +530,19 @@ def burn_alert(burn: dict[str, Any]) -> tuple[str, str] | None:
         v = w.get(k, {}).get("burn")
         return v if v is not None and w[k].get("ready", True) else 0.0
 
+    def what(k: str) -> str:
+        name = str(w.get(k, {}).get("objective", "completion"))
+        return OBJECTIVES.get(name, name)
+
     if at_least(rate("5m"), FAST_BURN) and at_least(rate("1h"), FAST_BURN):
         return "critical", (
             f"error budget burning fast: {rate('5m'):.1f}x over 5m and {rate('1h'):.1f}x over 1h "
-            f"(>= {FAST_BURN}): the month's budget is gone in about "
-            f"{30 / max(rate('1h'), 1e-9):.1f} days; look at the failing requests now"
+            f"(>= {FAST_BURN}, {what('5m')}): the month's budget is gone in about "
+            f"{30 / max(rate('1h'), 1e-9):.1f} days; look at the failing or slow requests now"
         )
     if at_least(rate("1h"), SLOW_BURN) and at_least(rate("6h"), SLOW_BURN):
         return "warning", (
             f"error budget burning: {rate('1h'):.1f}x over 1h and {rate('6h'):.1f}x over 6h "
-            f"(>= {SLOW_BURN}): check the engine's errors"
+            f"(>= {SLOW_BURN}, {what('1h')}): check the engine's errors and latency"
         )
     return None

@@ -13,7 +13,7 @@ from console.cost import crossover, serving_goodput
 from console.enginestats import parse_window
 from console.findings import strays
 from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetReport
-from console.slo import BURN_READY_S, SLOW_BURN
+from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN
 from console.thresholds import at_least
 from console.units import FEW, NA, PARTIAL, seconds, share_range, target_text
 from screens.charts import ChartRow, SeriesChart
@@ -315,6 +315,11 @@ class ServiceDetailScreen(DeckScreen):
             ws = ", ".join(
                 f"{k} "
                 + ("-" if v.burn is None else f"{v.burn:.1f}x")
+                + (
+                    f" {OBJECTIVES.get(v.objective, v.objective)}"
+                    if v.objective and v.objective != "completion" and v.burn
+                    else ""
+                )
                 + (
                     f" (partial: {v.covered_s or 0:.0f} s of {k})"
                     if v.ready is False and (v.covered_s or 0) < BURN_READY_S[parse_window(k)]
