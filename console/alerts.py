@@ -84,6 +84,11 @@ class AlertBook:
         active.sort(key=lambda a: (SEVERITY_ORDER[a.severity], a.since, a.key))
         return active + self.cleared
 
+    def pending(self) -> list[tuple[Condition, float]]:
+        """Conditions that hold now but have not held for their ``for`` yet, with when they
+        began (from the last update)."""
+        return [(t.cond, t.first_seen) for t in self.tracks.values() if not t.raised]
+
     @staticmethod
     def _alert(track: _Track) -> Alert:
         c = track.cond

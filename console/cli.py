@@ -512,7 +512,7 @@ def _fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, 
     state = asyncio.run(run())
     if state.last_ok is None:
         why = "; ".join(f"{k}: {v}" for k, v in list(state.errors.items())[:2])
-        raise NoAnswer(f"UNKNOWN: Prometheus at {url} did not answer ({why}).")
+        raise NoAnswer(f"INFERDECK UNKNOWN - Prometheus at {url} did not answer ({why}).")
     return state, url
 
 
@@ -568,21 +568,30 @@ def _fleet_snapshot(args: argparse.Namespace) -> int:
 
 def _fleet_check(args: argparse.Namespace) -> int:
     """Exit by the worst node: 0 ok, 1 warning, 2 critical (3: Prometheus did not answer)."""
-    from console.alerts import worst
+    from console.alerts import SEVERITY_ORDER, worst
 
     state, url = _fleet_headless(args, args.wait)
-    levels = []
+    if not state.nodes:
+        print(f"INFERDECK UNKNOWN - {url}: Prometheus holds no inferdeck-readable node")
+        return 3
+    details, levels = [], []
     for name, f in sorted(state.nodes.items()):
         active = [a for a in f.alerts if a.state == "active"]
-        for a in active:
-            print(f"{a.severity.upper()} {name} {a.subject}: {a.message}")
+        active.sort(key=lambda a: SEVERITY_ORDER[a.severity])
+        details += [
+            (a.severity, f"{a.severity.upper()} {name} {a.subject}: {a.message}") for a in active
+        ]
         levels.append(worst(active))
-    if not state.nodes:
-        print(f"UNKNOWN {url}: Prometheus holds no inferdeck-readable node")
-        return 3
     level = "critical" if "critical" in levels else "warning" if "warning" in levels else None
+    details.sort(key=lambda d: SEVERITY_ORDER[d[0]])
     if level is None:
-        print(f"OK {url}: {len(state.nodes)} nodes, no active alerts")
+        print(f"INFERDECK OK - {url}: {len(state.nodes)} nodes, no active alerts")
+    else:
+        head = details[0][1].split(" ", 1)[1].replace("|", "/")
+        more = f" (+{len(details) - 1} more)" if len(details) > 1 else ""
+        print(f"INFERDECK {level.upper()} - {head}{more}")
+    for _, line in details:
+        print(line)
     return {"critical": 2, "warning": 1}.get(level or "", 0)
 
 
@@ -919,42 +928,36 @@ def _plan(args: argparse.Namespace) -> int:
             "(`inferdeck example-config` prints an example with every key)."
         )
     sys.stdout.write(plan_json(settings) if args.format == "json" else plan_text(settings))
-    return 1 if plan_fits(settings) is False else 0
+    verdict = plan_fits(settings)
+    if verdict is None:  # a deploy gate must not pass on "?"
+        print(
+            "inferdeck: fit cannot be decided: a device's capacity is unknown (name the node's "
+            "gpu_model in the config, or run where NVML reads the GPUs); exit 3",
+            file=sys.stderr,
+        )
+        return 3
+    return 1 if verdict is False else 0
 
 
 def _check(args: argparse.Namespace) -> int:
-    """Exit 0 (ok), 1 (warning) or 2 (critical) from the alerts active after sampling."""
-    from console.alerts import worst
+    """A Nagios plugin: the first line is the node's verdict with performance data, the details
+    follow; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. The verdict is the console's: alerts,
+    findings, and conditions that hold but whose hold has not elapsed (pending, a warning), so the
+    same state gives the same code however long the check sampled."""
+    from console.checkplugin import check_lines
+    from console.verdict import EXIT
 
     _positive(args.wait, "--wait", allow_zero=True)
     if args.prometheus:
         return _fleet_check(args)
     poller, node, settings = _build(args, args.demo)
-    poller.alerts.max_for_s = args.wait  # a rule's `for` can only be honoured as far as we sampled
     try:
         frame = asyncio.run(sample(poller, args.wait, settings.interval_s))
     finally:
         if node is not None:
             node.stop()
-    if not frame.engines and not frame.gpus:  # nothing watched: no news is not good news
-        reason = frame.gpu_source.error or "no GPU reading"
-        print(
-            f"UNKNOWN {frame.host}: nothing to check — no engine found or configured, and {reason}"
-        )
-        return 3
-    active = [a for a in frame.alerts if a.state == "active"]
-    for a in active:
-        print(f"{a.severity.upper()} {a.subject}: {a.message}")
-    from console.findings import findings
-
-    for f in findings(frame):  # what to look at, with the knob; they never change the exit code
-        print(f"FINDING {f.severity} {f.subject}: {f.title} ({'; '.join(f.evidence)}) — {f.knob}")
-    level = worst(active)
-    if level is None:
-        print(
-            f"OK {frame.host}: no active alerts ({len(frame.engines)} engines, {len(frame.gpus)} GPUs)"
-        )
-    return {"critical": 2, "warning": 1}.get(level or "", 0)
+    print("\n".join(check_lines(frame, settings)))
+    return EXIT[frame.status]
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from console.plan import Plan
 from console.sample import EngineSample, Sample
 from console.slo import OutcomeHistory
 from console.triton import count_once
+from console.verdict import judged
 
 
 def _utc(t: float) -> datetime:
@@ -61,7 +62,7 @@ class Deriver:
             self.plan, services, histories, kinds, self.burn, gpus, now
         )
         alerts = self.alerts.update(conditions + burn, now)
-        return Frame(
+        frame = Frame(
             taken_at=_utc(now),
             host=self.host,
             inferdeck_version=__version__,
@@ -74,6 +75,7 @@ class Deriver:
             cost=NodeCost.model_validate(node_cost) if node_cost is not None else None,
             alerts=alerts,
         )
+        return judged(frame, self.alerts.pending())
 
     def _engine(self, s: EngineSample) -> Engine:
         tr = self.tracks.setdefault(s.label, _Track(model=s.model))

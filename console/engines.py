@@ -113,6 +113,17 @@ class DiscoverSpec(Model, checked=True):
     )
 
 
+class Knobs(Model, checked=True):
+    """The engine's own names for what findings suggest turning (vLLM's when a profile is silent)."""
+
+    max_seqs: str = "--max-num-seqs"  # sequences scheduled at once
+    memory: str = "--gpu-memory-utilization"  # the device share the engine takes (its KV pool)
+    max_len: str = "--max-model-len"  # context per sequence
+    batched_tokens: str = "--max-num-batched-tokens"  # prefill tokens per step
+    prefix: str = "--enable-prefix-caching"
+    preemptions: str = "preemptions"  # what the engine calls evicting a running sequence
+
+
 class EngineProfile(Model, checked=True):
     title: str
     prefixes: list[str] = Field(default_factory=list)  # family-name prefixes only this engine uses
@@ -131,6 +142,7 @@ class EngineProfile(Model, checked=True):
     count_once: list[str] = Field(default_factory=list)
     count_once_label: str | None = None
     role_label: str | None = None  # a rank's role (Dynamo's worker_type: prefill / decode)
+    knobs: Knobs = Field(default_factory=Knobs)
 
     @model_validator(mode="after")
     def _references(self) -> None:

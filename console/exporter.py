@@ -11,6 +11,7 @@ from collections import Counter
 
 from console.frame import Frame
 from console.plan import Plan
+from console.verdict import EXIT
 
 PREFIX = "inferdeck_"
 SEVERITY = {"ok": 0, "warning": 1, "critical": 2}  # unknown headroom: no sample (never 0)
@@ -59,6 +60,15 @@ HELP = {
         "Cost per million output tokens of requests meeting every SLO (bounds).",
     ),
     "alerts_active": ("gauge", "Active alerts by rule and severity."),
+    "status": (
+        "gauge",
+        "The node's verdict, as the console and `inferdeck check` give it: 0 ok, 1 warning, "
+        "2 critical, 3 unknown (nothing watched).",
+    ),
+    "verdict_concerns": (
+        "gauge",
+        "Entries of the node's verdict by severity and source (alert, finding, pending).",
+    ),
     "gpu_utilization_ratio": ("gauge", "NVML GPU utilisation (absent under MIG)."),
     "gpu_activity_ratio": ("gauge", "GPM graphics activity of a GPU or MIG GPU instance."),
 }
@@ -102,6 +112,12 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
     p = _Page()
     p.add("build_info", 1.0, version=version, plan_hash=plan_hash(plan))
     p.add("frame_timestamp_seconds", frame.taken_at.timestamp())
+    p.add("status", float(EXIT[frame.status]))
+    tally: dict[tuple[str, str], int] = {}
+    for v in frame.verdict:
+        tally[(v.severity, v.source)] = tally.get((v.severity, v.source), 0) + 1
+    for (severity, source), n in sorted(tally.items()):
+        p.add("verdict_concerns", float(n), severity=severity, source=source)
     for e in frame.engines:
         p.add("engine_up", 1.0 if e.up else 0.0, engine=e.name, kind=e.kind or "")
     for s in frame.services:
@@ -211,19 +227,23 @@ def alert_rules(plan: Plan) -> str:
             continue
         title = key.capitalize()
         sel = f'{PREFIX}headroom_severity{{rule="{key}"}}'
+        # severities nest (>= 1, >= 2): a condition going from warning to critical keeps the
+        # warning firing, so neither resets the other's `for`
         rule(
             f"Inferdeck{title}HeadroomCritical",
-            f"{sel} == 2",
+            f"{sel} >= 2",
             cfg.for_s,
             "critical",
-            f"{{{{ $labels.service }}}}: {key} headroom below zero against the plan",
+            f"{{{{ $labels.service }}}}: {key} headroom critical (severity {{{{ $value }}}}); "
+            "the console and inferdeck check say why",
         )
         rule(
             f"Inferdeck{title}HeadroomWarning",
-            f"{sel} == 1",
+            f"{sel} >= 1",
             cfg.for_s,
             "warning",
-            f"{{{{ $labels.service }}}}: {key} headroom below the planned budget",
+            f"{{{{ $labels.service }}}}: {key} headroom at or past its budget (severity "
+            "{{ $value }}); the console and inferdeck check say why",
         )
     if r.burn.enabled:
         burn = f"{PREFIX}slo_burn_rate"
@@ -249,6 +269,14 @@ def alert_rules(plan: Plan) -> str:
             "critical",
             "{{ $labels.engine }} on {{ $labels.instance }}: metrics page unreadable",
         )
+    rule(
+        "InferdeckNodeCritical",
+        f"{PREFIX}status == 2",
+        60,
+        "critical",
+        "{{ $labels.instance }}: the node's verdict is CRITICAL (a critical alert or finding) "
+        "for a minute; inferdeck check says which",
+    )
     rule(
         "InferdeckExporterDown",
         'up{job="inferdeck"} == 0',

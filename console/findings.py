@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from console.engines import Knobs, profiles
 from console.frame import Engine, Frame, MemoryLine, ServiceStatus
 from console.slo import FAST_BURN, OBJECTIVES
 from console.slo import SLOW_BURN as BURN_SLOW
@@ -61,12 +62,22 @@ def findings(frame: Frame) -> list[Finding]:
             )
     engines = {e.name: e for e in frame.engines}
     for s in frame.services:
-        out += _service(s) + _context(s, engines.get(s.engine))
+        engine = engines.get(s.engine)
+        out += _service(s, engine.kind if engine else None) + _context(s, engine)
     return sorted(out, key=lambda f: (RANK[f.severity], -f.weight, f.subject))
+
+
+def knobs(kind: str | None) -> Knobs:
+    """The engine's own flag names (vLLM's for an engine of unknown kind)."""
+    prof = profiles().get(kind or "")
+    return prof.knobs if prof is not None else Knobs()
 
 
 def _engine(e: Engine) -> list[Finding]:
     out = []
+    k = knobs(e.kind)
+    used = e.kv_cache_usage or 0.0
+    kv_full = at_least(used, KV_FULL)
     ttft, queue = e.ttft_s, e.queue_time_s
     if ttft and ttft.p95 and at_least(ttft.p95, TTFT_WORTH_S) and queue and queue.p95 is not None:
         # a queue percentile inside a wide bucket (vLLM's first is (0, 0.3 s]) is only known to
@@ -83,7 +94,12 @@ def _engine(e: Engine) -> list[Finding]:
                     e.name,
                     f"TTFT is mostly queueing ({min(low / ttft.p95, 1) * 100:.0f}% of its p95)",
                     evidence,
-                    "add capacity (a replica), or raise max-num-seqs if the KV cache has room",
+                    # with the KV cache full, more sequences at once would only preempt more
+                    "add capacity (a replica); the KV cache is full, so more sequences at once "
+                    "would only preempt more"
+                    if kv_full
+                    else f"add capacity (a replica), or raise {k.max_seqs}: the KV cache has room "
+                    f"({used * 100:.0f}% used)",
                     ttft.p95,
                 )
             )
@@ -95,29 +111,28 @@ def _engine(e: Engine) -> list[Finding]:
                     f"TTFT is mostly prefill ({(1 - high / ttft.p95) * 100:.0f}% of its p95 "
                     "after the queue)",
                     evidence,
-                    "long prompts: enable prefix caching / chunked prefill, or lower "
-                    "max-num-batched-tokens to keep decode steps short",
+                    f"long prompts: {k.prefix} for shared prefixes, or lower "
+                    f"{k.batched_tokens} to keep decode steps short",
                     ttft.p95,
                 )
             )
-    used = e.kv_cache_usage or 0.0
-    if at_least(used, KV_FULL) and (e.preemptions or 0) > 0:
+    if kv_full and (e.preemptions or 0) > 0:
         out.append(
             Finding(
                 "critical",
                 e.name,
                 f"KV cache {used * 100:.0f}% full with "
-                f"{e.preemptions:.0f} preemptions (retractions) in the window",
+                f"{e.preemptions:.0f} {k.preemptions} in the window",
                 [
                     f"KV use {used * 100:.1f}% of {e.kv_capacity_tokens or 0:,.0f} tokens",
-                    f"preemptions {e.preemptions:.0f}"
+                    f"{k.preemptions} {e.preemptions:.0f}"
                     + (
                         f", {e.preemptions_per_request:.2f} per finished request"
                         if e.preemptions_per_request is not None
                         else ""
                     ),
                 ],
-                "lower max-num-seqs or max-model-len, raise gpu-memory-utilization, or add a replica",
+                f"lower {k.max_seqs} or {k.max_len}, raise {k.memory}, or add a replica",
                 e.preemptions or 0.0,
             )
         )
@@ -178,7 +193,7 @@ def _context(s: ServiceStatus, e: Engine | None) -> list[Finding]:
             ],
             f"size the context to the traffic: at {suggest:,} tokens per sequence the planned KV "
             f"holds {more:,} sequences instead of {seqs} (plan tokens_per_sequence and "
-            "concurrent_sequences; engine --max-model-len / --context-length / -c per slot)",
+            f"concurrent_sequences; the engine's {knobs(e.kind if e is not None else None).max_len})",
             planned / rt.most,
         )
     ]
@@ -199,7 +214,7 @@ def strays(m: MemoryLine) -> bool:
     )
 
 
-def _service(s: ServiceStatus) -> list[Finding]:
+def _service(s: ServiceStatus, engine_kind: str | None = None) -> list[Finding]:
     out = []
     lines = {m.name: m for m in s.memory}
     kv = lines.get("kv")
@@ -213,7 +228,7 @@ def _service(s: ServiceStatus) -> list[Finding]:
                     f"KV planned {(kv.planned_bytes or 0) / GIB:.2f} GiB, engine "
                     f"{(kv.engine_bytes or 0) / GIB:.2f} GiB ({kv.source})"
                 ],
-                "raise gpu-memory-utilization (or mem-fraction-static), or lower max-model-len",
+                f"raise {knobs(engine_kind).memory}, or lower {knobs(engine_kind).max_len}",
                 -kv.drift_bytes,
             )
         )

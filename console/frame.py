@@ -301,6 +301,18 @@ class Alert(Model):
     cleared_at: datetime | None = None
 
 
+class Concern(Model):
+    """One entry of the node's verdict: an active alert, a condition that holds but whose hold
+    has not elapsed (pending, counted as at least a warning), or a finding."""
+
+    severity: Literal["info", "warning", "critical"]
+    source: Literal["alert", "pending", "finding"]
+    subject: str
+    message: str
+    rule: str = ""
+    since: datetime | None = None  # when the condition began (alerts and pending ones)
+
+
 class Headroom(Model):
     """One live headroom of a service against its planned budget."""
 
@@ -477,6 +489,9 @@ class Frame(Model):
     services: list[ServiceStatus] = Field(default_factory=list)
     cost: NodeCost | None = None  # node cost meters (hourly, energy, per-GPU split)
     alerts: list[Alert] = Field(default_factory=list)  # active first, then recently cleared
+    # the one verdict every surface reads (console.verdict): worst first, and the node's status
+    verdict: list[Concern] = Field(default_factory=list)
+    status: Literal["ok", "warning", "critical", "unknown"] = "unknown"
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from console.alerts import Condition
+from console.findings import knobs
 from console.frame import Engine, Gpu, GpuSource, Headroom, MemoryLine, ServiceStatus
 from console.plan import (
     GIB,
@@ -407,19 +408,37 @@ def _service(
             prev = state.prev_waiting.get(engine.name)
             queued = engine.requests_waiting or 0.0
             growing = queued > 0 and prev is not None and queued >= prev
-            if (
-                usage is not None
-                and at_least(usage, plan.alerts.kv_usage_critical)
-                and (growing or (engine.preemptions or 0) > 0)
-            ):
+            value = seqs - seqs_needed
+            full = usage is not None and at_least(usage, plan.alerts.kv_usage_critical)
+            if full and usage is not None:
+                # live use binds, not the plan: the figure is what is free now, and value,
+                # severity and alert text all speak of the full cache
+                value = max(0.0, 1.0 - usage) * sum(caps) / svc.tokens_per_sequence
+                detail = f"cache {usage * 100:.0f}% full: {value:.1f} seqs free now"
+            if full and usage is not None and (growing or (engine.preemptions or 0) > 0):
                 st = "critical"
+                k = knobs(engine.kind)
                 cond(
                     f"kv:{svc.name}",
                     "critical",
                     subject,
                     f"KV cache {usage * 100:.0f}% full with "
-                    + ("a growing queue" if growing else f"{engine.preemptions:.0f} preemptions")
-                    + f" ({queued:.0f} waiting): shed load, add a replica, or lower max-num-seqs",
+                    + (
+                        "a growing queue"
+                        if growing
+                        else f"{engine.preemptions:.0f} {k.preemptions}"
+                    )
+                    + f" ({queued:.0f} waiting): shed load, add a replica, or lower {k.max_seqs}",
+                    "kv",
+                )
+            elif full and usage is not None:
+                st = "warning"
+                cond(
+                    f"kv:{svc.name}",
+                    "warning",
+                    subject,
+                    f"KV cache {usage * 100:.0f}% full ({value:.1f} seqs free now), no queue "
+                    "growth or preemption yet: the next burst will queue",
                     "kv",
                 )
             elif seqs < seqs_needed:
@@ -427,14 +446,15 @@ def _service(
                     f"kv:{svc.name}",
                     "warning",
                     subject,
-                    f"KV capacity {seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens < plan {seqs_needed}: lower "
-                    "max-model-len or raise gpu-memory-utilization",
+                    f"KV capacity {seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens < plan "
+                    f"{seqs_needed}: lower {knobs(engine.kind).max_len} or raise "
+                    f"{knobs(engine.kind).memory}",
                     "kv",
                 )
             heads.append(
                 Headroom(
                     name="kv",
-                    value=seqs - seqs_needed,
+                    value=value,
                     budget=float(seqs_needed),
                     unit="seqs",
                     state=st,

@@ -60,6 +60,14 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         ),
         "",
     ]
+    lines += [f"## Verdict: {frame.status.upper()}", ""]
+    if frame.verdict:
+        lines += _table(
+            ["severity", "source", "subject", "what"],
+            [[v.severity.upper(), v.source, v.subject, v.message] for v in frame.verdict],
+        ) + [""]
+    else:
+        lines += ["Nothing to report: no alert, no pending condition, no finding.", ""]
     active = [a for a in frame.alerts if a.state == "active"]
     lines += [f"## Active alerts ({len(active)})", ""]
     if active:

@@ -34,7 +34,7 @@ from screens.panes import AlertPane, ServicesPane
 from screens.replaybar import ReplayBar
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
-from screens.widgets import KeyedTable, Pane, Quiet
+from screens.widgets import KeyedTable, Pane, Quiet, theme_colors
 
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
     from console.mig.manager import MigManager
@@ -360,6 +360,12 @@ class InferdeckApp(App[None]):
         if self.read_only:
             text.append(" 🔒 read-only", style="bold")
         if f is not None:
+            if f.status in ("critical", "warning"):  # the verdict first: it is what matters
+                c = theme_colors(self.theme_variables)
+                text.append(
+                    f" {f.status.upper()} ",
+                    style=f"bold reverse {c['error' if f.status == 'critical' else 'warning']}",
+                )
             text.append(
                 f" │ {f.host} │ {f.taken_at:%H:%M:%S}Z │ window {window_text(f.window_s, f.window_covered_s)}"
             )

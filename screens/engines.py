@@ -14,6 +14,7 @@ from console.charts import slo_lines
 from console.frame import Engine, Frame, Percentiles
 from console.plan import AlertRules, SloSpec
 from console.units import FEW, NA, num, pct, quantile_text, seconds
+from console.verdict import worst_for
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import (
     DeckScreen,
@@ -34,7 +35,20 @@ Cell = Callable[[Engine, dict[str, str], "EnginePane"], Text]
 
 
 def _name(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
-    t = Text.assemble(("● ", c["success"] if e.up else c["error"]), e.name)
+    """The engine's dot: the worst of the verdict about it and its services (red when down)."""
+    frame = getattr(pane, "frame", None)
+    worst = None
+    if frame is not None:
+        subjects = {e.name} | {s.name for s in frame.services if s.engine == e.name}
+        worst = worst_for(frame.verdict, subjects)
+    style = (
+        c["error"]
+        if not e.up or worst == "critical"
+        else c["warning"]
+        if worst == "warning"
+        else c["success"]
+    )
+    t = Text.assemble(("● ", style), e.name)
     t.truncate(pane.name_width, overflow="ellipsis")
     return t
 

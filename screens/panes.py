@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from console.findings import strays
-from console.frame import Frame, Headroom, MemoryLine
+from console.frame import Alert, Frame, Headroom, MemoryLine
 from console.units import NA
 from screens.widgets import KeyedTable, Pane, Quiet, TablePane
 
@@ -22,29 +22,55 @@ class AlertPane(Pane):
         yield Quiet("", id="alert-lines")
 
     def show(self, frame: Frame) -> None:
+        """The node's verdict: active alerts, then findings and pending conditions (every one an
+        operator must see on the main screen), then the alerts cleared lately."""
         c = self.palette()
         active = [a for a in frame.alerts if a.state == "active"]
-        self.set_title(f"Alerts ({len(active)} active)")
-        lines = [] if active else [Text("No active alerts.", style=c["success"])]
-        for a in frame.alerts:
-            sev = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}.get(
-                a.severity, ("INFO", "")
-            )
-            if a.state == "cleared":
-                sev = ("OK  ", c["dim"])
-            when = f"{a.since:%H:%M:%S}" + (f"–{a.cleared_at:%H:%M:%S}" if a.cleared_at else "")
+        others = [v for v in frame.verdict if v.source != "alert"]
+        counts = [f"{len(active)} active"]
+        for source, word in (("finding", "finding"), ("pending", "pending")):
+            n = sum(1 for v in others if v.source == source)
+            if n:
+                counts.append(f"{n} {word}{'s' if n > 1 and word == 'finding' else ''}")
+        status = {"critical": "CRITICAL", "warning": "WARNING"}.get(frame.status)
+        self.set_title(f"Alerts ({', '.join(counts)})" + (f" {status}" if status else ""))
+        lines = [] if active or others else [Text("No active alerts.", style=c["success"])]
+        sev_of = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}
+        for a in active:
+            lines.append(self._line(sev_of.get(a.severity, ("INFO", "")), a, c))
+        for v in others:
+            sev = sev_of.get(v.severity, ("INFO", ""))
             lines.append(
                 Text.assemble(
                     (f"{sev[0]} ", f"bold {sev[1]}"),
-                    (f"{when} ", c["dim"]),
-                    (f"{a.subject}: ", "bold" if a.state == "active" else c["dim"]),
-                    (a.message, "" if a.state == "active" else c["dim"]),
+                    (f"{v.source:<8} ", c["dim"]),
+                    (f"{v.subject}: ", "bold"),
+                    v.message,
                     no_wrap=True,
                     overflow="ellipsis",
                 )
             )
+        for a in frame.alerts:
+            if a.state == "active":
+                continue
+            sev = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}.get(
+                a.severity, ("INFO", "")
+            )
+            lines.append(self._line(("OK  ", c["dim"]), a, c))
         text = Text("\n").join(lines)
         self.query_one("#alert-lines", Static).update(text)
+
+    @staticmethod
+    def _line(sev: tuple[str, str], a: Alert, c: dict[str, str]) -> Text:
+        when = f"{a.since:%H:%M:%S}" + (f"–{a.cleared_at:%H:%M:%S}" if a.cleared_at else "")
+        return Text.assemble(
+            (f"{sev[0]} ", f"bold {sev[1]}"),
+            (f"{when} ", c["dim"]),
+            (f"{a.subject}: ", "bold" if a.state == "active" else c["dim"]),
+            (a.message, "" if a.state == "active" else c["dim"]),
+            no_wrap=True,
+            overflow="ellipsis",
+        )
 
 
 STATE_STYLE = {"ok": "success", "warning": "warning", "critical": "error", "unknown": "dim"}

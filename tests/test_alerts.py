@@ -129,7 +129,7 @@ def test_check_demo_exit_codes():
         text=True,
         timeout=60,
     )
-    assert res.returncode == 0 and res.stdout.startswith("OK ")
+    assert res.returncode == 0 and res.stdout.startswith("INFERDECK OK - ")
     res = subprocess.run(
         [
             sys.executable,
@@ -145,4 +145,6 @@ def test_check_demo_exit_codes():
         text=True,
         timeout=60,
     )
-    assert res.returncode == 2 and res.stdout.startswith("CRITICAL 127.0.0.1:9: engine down")
+    assert res.returncode == 2 and res.stdout.startswith(
+        "INFERDECK CRITICAL - 127.0.0.1:9: engine down"
+    )

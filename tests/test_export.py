@@ -72,7 +72,7 @@ def test_rules_pass_promtool(tmp_path):
     rules.write_text(alert_rules(Settings()))
     out = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 14 rules found" in out.stdout
+    assert "SUCCESS: 15 rules found" in out.stdout
 
 
 def _alerts(url: str) -> set[str]:
@@ -310,6 +310,50 @@ def test_the_burn_rules_fire_on_served_burn_and_never_on_absent_burn(tmp_path):
             "error budget burning at 6x or more (1h and 6h)",
         )
     )
+    res = subprocess.run(
+        [PROMTOOL, "test", "rules", str(tmp_path / "test.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_headroom_rules_nest_so_a_rising_severity_never_resets_the_warning(tmp_path):
+    """The warning (== 1) and critical (== 2) rules reset each other: in a real Prometheus the KV
+    critical went pending 3-4 times per overload and never fired. Now >= 1 and >= 2: severity 1
+    for 5 minutes, then 2 for 20: the warning fires throughout, the critical after its `for`."""
+    if not Path(PROMTOOL).exists():
+        pytest.skip("promtool is not installed (apt-get install prometheus; .ci/run does)")
+    out = _cli("rules", "--demo")
+    (tmp_path / "rules.yml").write_text(out.stdout)
+    labels = "{alertname: %s, severity: %s, instance: 'n:9464', service: s, rule: kv}"
+    summary = {
+        "warning": "s: kv headroom at or past its budget (severity %s); the console and "
+        "inferdeck check say why",
+        "critical": "s: kv headroom critical (severity %s); the console and inferdeck check say why",
+    }
+
+    test = (
+        "rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n"
+        "    input_series:\n"
+        '      - series: \'inferdeck_headroom_severity{instance="n:9464",service="s",rule="kv"}\'\n'
+        "        values: '1x5 2x20'\n"
+        "    alert_rule_test:\n"
+    )
+    test += (
+        "      - eval_time: 3m\n        alertname: InferdeckKvHeadroomWarning\n        exp_alerts:\n"
+        f"          - exp_labels: {labels % ('InferdeckKvHeadroomWarning', 'warning')}\n"
+        f"            exp_annotations: {{summary: '{summary['warning'] % 1}'}}\n"
+        "      - eval_time: 3m\n        alertname: InferdeckKvHeadroomCritical\n"
+        "      - eval_time: 15m\n        alertname: InferdeckKvHeadroomWarning\n        exp_alerts:\n"
+        f"          - exp_labels: {labels % ('InferdeckKvHeadroomWarning', 'warning')}\n"
+        f"            exp_annotations: {{summary: '{summary['warning'] % 2}'}}\n"
+        "      - eval_time: 15m\n        alertname: InferdeckKvHeadroomCritical\n        exp_alerts:\n"
+        f"          - exp_labels: {labels % ('InferdeckKvHeadroomCritical', 'critical')}\n"
+        f"            exp_annotations: {{summary: '{summary['critical'] % 2}'}}\n"
+    )
+    (tmp_path / "test.yml").write_text(test)
     res = subprocess.run(
         [PROMTOOL, "test", "rules", str(tmp_path / "test.yml")],
         capture_output=True,

@@ -285,7 +285,7 @@ def test_headless_fleet_snapshot_and_check(fleet, tmp_path):
     md = _cli("snapshot", "--prometheus", url, "--format", "md")
     assert md.returncode == 0 and "| node-b | 1 | 3 | 2/2 |" in md.stdout
     ok = _cli("check", "--prometheus", url)
-    assert ok.returncode == 0 and ok.stdout.startswith("OK ") and "3 nodes" in ok.stdout
+    assert ok.returncode == 0 and ok.stdout.startswith("INFERDECK OK - ") and "3 nodes" in ok.stdout
     # node-b's plan pins a service to a MIG device it does not have: critical, exit 2
     node_b_engine = f"127.0.0.1:{nodes[1][2][0].server.port}"
     plan = tmp_path / "node-b.yaml"
@@ -303,7 +303,7 @@ def test_headless_fleet_snapshot_and_check(fleet, tmp_path):
     assert bad.returncode == 2, bad.stdout + bad.stderr
     assert "CRITICAL node-b svc: planned device 0:2g.48gb@6 is not on this node" in bad.stdout
     gone = _cli("check", "--prometheus", "http://127.0.0.1:9")
-    assert gone.returncode == 3 and gone.stdout.startswith("UNKNOWN: Prometheus at")
+    assert gone.returncode == 3 and gone.stdout.startswith("INFERDECK UNKNOWN - Prometheus at")
     assert "Traceback" not in gone.stderr
 
 
@@ -460,3 +460,59 @@ def test_fleet_alerts_go_through_the_node_s_for_and_clear():
     assert "service-device:svc" not in keys(1000.0)  # the memory rule's `for` is 15 s
     assert "service-device:svc" in keys(1016.0)
     asyncio.run(source.aclose())
+
+
+def test_a_down_node_is_critical_and_a_nan_is_na(tmp_path):
+    """One node up, one whose engine is gone: `check --prometheus` said `OK … 1 nodes`, exit 0,
+    because a down target has no series to be found by. Now up == 0 is a target down: the node
+    shows it and the check is CRITICAL. And a NaN in a result is n/a, never a traceback."""
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    eng = start_engine("vllm", TrafficSpec(rate_rps=2.0, seed=3))
+    gone = free_port()
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(
+        textwrap.dedent(f"""\
+        global:
+          scrape_interval: 1s
+        scrape_configs:
+          - job_name: engines
+            static_configs:
+              - targets: ['127.0.0.1:{eng.server.port}']
+                labels: {{node: node-up}}
+              - targets: ['127.0.0.1:{gone}']
+                labels: {{node: node-down}}
+        """)
+    )
+    port = free_port()
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        res = None
+        while time.time() < deadline:
+            res = _cli("check", "--prometheus", url)
+            if res.returncode == 2:
+                break
+            time.sleep(1)
+        assert res is not None and res.returncode == 2, res.stdout + res.stderr if res else ""
+        first = res.stdout.splitlines()[0]
+        assert first.startswith("INFERDECK CRITICAL - node-down 127.0.0.1:")
+        assert "up == 0" in first and "Traceback" not in res.stderr
+        # NaN from Prometheus (a quantile over no observations) is n/a, not a crash
+        async def nan() -> list:
+            client = PromClient(url)
+            try:
+                return await client.query("0/0")
+            finally:
+                await client.aclose()
+
+        assert asyncio.run(nan()) == []
+    finally:
+        prom.kill()
+        eng.server.stop()

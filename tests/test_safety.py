@@ -123,7 +123,7 @@ def test_the_tui_screen_shows_no_url_password(canary_setup):
 
 def test_exit_codes_gate(tmp_path):
     res = run("check", "--no-gpu", "--config", str(_empty_config(tmp_path)))
-    assert res.returncode == 3 and res.stdout.startswith("UNKNOWN")
+    assert res.returncode == 3 and res.stdout.startswith("INFERDECK UNKNOWN")
     big = tmp_path / "big.yaml"
     big.write_text(
         'node: {gpu_model: l40s, gpus: 1}\nservices:\n  - name: s\n    device: "0"\n'

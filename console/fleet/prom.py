@@ -3,6 +3,7 @@ sentence naming the URL."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import httpx
@@ -57,9 +58,11 @@ class PromClient:
         out = []
         for r in data.get("result", []):
             try:
-                out.append((r["metric"], float(r["value"][1])))
-            except (KeyError, ValueError, TypeError):
+                value = float(r["value"][1])
+            except (KeyError, ValueError, TypeError, IndexError):
                 continue
+            if math.isfinite(value):  # NaN (a quantile of nothing) or Inf: n/a, never a figure
+                out.append((r["metric"], value))
         return out
 
     async def query_range(
@@ -68,7 +71,15 @@ class PromClient:
         data = await self._get(
             "/api/v1/query_range", {"query": q, "start": start, "end": end, "step": step}
         )
-        return [
-            (r["metric"], [(float(t), float(v)) for t, v in r.get("values", [])])
-            for r in data.get("result", [])
-        ]
+        out = []
+        for r in data.get("result", []):
+            points = []
+            for t, v in r.get("values", []):
+                try:
+                    point = (float(t), float(v))
+                except (ValueError, TypeError):
+                    continue
+                if math.isfinite(point[1]):
+                    points.append(point)
+            out.append((r["metric"], points))
+        return out

@@ -184,6 +184,11 @@ class FleetSource:
             k = _key(labels)
             if k in kinds:
                 engines.setdefault(k, {})["up"] = value == 1.0
+            elif value == 0.0:
+                # a target that is down has no series left to tell its kind: it is down all the
+                # same (an engine, or the node's DCGM exporter)
+                engines.setdefault(k, {})["up"] = False
+                engines[k]["job"] = labels.get("job", "")
         for k in kinds:
             engines.setdefault(k, {}).setdefault("up", True)
 
@@ -248,7 +253,10 @@ class FleetSource:
                 kind=kind,
                 model=v.get("model"),
                 up=bool(v.get("up")),
-                error=None if v.get("up") else "Prometheus reports up == 0",
+                error=None
+                if v.get("up")
+                else "Prometheus reports up == 0"
+                + (f" (job {v['job']}): the target is down" if v.get("job") else ""),
                 requests_running=v.get("requests_running"),
                 requests_waiting=v.get("requests_waiting"),
                 kv_cache_usage=v.get("kv_cache_usage"),
@@ -292,7 +300,7 @@ class FleetSource:
                             key=f"engine-down:{e.name}",
                             severity="critical",
                             subject=e.name,
-                            message="engine down (Prometheus up == 0)",
+                            message=f"down: {e.error}",
                             since=taken,
                         )
                     )

@@ -1,0 +1,81 @@
+"""``inferdeck check`` as a Nagios plugin: the first line is the verdict
+(``INFERDECK CRITICAL - llama-8b: KV cache 100% full ... | perfdata``), the details follow.
+Performance data per engine: TTFT p95 (seconds; critical at its service's SLO), KV use (%;
+critical at the plan's ``kv_usage_critical``), the queue (warning above 0) and tokens/s — the
+thresholds come from the plan (its SLOs and alert rules), so no -w/-c is needed."""
+
+from __future__ import annotations
+
+import re
+
+from console.frame import Engine, Frame
+from console.plan import Plan
+from console.slo import default_slo
+
+PLUGIN = "INFERDECK"
+
+
+def _label(text: str) -> str:
+    """A perfdata label: quoted, no quote or '=' inside."""
+    return "'" + re.sub(r"['=]", "_", text) + "'"
+
+
+def _num(v: float | None, digits: int = 4) -> str:
+    return "U" if v is None else f"{v:.{digits}g}"
+
+
+def perfdata(frame: Frame, plan: Plan) -> str:
+    """'label'=value[UOM];warn;crit per engine, thresholds from the plan."""
+    ttft_limit: dict[str, float] = {}
+    for svc in plan.services:
+        limit = default_slo(svc).ttft_s
+        for name in svc.engine_names:
+            if limit is not None:
+                ttft_limit[name] = min(limit, ttft_limit.get(name, limit))
+    kv_crit = plan.alerts.kv_usage_critical * 100
+    out = []
+    for e in frame.engines:
+        out += _engine_perf(e, ttft_limit.get(e.name), kv_crit)
+    return " ".join(out)
+
+
+def _engine_perf(e: Engine, ttft_limit: float | None, kv_crit: float) -> list[str]:
+    p95 = e.ttft_s.p95 if e.ttft_s is not None and e.up else None
+    kv = e.kv_cache_usage * 100 if e.kv_cache_usage is not None and e.up else None
+    crit = "" if ttft_limit is None else _num(ttft_limit)
+    return [
+        f"{_label(e.name + ' ttft_p95')}={_num(p95)}{'s' if p95 is not None else ''};;{crit}",
+        f"{_label(e.name + ' kv')}={_num(kv)}{'%' if kv is not None else ''};;{kv_crit:g};0;100",
+        f"{_label(e.name + ' queue')}={_num(e.requests_waiting if e.up else None)};0",
+        f"{_label(e.name + ' tok_s')}={_num(e.generation_tokens_per_s if e.up else None, 6)}",
+    ]
+
+
+def check_lines(frame: Frame, plan: Plan) -> list[str]:
+    status = frame.status.upper()
+    if frame.status == "unknown":
+        reason = frame.gpu_source.error or "no GPU reading"
+        return [
+            f"{PLUGIN} UNKNOWN - {frame.host}: nothing to check — no engine found or configured, "
+            f"and {reason}"
+        ]
+    if frame.verdict:
+        top = frame.verdict[0]
+        head = f"{top.subject}: {top.message}"
+        if len(frame.verdict) > 1:
+            head += f" (+{len(frame.verdict) - 1} more)"
+    else:
+        head = (
+            f"{frame.host}: nothing to report ({len(frame.engines)} engines, "
+            f"{len(frame.gpus)} GPUs)"
+        )
+    head = head.replace("|", "/")  # '|' starts the performance data
+    lines = [f"{PLUGIN} {status} - {head} | {perfdata(frame, plan)}"]
+    for c in frame.verdict:
+        kind = {"alert": "", "pending": " (pending)", "finding": " (finding)"}[c.source]
+        lines.append(f"{c.severity.upper()}{kind} {c.subject}: {c.message}")
+    lines.append(
+        "thresholds from the plan: TTFT p95 against each service's SLO, KV use critical at "
+        f"{plan.alerts.kv_usage_critical * 100:g}%, any waiting request a warning"
+    )
+    return lines
