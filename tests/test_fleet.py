@@ -504,6 +504,7 @@ def test_a_down_node_is_critical_and_a_nan_is_na(tmp_path):
         first = res.stdout.splitlines()[0]
         assert first.startswith("INFERDECK CRITICAL - node-down 127.0.0.1:")
         assert "up == 0" in first and "Traceback" not in res.stderr
+
         # NaN from Prometheus (a quantile over no observations) is n/a, not a crash
         async def nan() -> list:
             client = PromClient(url)
