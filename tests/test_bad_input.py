@@ -43,10 +43,14 @@ def test_truncated_page_parses_partially():
     assert e.requests_running == 0  # the head of the page survived
 
 
-def test_duplicate_series_last_wins():
+def test_a_duplicated_series_is_na_with_a_reason():
+    """Prometheus rejects a scrape holding one series twice; the last value won here. Which of
+    the two is true cannot be known: the figure is n/a and says why; the rest of the page stands."""
     body = LIVE + '\nvllm:num_requests_running{engine="0",model_name="smollm2"} 7.0\n'
     e = poll_once(body)
-    assert e.up and e.requests_running == 7.0
+    assert e.up and e.requests_running is None
+    assert "appears twice with the same labels" in e.unavailable["requests_running"]
+    assert e.kv_cache_usage is not None
 
 
 def test_escaped_labels_and_windows_nan():

@@ -119,8 +119,10 @@ class FleetSource:
         results = await asyncio.gather(*(self._q(n, queries[n]) for n in names))
         got = dict(zip(names, results, strict=True))
         now = time.time()
-        if got["up"] is None and all(v is None for v in results):
-            return self.state  # Prometheus down: last frames stay, with their age
+        if got["up"] is None:
+            # Prometheus down or too slow (its cheapest query failed): the answer is incomplete,
+            # so the last frames stay, with their age, rather than the fragments that came back
+            return self.state
         when = self.at if self.at is not None else now
         self.state.nodes = self._plans(self._frames(got, when), when)
         self.state.last_ok = now
