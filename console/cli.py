@@ -246,7 +246,10 @@ def _parser() -> argparse.ArgumentParser:
         "--prometheus", metavar="URL", help="check every node of the fleet from this Prometheus"
     )
     check.add_argument(
-        "--wait", type=float, default=0.0, help="seconds to sample first (default 0)"
+        "--wait",
+        type=float,
+        default=2.0,
+        help="seconds to sample (default 2: three polls, so windows hold steps, not lifetimes)",
     )
     sim = sub.add_parser("simulate", help="serve a simulated engine's /metrics until interrupted")
     sim.add_argument("--engine", dest="sim_kind", choices=sorted(FORMATS), default="vllm")

@@ -35,6 +35,7 @@ from console.window import (
 )
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+KV_FULL = 0.9  # a KV cache this full is full (findings; the plan's kv_usage_critical for alerts)
 FEW_OBSERVATIONS = 20
 WINDOWS_S = (60.0, 300.0, 900.0)
 # a rank's gauges shown in the rank view (each signal of that name, per rank)
@@ -566,9 +567,29 @@ class _Deriver:
         else:
             self.out.unavailable["prefix_cache_hit_rate"] = self.missing("prefix_cache_hits")
 
+    def kv_window(self) -> None:
+        """The KV use over the window's scrapes, not one instant: its peak and the share of
+        scrapes at or above KV_FULL (bursts of 1-8 s above 90 % fall between two looks)."""
+        spec = self.p.signals.get("kv_cache_usage")
+        if spec is None or "kv_cache_usage" not in self.newest.gauges:
+            return
+        start = self.newest.t - self.w
+        seen: list[float] = []
+        for ex in reversed(self.h):
+            if ex.t <= start and seen:
+                break
+            values = ex.gauges.get("kv_cache_usage")
+            v = gauge_value(values, spec.aggregate, self.p.replica_labels) if values else None
+            if v is not None:
+                seen.append(v)
+        if seen:
+            self.out.fields["kv_cache_usage_peak"] = max(seen)
+            self.out.fields["kv_full_share"] = sum(at_least(v, KV_FULL) for v in seen) / len(seen)
+
     def kv(self) -> None:
         usage = self.newest.gauges.get("kv_cache_usage")
         self.gauge("kv_cache_usage", "kv_cache_usage")
+        self.kv_window()
         if usage and len(usage) > 1:
             self.out.fields["kv_cache_usage_by_rank"] = {
                 rank_key(lab, self.p.rank_labels): v
@@ -793,9 +814,11 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
         d.quantiles(fld, signal)
     d.success()
     d.prefix_cache()
-    pre, _ = d.increase("preemptions")
+    pre, pre_delta = d.increase("preemptions")
     if pre is not None:
         d.out.fields["preemptions"] = sum(pre.values())
+        # one scrape holds the engine's lifetime count, not the window's: said so
+        d.out.fields["preemptions_since_start"] = bool(pre_delta and pre_delta.since_start)
     else:
         d.out.unavailable["preemptions"] = d.missing("preemptions")
     d.means()

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from console.engines import Knobs, profiles
+from console.enginestats import KV_FULL
 from console.frame import Engine, Frame, MemoryLine, ServiceStatus
 from console.slo import FAST_BURN, OBJECTIVES
 from console.slo import SLOW_BURN as BURN_SLOW
@@ -18,7 +19,8 @@ RANK = {"critical": 0, "warning": 1, "info": 2}
 QUEUE_SHARE = 0.5  # queueing holds at least half of the TTFT p95
 PREFILL_SHARE = 0.8  # queueing under a fifth of it: the rest is prefill
 TTFT_WORTH_S = 0.2  # below this, where TTFT goes is not worth a finding
-KV_FULL = 0.9
+# KV_FULL (0.9) is enginestats': the window's share above it is counted there
+SATURATED_SHARE = 0.5  # KV full in half the window's scrapes, with requests waiting: saturated
 PREFIX_HEAVY = 0.5  # half the prompt tokens served from the prefix cache
 CONTEXT_SPARE = 4.0  # the plan's context per sequence is at least 4x what any request used
 CONTEXT_MIN_REQUESTS = 50  # requests in the window behind that verdict
@@ -77,7 +79,9 @@ def _engine(e: Engine) -> list[Finding]:
     out = []
     k = knobs(e.kind)
     used = e.kv_cache_usage or 0.0
-    kv_full = at_least(used, KV_FULL)
+    # judged over the window, not one instant: the cache filled in bursts between two looks
+    peak = max(used, e.kv_cache_usage_peak or 0.0)
+    kv_full = at_least(peak, KV_FULL)
     ttft, queue = e.ttft_s, e.queue_time_s
     if ttft and ttft.p95 and at_least(ttft.p95, TTFT_WORTH_S) and queue and queue.p95 is not None:
         # a queue percentile inside a wide bucket (vLLM's first is (0, 0.3 s]) is only known to
@@ -116,15 +120,41 @@ def _engine(e: Engine) -> list[Finding]:
                     ttft.p95,
                 )
             )
-    if kv_full and (e.preemptions or 0) > 0:
+    waiting = e.requests_waiting or 0.0
+    preempted = 0.0 if e.preemptions_since_start else (e.preemptions or 0.0)
+    held_full = (e.kv_full_share or 0.0) >= SATURATED_SHARE
+    if kv_full and preempted == 0 and held_full and waiting > 0:
+        # no preemption between these looks, but requests queue for a cache that stays full
         out.append(
             Finding(
                 "critical",
                 e.name,
-                f"KV cache {used * 100:.0f}% full with "
+                f"KV cache {peak * 100:.0f}% full with {waiting:.0f} requests waiting: saturated",
+                [
+                    f"KV use {used * 100:.1f}% now, at or above {KV_FULL * 100:.0f}% in "
+                    f"{(e.kv_full_share or 0) * 100:.0f}% of the window's scrapes",
+                    f"waiting {waiting:.0f}, running {e.requests_running or 0:.0f}",
+                ],
+                f"add a replica or shed load; lower {k.max_len} if requests are shorter than it",
+                waiting,
+            )
+        )
+    if kv_full and preempted > 0:
+        out.append(
+            Finding(
+                "critical",
+                e.name,
+                f"KV cache {peak * 100:.0f}% full with "
                 f"{e.preemptions:.0f} {k.preemptions} in the window",
                 [
-                    f"KV use {used * 100:.1f}% of {e.kv_capacity_tokens or 0:,.0f} tokens",
+                    f"KV use {used * 100:.1f}% now, peak {peak * 100:.1f}%"
+                    + (
+                        f", at or above {KV_FULL * 100:.0f}% in {e.kv_full_share * 100:.0f}% of "
+                        "the window's scrapes"
+                        if e.kv_full_share is not None
+                        else ""
+                    )
+                    + f" of {e.kv_capacity_tokens or 0:,.0f} tokens",
                     f"{k.preemptions} {e.preemptions:.0f}"
                     + (
                         f", {e.preemptions_per_request:.2f} per finished request"

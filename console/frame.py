@@ -247,6 +247,8 @@ class Engine(Model):
     requests_waiting: float | None = None
     kv_cache_usage: float | None = None  # fraction 0..1 (max across ranks)
     kv_cache_usage_by_rank: dict[str, float] | None = None
+    kv_cache_usage_peak: float | None = None  # the highest KV use among the window's scrapes
+    kv_full_share: float | None = None  # share of the window's scrapes with the KV cache >= 90 %
     kv_capacity_tokens: float | None = None
     prompt_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
@@ -265,6 +267,7 @@ class Engine(Model):
     requests_by_model: dict[str, float] | None = None  # Triton: successes in the window per model
     prefix_cache_hit_rate: float | None = None
     preemptions: float | None = None  # in the window
+    preemptions_since_start: bool = False  # one scrape so far: the count is the engine's lifetime
     preemptions_per_request: float | None = None  # mean over requests finished in the window
     waiting_by_reason: dict[str, float] | None = None  # vLLM: capacity | deferred
     admission_rejections: dict[str, float] | None = None  # in the window, by reason

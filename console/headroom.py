@@ -409,13 +409,17 @@ def _service(
             queued = engine.requests_waiting or 0.0
             growing = queued > 0 and prev is not None and queued >= prev
             value = seqs - seqs_needed
-            full = usage is not None and at_least(usage, plan.alerts.kv_usage_critical)
+            # full over the window (its peak), so a cache that fills in bursts is not missed
+            full = usage is not None and at_least(
+                max(usage, engine.kv_cache_usage_peak or 0.0), plan.alerts.kv_usage_critical
+            )
             if full and usage is not None:
                 # live use binds, not the plan: the figure is what is free now, and value,
                 # severity and alert text all speak of the full cache
                 value = max(0.0, 1.0 - usage) * sum(caps) / svc.tokens_per_sequence
                 detail = f"cache {usage * 100:.0f}% full: {value:.1f} seqs free now"
-            if full and usage is not None and (growing or (engine.preemptions or 0) > 0):
+            preempted = 0.0 if engine.preemptions_since_start else (engine.preemptions or 0.0)
+            if full and usage is not None and (growing or preempted > 0):
                 st = "critical"
                 k = knobs(engine.kind)
                 cond(

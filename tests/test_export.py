@@ -361,3 +361,84 @@ def test_headroom_rules_nest_so_a_rising_severity_never_resets_the_warning(tmp_p
         timeout=60,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_an_overloaded_engine_is_critical_in_check_and_fires_in_a_real_prometheus(tmp_path):
+    """Overloaded past its SLOs (KV full, preemptions, the queue growing): `check` exits 2 with
+    INFERDECK CRITICAL first, on 20 consecutive runs; the exporter serves inferdeck_status 2 and
+    the generated KV critical rule fires in a real Prometheus."""
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    spec = TrafficSpec(
+        rate_rps=6.0,
+        kv_capacity_tokens=20_000,
+        prompt_tokens=900,
+        output_tokens=400,
+        warmup_s=60.0,
+        seed=9,
+    )
+    eng = start_engine("vllm", spec)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        textwrap.dedent(f"""\
+        interval_s: 1
+        discover: false
+        engines:
+          - {{name: v, url: "{eng.url}"}}
+        services:
+          - name: chat
+            engine: v
+            device: "0"
+            model: llama-3.1-8b
+            weight_bits: 16
+            tokens_per_sequence: 1024
+            concurrent_sequences: 4
+        alerts:
+          kv: {{for_s: 0, clear_s: 0}}
+        """)
+    )
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    rules = tmp_path / "rules.yml"
+    rules.write_text(_cli("rules", "--config", str(cfg)).stdout)
+    port, prom_port = free_port(), free_port()
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "console", "export", "--config", str(cfg), "--no-gpu",
+         "--listen", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    (tmp_path / "prometheus.yml").write_text(
+        textwrap.dedent(f"""\
+        global:
+          scrape_interval: 1s
+          evaluation_interval: 1s
+        rule_files: ["{rules}"]
+        scrape_configs:
+          - job_name: inferdeck
+            static_configs:
+              - targets: ['127.0.0.1:{port}']
+        """)
+    )
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{prom_port}"
+    try:
+        codes = []
+        for _ in range(20):
+            res = _cli("check", "--config", str(cfg), "--no-gpu", env=env)
+            codes.append(res.returncode)
+            assert res.stdout.startswith("INFERDECK CRITICAL - "), res.stdout
+        assert set(codes) == {2}
+        assert _wait(lambda: "InferdeckKvHeadroomCritical" in _alerts(url), 120), _alerts(url)
+        page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        assert "\ninferdeck_status 2.0\n" in page
+    finally:
+        prom.kill()
+        exporter.terminate()
+        try:
+            exporter.wait(10)
+        except subprocess.TimeoutExpired:
+            exporter.kill()
+        eng.stop()

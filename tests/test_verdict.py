@@ -81,3 +81,72 @@ def test_failures_and_misses_combine_into_one_bad_share():
     five = burn["windows"]["5m"]
     assert five["bad_share"] == pytest.approx(0.02 + 0.98 * 0.1)
     assert five["objective"] == "completion" and five["burn"] == pytest.approx(4.0)
+
+
+def test_a_cache_full_in_bursts_is_judged_over_the_window():
+    """KV >= 90 % for 3 s in every 10, 50 % between, preemptions in the window: the gauge at one
+    instant missed it (38 of 146 s full on a real vLLM never showed)."""
+    from console.engines import profiles
+    from console.enginestats import EngineHistory, derive
+    from console.findings import findings
+    from console.frame import Engine
+
+    vllm = profiles()["vllm"]
+    hist = EngineHistory()
+    for k in range(65):
+        kv = 0.97 if k % 10 < 3 else 0.5
+        hist.add(
+            Extract(
+                t=float(k),
+                gauges={"kv_cache_usage": {(): kv}},
+                counters={"preemptions": {(): array("d", [float(k // 10)])}},
+            )
+        )
+    d = derive(hist.points, vllm, 60.0)
+    assert d.fields["kv_cache_usage"] == 0.5  # the instant looked between two bursts
+    assert d.fields["kv_cache_usage_peak"] == 0.97
+    assert d.fields["kv_full_share"] == pytest.approx(18 / 60)
+    e = Engine(name="v", url="u", up=True, kind="vllm", **{
+        k: d.fields[k] for k in ("kv_cache_usage", "kv_cache_usage_peak", "kv_full_share",
+                                 "preemptions", "preemptions_since_start")
+    })  # fmt: skip
+    (f,) = [f for f in findings(_frame([e])) if "KV cache" in f.title]
+    assert f.severity == "critical" and "97% full" in f.title and "preemptions" in f.title
+
+
+def _frame(engines):
+    from datetime import UTC, datetime
+
+    from console.frame import Frame, GpuSource
+
+    return Frame(
+        taken_at=datetime(2026, 12, 1, tzinfo=UTC),
+        host="n",
+        inferdeck_version="t",
+        window_s=60,
+        gpu_source=GpuSource(kind="none"),
+        engines=engines,
+    )
+
+
+@pytest.mark.parametrize(
+    "kind,word,flag",
+    [
+        ("vllm", "preemptions", "--max-num-seqs"),
+        ("sglang", "retractions", "--max-running-requests"),
+    ],
+)
+def test_knobs_and_words_are_each_engines_own(kind, word, flag):
+    from console.findings import findings
+    from console.frame import Engine, Percentiles
+
+    full = Engine(name="e", url="u", up=True, kind=kind, kv_cache_usage=0.95, preemptions=4)
+    (f,) = [f for f in findings(_frame([full])) if "KV cache" in f.title]
+    assert word in f.title and flag in f.knob
+    # TTFT mostly queueing with the cache full: never 'raise max-num-seqs'
+    pct = Percentiles(p95=2.0, window="1m", observations=100)
+    queued = Engine(name="e", url="u", up=True, kind=kind, kv_cache_usage=0.95,
+                    ttft_s=pct, queue_time_s=Percentiles(p95=1.8, window="1m", observations=100),
+                    requests_waiting=40)  # fmt: skip
+    (q,) = [f for f in findings(_frame([queued])) if "queueing" in f.title]
+    assert "raise" not in q.knob and "full" in q.knob

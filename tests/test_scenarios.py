@@ -1,0 +1,262 @@
+"""The scenario matrix: whole situations at the real 1 s cadence, and the verdict every surface
+must show by a stated time — the dashboard (its alerts pane and header, in a pilot), `check`
+(exit code and first line), the exporter (`inferdeck_status`) and snapshot.md.
+
+Each scenario drives simulated engines (the traffic model behind `inferdeck simulate`, its pages
+in vLLM's exposition format) and a simulated NVML on a clock the test moves; everything between —
+parsing, extraction, windows, headroom, SLOs, burn, alerts, findings, the verdict — is production
+code. Seed SLOs: p95 TTFT 1,000 ms and p95 TPOT 50 ms for 8B, 99.5 % completion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from console.checkplugin import check_lines
+from console.derive import Deriver
+from console.engines import extract, needed_families, profiles
+from console.exporter import frame_metrics
+from console.frame import Frame
+from console.nvml import NvmlReader
+from console.plan import Plan
+from console.promtext import parse
+from console.sample import EngineSample, Sample
+from console.sim.engine import page_for
+from console.sim.nvml import DeviceLoad, SimNvml
+from console.sim.traffic import TrafficModel, TrafficSpec
+from console.snapshot import to_markdown
+from console.verdict import EXIT
+
+VLLM = profiles()["vllm"]
+T0 = 1_900_000_000.0
+STEADY = TrafficSpec(rate_rps=2.0, prompt_tokens=400, output_tokens=120, error_share=0.0,
+                     abort_share=0.0, seed=11)  # fmt: skip
+
+
+def _plan(names: list[str]) -> Plan:
+    return Plan.model_validate(
+        {
+            "node": {"name": "node", "gpus": 1, "gpu_model": "h100-80gb"},
+            "services": [
+                {
+                    "name": n,
+                    "device": f"0:3g.40gb@{4 * i}" if len(names) > 1 else "0",
+                    "model": "llama-3.1-8b",
+                    "weight_bits": 16,
+                    "tokens_per_sequence": 4096,
+                    "concurrent_sequences": 4,
+                    "slo": {"ttft_s": 1.0, "tpot_s": 0.050, "completion": 0.995},
+                }
+                for i, n in enumerate(names)
+            ],
+        }
+    )
+
+
+@dataclass
+class Node:
+    """Engines (traffic models) and a GPU on a clock the test moves, polled at 1 s."""
+
+    specs: dict[str, TrafficSpec]
+    mig: bool = False
+    t: float = T0
+    down: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        def clock() -> float:
+            return self.t
+
+        self.models = {n: TrafficModel(replace(s), clock=clock) for n, s in self.specs.items()}
+        names = list(self.specs)
+        self.plan = _plan(names)
+        sim = SimNvml(load=self._load, clock=clock)
+        if self.mig:
+            sim.add_gpu("h100-80gb", mig=[("3g.40gb", 4 * i) for i in range(len(names))])
+        else:
+            sim.add_gpu("h100-80gb")
+        self.nvml = NvmlReader(sim, simulated=True)
+        self.deriver = Deriver(self.plan, 60.0, "node")
+        self.frame: Frame | None = None
+
+    def _load(self, gpu: int, mig: int | None) -> DeviceLoad:
+        models = list(self.models.values())
+        m = models[mig] if mig is not None and mig < len(models) else models[0]
+        busy = min(1.0, len(m.running) / max(1, m.spec.max_num_seqs))
+        return DeviceLoad(0.2 + 0.7 * busy, 12 * 2**30)
+
+    def poll(self) -> Frame:
+        self.t += 1.0
+        engines = []
+        for name, m in self.models.items():
+            url = f"http://127.0.0.1:1/{name}/metrics"
+            if name in self.down:
+                engines.append(
+                    EngineSample(
+                        label=name,
+                        url=url,
+                        t=self.t,
+                        up=False,
+                        kind="vllm",
+                        error=f"connection refused at {url}",
+                    )  # fmt: skip
+                )
+                continue
+            m.advance()
+            page = parse(page_for("vllm", m), keep=needed_families().__contains__)
+            engines.append(
+                EngineSample(
+                    label=name,
+                    url=url,
+                    t=self.t,
+                    up=True,
+                    kind="vllm",
+                    extract=extract(page, VLLM, self.t),
+                )  # fmt: skip
+            )
+        source, gpus = self.nvml.read()
+        self.frame = self.deriver.frame(Sample(t=self.t, source=source, gpus=gpus, engines=engines))
+        return self.frame
+
+    def run(self, seconds: int) -> list[Frame]:
+        return [self.poll() for _ in range(seconds)]
+
+
+def surfaces(frame: Frame, plan: Plan) -> dict[str, object]:
+    """What each surface says of the node, read from the surface itself."""
+    lines = check_lines(frame, plan)
+    metrics = frame_metrics(frame, plan, "t")
+    status_line = next(x for x in metrics.splitlines() if x.startswith("inferdeck_status "))
+    md = to_markdown(frame)
+    verdict_md = next(x for x in md.splitlines() if x.startswith("## Verdict: "))
+    return {
+        "check_code": EXIT[frame.status],
+        "check_first": lines[0],
+        "exporter": int(float(status_line.split()[1])),
+        "snapshot": verdict_md.removeprefix("## Verdict: "),
+        "status": frame.status,
+    }
+
+
+def agree(frame: Frame, plan: Plan, status: str) -> dict[str, object]:
+    s = surfaces(frame, plan)
+    code = EXIT[status]
+    assert s["status"] == status, frame.verdict
+    assert s["check_code"] == code and s["exporter"] == code
+    assert str(s["check_first"]).startswith(f"INFERDECK {status.upper()} - ")
+    assert s["snapshot"] == status.upper()
+    return s
+
+
+def test_healthy_steady_load_is_ok_on_every_surface_from_the_first_poll():
+    """No false alarm at any poll: the first minute (partial windows) included."""
+    node = Node({"chat": STEADY})
+    for frame in node.run(400):
+        agree(frame, node.plan, "ok")
+    e = node.frame.engines[0]
+    assert e.generation_tokens_per_s and e.generation_tokens_per_s > 100
+
+
+def test_saturation_is_critical_within_seconds_and_stays_so():
+    """Queue growing, KV full, preemptions: CRITICAL within 30 s of the overload (the KV finding at
+    once, the KV alert after its 15 s hold), on every surface."""
+    node = Node({"chat": replace(STEADY, rate_rps=6.0, max_num_seqs=64, kv_capacity_tokens=20_000,
+                                 prompt_tokens=900, output_tokens=400)})  # fmt: skip
+    frames = node.run(90)
+    first = next(i for i, f in enumerate(frames) if f.status == "critical")
+    assert first < 30, [f.status for f in frames[:40]]
+    for f in frames[first + 15 :]:
+        agree(f, node.plan, "critical")
+    rules = {v.rule for v in node.frame.verdict if v.severity == "critical"}
+    assert "kv" in rules or "finding" in rules
+
+
+def test_a_latency_miss_with_no_errors_pages_through_the_burn():
+    """Prefill too slow for a 1 s TTFT, no engine error, no queue: TTFT p95 ~1.5 s. The TTFT
+    objective burns at 20x (every request late); once the 5m and 1h windows hold 5 minutes, fast burn is CRITICAL."""
+    slow = replace(STEADY, rate_rps=0.4, prompt_tokens=900, prefill_tok_s=250.0)
+    node = Node({"chat": slow})
+    frames = node.run(330)
+    burn = node.frame.services[0].slo.burn
+    assert burn.windows["5m"].objective == "ttft_s"
+    assert burn.windows["5m"].burn == pytest.approx(20.0, rel=0.05)
+    assert all(f.status != "critical" for f in frames[:290])  # 5 minutes first: no page on less
+    agree(node.frame, node.plan, "critical")
+    assert any(v.rule == "burn" and v.source == "alert" for v in node.frame.verdict)
+
+
+def test_an_error_burst_burns_the_budget():
+    """A fifth of requests failing: completion burns at 40x; CRITICAL once 5 minutes are held."""
+    node = Node({"chat": replace(STEADY, error_share=0.2)})
+    node.run(310)
+    agree(node.frame, node.plan, "critical")
+    burn = node.frame.services[0].slo.burn.windows["5m"]
+    assert burn.objective == "completion" and burn.burn > 14.4
+
+
+def test_an_engine_killed_and_back():
+    """Down: CRITICAL at the next poll (engine_down holds 0 s). Back: OK again, its outage told."""
+    node = Node({"chat": STEADY})
+    node.run(120)
+    node.down.add("chat")
+    agree(node.poll(), node.plan, "critical")
+    node.run(30)
+    agree(node.frame, node.plan, "critical")
+    node.down.clear()
+    node.models["chat"].restart()
+    frames = node.run(40)
+    agree(frames[-1], node.plan, "ok")
+    assert node.frame.services[0].last_recovery_s is not None
+
+
+def test_the_console_opened_mid_load_reads_the_rate_at_once_and_raises_nothing():
+    """The engine served for an hour before the console's first scrape."""
+    node = Node({"chat": replace(STEADY, warmup_s=3600.0)})
+    frames = node.run(5)
+    steady = 2.0 * 120  # arrivals x output tokens
+    truth = node.models["chat"].generation_tokens  # since the engine began
+    assert truth > 50 * steady  # it ran long before the console looked
+    rates = [f.engines[0].generation_tokens_per_s for f in frames[1:]]
+    assert all(r is not None and 0.5 * steady < r < 2 * steady for r in rates), rates
+    for f in frames:
+        agree(f, node.plan, "ok")
+
+
+def test_one_mig_slice_overloaded_while_its_neighbours_idle():
+    """Only the hot slice's engine and service are named; the verdict is CRITICAL for the node and
+    the idle neighbours stay out of it."""
+    hot = replace(STEADY, rate_rps=6.0, kv_capacity_tokens=20_000, prompt_tokens=900,
+                  output_tokens=400)  # fmt: skip
+    node = Node({"hot": hot, "calm": replace(STEADY, rate_rps=0.5)}, mig=True)
+    node.run(60)
+    agree(node.frame, node.plan, "critical")
+    subjects = {v.subject for v in node.frame.verdict if v.severity == "critical"}
+    assert subjects and all("calm" not in s for s in subjects), subjects
+
+
+def test_check_gives_the_same_code_on_twenty_consecutive_polls_in_one_state():
+    node = Node({"chat": replace(STEADY, rate_rps=6.0, kv_capacity_tokens=20_000,
+                                 prompt_tokens=900, output_tokens=400)})  # fmt: skip
+    node.run(60)
+    codes = {EXIT[f.status] for f in node.run(20)}
+    assert codes == {2}
+
+
+async def test_the_dashboard_shows_the_verdict():
+    """The pilot: the alerts pane names the critical finding or alert, and the header says
+    CRITICAL, on a frame of the saturation scenario."""
+    from screens.app import InferdeckApp
+    from tests.frames import StaticSource
+
+    node = Node({"chat": replace(STEADY, rate_rps=6.0, kv_capacity_tokens=20_000,
+                                 prompt_tokens=900, output_tokens=400)})  # fmt: skip
+    node.run(60)
+    app = InferdeckApp(StaticSource(node.frame))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.3)
+        pane = app.query_one("#alerts")
+        assert "CRITICAL" in str(pane.border_title)
+        lines = str(app.query_one("#alert-lines").render())
+        assert "CRIT" in lines and "chat" in lines
+        assert "CRITICAL" in str(app.query_one("#status").render())
