@@ -239,7 +239,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--demo", action="store_true", help="the demo node's plan")
     plan.add_argument("--format", choices=("text", "json"), default="text")
     check = sub.add_parser(
-        "check", parents=[common], help="one poll (plus --wait), print alerts, exit 0/1/2"
+        "check",
+        parents=[common],
+        help="the node's verdict as a Nagios plugin: first line and exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN",
     )
     check.add_argument("--demo", action="store_true", help="check the simulated demo node")
     check.add_argument(
@@ -499,7 +501,9 @@ def _fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, 
     """Poll Prometheus for ``wait`` seconds (at least once); every node's frame. Prometheus not
     answering at all is one sentence and exit 3."""
     source, settings, url = _fleet_source(args)
-    source.max_for_s = wait
+    # a headless look raises what holds at once: capping each `for` at the wait made the code
+    # depend on how many milliseconds the sampling fell short (the nodes' own exports hold theirs)
+    source.max_for_s = 0.0
 
     async def run() -> FleetState:
         try:

@@ -60,6 +60,11 @@ HELP = {
         "Cost per million output tokens of requests meeting every SLO (bounds).",
     ),
     "alerts_active": ("gauge", "Active alerts by rule and severity."),
+    "alert_since_timestamp_seconds": (
+        "gauge",
+        "Each active alert (rule, severity, the service or engine it is about): when its "
+        "condition began.",
+    ),
     "status": (
         "gauge",
         "The node's verdict, as the console and `inferdeck check` give it: 0 ok, 1 warning, "
@@ -176,6 +181,15 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
     )
     for (rule, severity), n in sorted(active.items()):
         p.add("alerts_active", float(n), rule=rule, severity=severity)
+    for a in frame.alerts:
+        if a.state == "active":
+            p.add(
+                "alert_since_timestamp_seconds",
+                a.since.timestamp(),
+                rule=a.rule or a.key.split(":", 1)[0],
+                severity=a.severity,
+                subject=a.subject,
+            )
     for g in frame.gpus:
         if g.utilization_gpu_pct is not None:
             p.add("gpu_utilization_ratio", g.utilization_gpu_pct / 100, gpu=str(g.index))

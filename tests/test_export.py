@@ -191,7 +191,9 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
         # the fleet, headless, reads the node's own verdicts from its export
         check = _cli("check", "--prometheus", url, env=env)
         assert check.returncode == 1, check.stdout + check.stderr  # the queue is a warning
-        assert "queue alert(s) active on the node" in check.stdout
+        first = check.stdout.splitlines()[0]
+        assert first.startswith("INFERDECK WARNING - 127.0.0.1 chat: queue alert (headroom ")
+        assert "requests) on the node since " in first
         snap = _cli("snapshot", "--prometheus", url, env=env)
         (node,) = json.loads(snap.stdout)["nodes"]
         assert node["worst"] == "warning" and node["cost_basis"] == "node's inferdeck export"

@@ -66,7 +66,7 @@ class FleetSource:
             str, AlertBook
         ] = {}  # node -> its alerts, raised and cleared as on the node
         self._trend_at = 0.0
-        self.max_for_s: float | None = None  # headless checks: a `for` honoured as far as sampled
+        self.max_for_s: float | None = None  # headless checks: 0, what holds is raised at once
         self.queries_per_refresh = 0  # every query covers every node: fixed, whatever the fleet
 
     async def aclose(self) -> None:
@@ -113,6 +113,8 @@ class FleetSource:
         queries["dcgm:ACTIVE"] = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
         # what a node's `inferdeck export` says itself: its plan's alerts and its cost figure
         queries["x:alerts"] = "inferdeck_alerts_active"
+        queries["x:alert"] = "inferdeck_alert_since_timestamp_seconds"
+        queries["x:headroom"] = "inferdeck_headroom"
         queries["x:cost"] = 'inferdeck_cost_usd_per_million_compliant_tokens{bound="low"}'
         names = list(queries)
         self.queries_per_refresh = sum(1 for q in queries.values() if q)
@@ -278,9 +280,32 @@ class FleetSource:
             n = _node(labels)
             if not math.isnan(value):
                 node_cost[n] = min(value, node_cost.get(n, value))
+        named: dict[str, list[Alert]] = {}
+        heads = {
+            (_node(lab), lab.get("service", ""), lab.get("rule", "")): (v, lab.get("unit", ""))
+            for lab, v in got.get("x:headroom") or []
+        }
+        for labels, since in got.get("x:alert") or []:
+            severity = labels.get("severity", "")
+            if severity not in ("warning", "critical"):
+                continue
+            rule, subject = labels.get("rule", "?"), labels.get("subject", "node")
+            head = heads.get((_node(labels), subject, rule))
+            value = f" (headroom {head[0]:g} {head[1]})" if head is not None else ""
+            named.setdefault(_node(labels), []).append(
+                Alert(
+                    key=f"exported:{rule}:{subject}",
+                    rule=rule,
+                    severity=severity,
+                    subject=subject,
+                    message=f"{rule} alert{value} on the node since "
+                    f"{datetime.fromtimestamp(since, tz=UTC):%H:%M:%S}Z (its inferdeck export)",
+                    since=datetime.fromtimestamp(since, tz=UTC),
+                )
+            )
         for node in sorted(set(by_node) | set(gpus) | set(exported)):
-            alerts = []
-            for labels, count in exported.get(node, []):
+            alerts = list(named.get(node, []))
+            for labels, count in exported.get(node, []) if node not in named else []:
                 severity = labels.get("severity", "")
                 if severity in ("warning", "critical") and count > 0:
                     rule = labels.get("rule", "?")
