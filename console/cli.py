@@ -187,6 +187,11 @@ def _parser() -> argparse.ArgumentParser:
         help="address to serve on (default 127.0.0.1:9464; another only when given)",
     )
     ex.add_argument("--token-file", metavar="FILE", help="require this bearer token")
+    ex.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a non-loopback address without a token (anyone who reaches it reads it)",
+    )
     ex.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
     ex.add_argument("--tls-key", metavar="FILE", help="... and this key")
     ex.add_argument(
@@ -749,14 +754,14 @@ def _export(args: argparse.Namespace) -> int:
     never waits for a poll: it gets the last page (a hung engine only ages it)."""
     import signal
     import ssl
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from console.exporter import frame_metrics
+    from console.exportserver import ListenError, is_loopback, parse_listen, serve
 
-    host, _, port_text = args.listen.rpartition(":")
-    if not host or not port_text.isdigit():
-        raise UsageError(f"--listen {args.listen}: give HOST:PORT, e.g. 127.0.0.1:9464.")
+    try:
+        host, port = parse_listen(args.listen)
+    except ListenError as exc:
+        raise UsageError(str(exc)) from None
     token = None
     if args.token_file:
         try:
@@ -767,45 +772,28 @@ def _export(args: argparse.Namespace) -> int:
             ) from None
         if not token:
             raise UsageError(f"--token-file {args.token_file}: the file is empty.")
+    if token is None and not is_loopback(host) and not args.insecure:
+        raise UsageError(
+            f"--listen {args.listen}: serving beyond this machine without a token; give "
+            "--token-file FILE, or --insecure to serve anyone who can reach it."
+        )
     if bool(args.tls_cert) != bool(args.tls_key):
         raise UsageError("--tls-cert and --tls-key go together: give both, or neither.")
-    poller, node, settings = _build(args, args.demo)
-    page = {"text": "# no frame yet\n"}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            if token is not None and self.headers.get("Authorization") != f"Bearer {token}":
-                self._send(401, b"unauthorized\n", "text/plain")
-            elif self.path.split("?", 1)[0] == "/metrics":
-                self._send(200, page["text"].encode(), "text/plain; version=0.0.4; charset=utf-8")
-            else:
-                self._send(404, b"inferdeck export serves /metrics\n", "text/plain")
-
-        def _send(self, code: int, data: bytes, ctype: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    try:
-        server = ThreadingHTTPServer((host, int(port_text)), Handler)
-    except OSError as exc:
-        if node is not None:
-            node.stop()
-        raise UsageError(f"--listen {args.listen}: cannot listen there ({exc.strerror}).") from None
-    server.daemon_threads = True
+    ctx = None
     if args.tls_cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         try:
             ctx.load_cert_chain(args.tls_cert, args.tls_key)
         except (OSError, ssl.SSLError) as exc:
             raise UsageError(f"--tls-cert/--tls-key: cannot load them ({exc}).") from None
-        server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    poller, node, settings = _build(args, args.demo)
+    page = {"text": "# no frame yet\n"}
+    try:
+        server = serve((host, port), lambda: page["text"], token, ctx)
+    except OSError as exc:
+        if node is not None:
+            node.stop()
+        raise UsageError(f"--listen {args.listen}: cannot listen there ({exc.strerror}).") from None
     stop = {"now": False}
 
     def halt(*_: object) -> None:
