@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from console.model import Field, Invalid, Model, model_validator
 from console.promtext import Labels, Page, label, without
+from console.safetext import printable
 from console.window import Vector
 from console.yamlfile import ConfigError, config_error, load_yaml
 
@@ -515,7 +516,7 @@ def _model(page: Page, model_labels: list[str]) -> str | None:
         for raw in page.skipped_names.values():  # excerpts whose kept families carry no labels
             m = re.search(rf'(?:^|[,{{\s]){name}="([^"]*)"', raw)
             if m and m.group(1):
-                return m.group(1)
+                return printable(m.group(1))
     return None
 
 

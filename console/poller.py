@@ -24,6 +24,7 @@ from console.nvml import NvmlReader
 from console.plan import Plan
 from console.promtext import parse
 from console.recording import Recorder
+from console.safetext import printable
 from console.sample import EngineSample, Sample
 from console.scraper import ScrapeResult, fetch_top_models, scrape, without_credentials
 from console.triton import api_base
@@ -416,7 +417,12 @@ class Poller:
                     slots=self._slots(slots) if slots is not None else None,
                 )
         return EngineSample(
-            **base, t=t, scrape_s=res.elapsed_s, up=False, error=error, kind=state.kind
+            **base,
+            t=t,
+            scrape_s=res.elapsed_s,
+            up=False,
+            error=printable(error) if error else error,  # a reason phrase is the server's text
+            kind=state.kind,
         )
 
     @staticmethod

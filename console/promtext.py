@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from console.safetext import printable
+
 Labels = tuple[tuple[str, str], ...]
 
 _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
@@ -90,7 +92,7 @@ def _parse_labels(body: str) -> Labels | None:
         m = _LABEL_RE.match(body, pos)
         if m is None:
             return None
-        labels.append((m.group(1), _unescape(m.group(2))))
+        labels.append((m.group(1), printable(_unescape(m.group(2)))))
         pos = m.end()
         if m.group(3) == "" and pos < end and body[pos:].strip():
             return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from console.findings import findings
 from console.frame import Frame, GpuProcess, Percentiles, TargetReport
+from console.safetext import printable
 from console.units import (
     NA,
     PARTIAL,
@@ -287,7 +288,9 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         lines += _table(["when", "severity", "subject", "event"], rows)
     else:
         lines.append("none in the last 10 minutes")
-    return "\n".join(lines) + "\n"
+    return printable(
+        "\n".join(lines) + "\n"
+    )  # nothing from an engine or a note controls a terminal
 
 
 def _proc(p: GpuProcess) -> str:

@@ -41,6 +41,17 @@ def _x_step(span: float, most: int) -> float:
     return span
 
 
+def _finite(
+    s: tuple[str, Sequence[float], Sequence[float], str],
+) -> tuple[str, Sequence[float], Sequence[float], str]:
+    """A series without its non-finite points (drawn as a gap, never as arithmetic)."""
+    label, xs, ys, colour = s
+    if all(map(math.isfinite, ys)) and all(map(math.isfinite, xs)):
+        return s
+    kept = [(x, y) for x, y in zip(xs, ys, strict=False) if math.isfinite(x) and math.isfinite(y)]
+    return label, [x for x, _ in kept], [y for _, y in kept], colour
+
+
 def text_chart(
     width: int,
     height: int,
@@ -55,6 +66,13 @@ def text_chart(
     lines through their points; ``lines``: (label, y, colour), dashed across the chart. x ticks
     read as ``-x`` (minutes ago when x is minutes before now)."""
     (x0, x1), (y0, y1) = xlim, ylim
+    # a non-finite limit (an engine's +Inf that got this far) is no scale to draw on
+    if not all(map(math.isfinite, (x0, x1))):
+        x0, x1 = -1.0, 0.0
+    if not all(map(math.isfinite, (y0, y1))):
+        y0, y1 = 0.0, 1.0
+    series = [_finite(s) for s in series]
+    lines = [(label, y, c) for label, y, c in lines if math.isfinite(y)]
     if x1 <= x0:
         x1 = x0 + 1.0
     if y1 <= y0:

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from console.engines import Extract
 from console.promtext import label
+from console.safetext import printable
 
 # the TensorRT-LLM backend's repository: these front models call the others
 KNOWN_FRONTS = ("ensemble", "tensorrt_llm_bls")
@@ -26,7 +27,7 @@ def api_base(metrics_url: str) -> str:
 
 def top_models(index: list[dict[str, Any]], configs: dict[str, dict[str, Any]]) -> list[str]:
     """Models no ensemble calls as a step, from the repository index and each model's config."""
-    names = [str(m.get("name")) for m in index if m.get("name")]
+    names = [printable(str(m.get("name"))) for m in index if m.get("name")]
     called = {
         str(step.get("model_name"))
         for cfg in configs.values()

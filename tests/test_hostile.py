@@ -145,3 +145,89 @@ def test_export_beyond_loopback_needs_a_token_or_insecure():
     assert res.returncode == 2 and "without a token" in res.stderr and "--insecure" in res.stderr
     res = _cli("export", "--no-gpu", "--no-discover", "--listen", "127.0.0.1:99999")
     assert res.returncode == 2 and "1-65535" in res.stderr and "Traceback" not in res.stderr
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[31mred\x9b2J\x07bell\x7f"
+CONTROLS = [chr(c) for c in [*range(0, 9), *range(11, 32), *range(0x7F, 0xA0)]]
+
+
+def _clean(text: str) -> bool:
+    return not any(c in text for c in CONTROLS)
+
+
+def test_no_control_character_from_an_engine_reaches_any_surface(tmp_path):
+    """ESC, BEL, OSC, CSI and DEL in a model name and a label value: not on stdout (JSON and
+    Markdown), not in the bundle (snapshot.md, frame.json, charts), not on the screen."""
+    import json
+
+    from console.sim.engine import MetricsServer
+    from tests.conftest import fixture_text
+
+    page = fixture_text("vllm-live.prom").replace('model_name="smollm2"', f'model_name="{HOSTILE}"')
+    page = page.replace('finished_reason="stop"', f'finished_reason="st{HOSTILE}op"')
+    server = MetricsServer(lambda: page).start()
+    try:
+        args = ["snapshot", "--no-gpu", "--no-discover", "--wait", "1", "--engine", server.url]
+        js = _cli(*args)
+        md = _cli(*args, "--format", "md")
+        out = _cli(*args, "--out", str(tmp_path / "b"), "--note", "n")
+    finally:
+        server.stop()
+    assert js.returncode == md.returncode == out.returncode == 0, js.stderr + md.stderr
+    frame = json.loads(js.stdout)
+    assert "\ufffd" in frame["engines"][0]["model"]  # replaced, not dropped silently
+    for text in (js.stdout, md.stdout, md.stderr, js.stderr):
+        assert _clean(text)
+    files = list((tmp_path / "b").rglob("*"))
+    assert any(f.name == "snapshot.md" for f in files)
+    for f in files:
+        if f.is_file():
+            assert _clean(f.read_text(encoding="utf-8")), f
+
+
+async def test_no_control_character_reaches_the_screen():
+    from console.engines import extract, needed_families, profiles
+    from console.frame import Engine
+    from console.promtext import parse
+    from screens.app import InferdeckApp
+    from tests.conftest import fixture_text
+    from tests.frames import StaticSource, node_frame
+
+    text = fixture_text("vllm-live.prom").replace('model_name="smollm2"', f'model_name="{HOSTILE}"')
+    ex = extract(parse(text, keep=needed_families().__contains__), profiles()["vllm"], 1.0)
+    assert ex.model is not None and _clean(ex.model)
+    frame = node_frame()
+    engines = [e.model_copy(update={"model": ex.model}) for e in frame.engines]
+    assert isinstance(engines[0], Engine)
+    app = InferdeckApp(StaticSource(frame.model_copy(update={"engines": engines})))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.3)
+        assert _clean(app.export_screenshot())
+
+
+@pytest.mark.parametrize("series", ["vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"])
+async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(series):
+    """`num_requests_waiting +Inf` or `kv_cache_usage_perc +Inf` crashed the console at start
+    (OverflowError in the chart ticks)."""
+    from console.poller import EngineTarget, Poller
+    from console.sim.engine import MetricsServer
+    from screens.app import InferdeckApp
+    from tests.conftest import fixture_text
+
+    text = fixture_text("vllm-live.prom")
+    line = next(x for x in text.splitlines() if x.startswith(series + "{"))
+    page = text.replace(line, line.rsplit(" ", 1)[0] + " +Inf")
+    server = MetricsServer(lambda: page).start()
+    poller = Poller([EngineTarget(url=server.url)], None)
+    app = InferdeckApp(poller, interval_s=0.3)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause(2.0)
+            assert app.is_running and not app.last_poll_error
+            e = poller.last_frame.engines[0]
+            field = "requests_waiting" if "waiting" in series else "kv_cache_usage"
+            assert getattr(e, field) is None
+            assert "not a finite number" in e.unavailable[field]
+            assert _clean(app.export_screenshot())
+    finally:
+        server.stop()
