@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.promtext import label, parse
+from console.safetext import printable
 from tests.conftest import fixture_text
 
 
@@ -99,7 +100,9 @@ def test_arbitrary_bytes_never_raise(data):
         st.tuples(
             st.dictionaries(
                 st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True),
-                st.text(max_size=8),
+                # control characters other than tab and newline are replaced on entry
+                # (tests/test_hostile.py): the round trip is of printable text
+                st.text(max_size=8).filter(lambda v: printable(v) == v),
                 max_size=3,
             ),
             st.floats(allow_nan=False),
