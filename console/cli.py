@@ -375,6 +375,8 @@ def _build(args: argparse.Namespace, demo: bool) -> tuple[Poller, DemoNode | Non
     if not demo and not targets and settings.discover and not args.no_discover:
         targets = discover_targets(nvml)
     poller = Poller(targets, nvml, window_s=settings.window_s, plan=settings)
+    poller.max_series = settings.scrape.max_series
+    poller.max_label_chars = settings.scrape.max_label_chars
     k = settings.kubelet
     if k is not None:
         poller.kubelet = KubeletTarget(

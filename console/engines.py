@@ -147,12 +147,23 @@ class EngineProfile(Model, checked=True):
 
     @model_validator(mode="after")
     def _references(self) -> None:
+        for key in ("model_labels", "rank_labels", "replica_labels", "count_once_label"):
+            value = getattr(self, key)
+            for lab in [value] if isinstance(value, str) else value or []:
+                if not _LABEL_NAME.fullmatch(lab):
+                    raise ValueError(
+                        f"{key}: {lab!r} is not a Prometheus label name (letters, digits and _, "
+                        "not starting with a digit)"
+                    )
         for name, spec in self.signals.items():
             for ref in (spec.minus, spec.divide_by):
                 if ref is not None and ref not in self.signals:
                     raise ValueError(f"signal {name} refers to {ref!r}, which is not a signal here")
                 if ref is not None and (spec.type != "gauge" or self.signals[ref].type != "gauge"):
                     raise ValueError(f"signal {name}: minus/divide_by combine gauges only")
+
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 class ProfileError(ConfigError):
@@ -514,7 +525,7 @@ def _model(page: Page, model_labels: list[str]) -> str | None:
             if model:
                 return model
         for raw in page.skipped_names.values():  # excerpts whose kept families carry no labels
-            m = re.search(rf'(?:^|[,{{\s]){name}="([^"]*)"', raw)
+            m = re.search(rf'(?:^|[,{{\s]){re.escape(name)}="([^"]*)"', raw)
             if m and m.group(1):
                 return printable(m.group(1))
     return None

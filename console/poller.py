@@ -22,7 +22,7 @@ from console.http1 import Http1
 from console.llamaslots import slots_kv, slots_url
 from console.nvml import NvmlReader
 from console.plan import Plan
-from console.promtext import parse
+from console.promtext import MAX_LABEL_CHARS, MAX_SERIES, Page, parse
 from console.recording import Recorder
 from console.safetext import printable
 from console.sample import EngineSample, Sample
@@ -155,6 +155,8 @@ class Poller:
         self._clients: dict[tuple[bool, bytes], httpx.AsyncClient] = {}
         self._tls: dict[bool, ssl.SSLContext] = {}
         self.http = Http1()  # plain-http pages, one kept-alive connection per engine address
+        self.max_series = MAX_SERIES  # what one page may hold (config scrape.max_series)
+        self.max_label_chars = MAX_LABEL_CHARS
         self.budget_s: float | None = None  # longest a poll waits for slow sources (None: for all)
         self._tasks: dict[int, asyncio.Future[Any]] = {}
         self._nvml_task: asyncio.Future[Any] | None = None
@@ -363,9 +365,7 @@ class Poller:
             )
         )
         for res in results:
-            if res.text is not None and detect_kind(
-                parse(res.text, keep=needed_families().__contains__)
-            ):
+            if res.text is not None and detect_kind(self._parse(res.text)):
                 target.url = res.url
                 state.find_path = False
                 return res
@@ -393,10 +393,12 @@ class Poller:
         t = self.clock()
         error = res.error
         if res.text is not None:
-            page = parse(res.text, keep=needed_families().__contains__)
+            page = self._parse(res.text)
             # a page no profile claims is read as the kind the operator named, if any
             found = detect_kind(page) or (target.kind if len(page) else None)
-            if len(page) == 0 and page.skipped == 0:
+            if page.over_limit is not None:
+                error = f"{target.url}: {page.over_limit}"
+            elif len(page) == 0 and page.skipped == 0:
                 error = f"{target.url} returned no Prometheus samples (is this the engine's /metrics URL?)"
             elif found is None:
                 error = f"{target.url} serves no series of a known engine ({', '.join(profiles())})"
@@ -423,6 +425,14 @@ class Poller:
             up=False,
             error=printable(error) if error else error,  # a reason phrase is the server's text
             kind=state.kind,
+        )
+
+    def _parse(self, text: str) -> Page:
+        return parse(
+            text,
+            keep=needed_families().__contains__,
+            max_series=self.max_series,
+            max_label_chars=self.max_label_chars,
         )
 
     @staticmethod

@@ -1,7 +1,10 @@
 """Prometheus text exposition parser (format 0.0.4, and the OpenMetrics-ish pages engines serve).
 
 Tolerant by design: a line that cannot be read is counted in ``Page.bad_lines`` and skipped, so
-one broken series never hides the rest of a page. ``*_created`` series are dropped (they are
+one broken series never hides the rest of a page. Bounded by design: a page holding more series
+than ``max_series`` (of the families kept), or a series whose label set is longer than
+``max_label_chars``, stops the parse with ``Page.over_limit`` saying which limit and how to raise
+it, so a hostile page costs its size, not hundreds of times that. ``*_created`` series are dropped (they are
 timestamps that prometheus_client adds, not observations).
 """
 
@@ -42,6 +45,8 @@ class Page:
     first_bad_line: int | None = None
     skipped: int = 0  # samples left out by the keep filter or as *_created
     skipped_names: dict[str, str] = field(default_factory=dict)  # name -> first line's label text
+    over_limit: str | None = None  # the budget the page broke (the parse stopped there)
+    series: int = 0  # samples kept
 
     def names(self) -> set[str]:
         return set(self.samples)
@@ -125,12 +130,28 @@ def _close_brace(line: str, start: int) -> int:
     return -1
 
 
-def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
+MAX_SERIES = 50_000  # samples kept from one page (families a profile reads)
+MAX_LABEL_CHARS = 16_384  # one series' label set, as written on the page
+
+
+def parse(
+    text: str,
+    keep: Callable[[str], bool] | None = None,
+    max_series: int = MAX_SERIES,
+    max_label_chars: int = MAX_LABEL_CHARS,
+) -> Page:
     """Parse an exposition page. ``keep(name)`` may skip families nobody needs (faster)."""
     page = Page()
     samples = page.samples
     types = page.types
-    for lineno, raw in enumerate(text.split("\n"), start=1):
+    pos, size, lineno = 0, len(text), 0
+    while pos < size:  # line by line without a list of them all (a page costs its size)
+        end = text.find("\n", pos)
+        if end < 0:
+            end = size
+        raw = text[pos:end]
+        pos = end + 1
+        lineno += 1
         line = raw.strip(" \t\r")
         if not line:
             continue
@@ -153,7 +174,8 @@ def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
                 page.skipped += 1
                 if name not in page.skipped_names:
                     close = _close_brace(line, brace) if brace >= 0 else -1
-                    page.skipped_names[name] = line[brace + 1 : close] if close >= 0 else ""
+                    body = line[brace + 1 : close] if close >= 0 else ""
+                    page.skipped_names[name] = body[:max_label_chars]
             else:
                 page.bad_lines += 1
                 page.first_bad_line = page.first_bad_line or lineno
@@ -164,6 +186,12 @@ def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
                 page.bad_lines += 1
                 page.first_bad_line = page.first_bad_line or lineno
                 continue
+            if close - brace - 1 > max_label_chars:
+                page.over_limit = (
+                    f"line {lineno}: {name} has a label set of {close - brace - 1:,} characters; "
+                    f"limit {max_label_chars:,}: raise scrape.max_label_chars"
+                )
+                break
             rest = line[close + 1 :].split()
         else:
             rest = line.split()[1:]
@@ -185,6 +213,13 @@ def parse(text: str, keep: Callable[[str], bool] | None = None) -> Page:
                 continue
         else:
             labels = ()
+        page.series += 1
+        if page.series > max_series:
+            page.over_limit = (
+                f"the page holds more than {max_series:,} series ({text.count(chr(10)) + 1:,} "
+                f"lines); limit {max_series:,}: raise scrape.max_series"
+            )
+            break
         bucket = samples.get(name)
         if bucket is None:
             samples[name] = [(labels, value)]

@@ -16,6 +16,7 @@ from console.engines import add_profiles, kinds
 from console.enginestats import parse_window
 from console.model import Field, Invalid, Model, field_validator, model_validator
 from console.plan import Plan, check_plan
+from console.promtext import MAX_LABEL_CHARS, MAX_SERIES
 from console.scraper import UrlError, check_url, without_credentials
 from console.yamlfile import ConfigError, config_error, load_yaml
 
@@ -89,6 +90,13 @@ class KubeletConfig(_HasUrl):
     verify_tls: bool = True
 
 
+class ScrapeLimits(Model, frozen=False, checked=True):
+    """What one engine page may cost (a page over a limit is refused with the limit named)."""
+
+    max_series: int = Field(MAX_SERIES, gt=0)
+    max_label_chars: int = Field(MAX_LABEL_CHARS, gt=0)
+
+
 class Settings(Plan):
     """The whole config file: how to watch (window, engines, discovery) and the plan."""
 
@@ -99,6 +107,7 @@ class Settings(Plan):
         None  # an engines file of the operator's (config/engines.yaml's shape)
     )
     discover: bool = True
+    scrape: ScrapeLimits = Field(default_factory=ScrapeLimits)
     engines: list[EngineConfig] = Field(default_factory=list)
     prometheus: PrometheusConfig | None = None
     kubelet: KubeletConfig | None = None

@@ -26,6 +26,8 @@ def load_yaml(text: str, source: str) -> tuple[Any, Where]:
         loader = SafeLoader(text)
         try:
             root = loader.get_single_node()
+            if root is not None:
+                _check_aliases(root, source)
             data = loader.construct_document(root) if root is not None else None
         finally:
             loader.dispose()
@@ -63,6 +65,37 @@ def load_yaml(text: str, source: str) -> tuple[Any, Where]:
         return f"{source}:{line + 1}"
 
     return data, where
+
+
+MAX_NODES = 100_000  # values a file may expand to through its aliases
+
+
+def _check_aliases(root: yaml.Node, source: str) -> None:
+    """Refuse a document whose aliases refer to themselves (it never ends) or expand past
+    MAX_NODES values (an alias bomb), in one walk that stops at the budget."""
+    seen = 0
+    stack: list[tuple[yaml.Node, frozenset[int]]] = [(root, frozenset())]
+    while stack:
+        node, above = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise ConfigError(
+                f"{source}:{node.start_mark.line + 1}: its aliases expand to more than "
+                f"{MAX_NODES:,} values; write the values out instead of nesting aliases."
+            )
+        if id(node) in above:
+            raise ConfigError(
+                f"{source}:{node.start_mark.line + 1}: a YAML alias refers to the value that "
+                "holds it, which never ends; write the value out."
+            )
+        if isinstance(node, yaml.MappingNode):
+            inside = above | {id(node)}
+            for key, value in node.value:
+                stack.append((key, inside))
+                stack.append((value, inside))
+        elif isinstance(node, yaml.SequenceNode):
+            inside = above | {id(node)}
+            stack.extend((item, inside) for item in node.value)
 
 
 def _check_duplicates(node: yaml.Node, source: str) -> None:

@@ -231,3 +231,83 @@ async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(se
             assert _clean(app.export_screenshot())
     finally:
         server.stop()
+
+
+def _poll(page: str):
+    import asyncio
+
+    from console.poller import EngineTarget, Poller
+    from console.sim.engine import MetricsServer
+
+    server = MetricsServer(lambda: page).start()
+    poller = Poller([EngineTarget(url=server.url)], None)
+
+    async def go():
+        try:
+            return await poller.poll()
+        finally:
+            await poller.aclose()
+
+    try:
+        return asyncio.run(go())
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("shape", ["a 10 MB label value", "250,000 series"])
+def test_a_hostile_page_costs_under_five_times_its_size_and_says_why(shape):
+    import gc
+    import tracemalloc
+
+    from tests.conftest import fixture_text
+
+    base = fixture_text("vllm-live.prom")
+    if shape.startswith("a 10"):
+        page = (
+            base + 'vllm:num_requests_running{engine="1",model_name="' + "x" * 10_000_000 + '"} 1\n'
+        )
+        why = "raise scrape.max_label_chars"
+    else:
+        page = base + "".join(
+            f'vllm:num_requests_running{{engine="{i}",model_name="m"}} 1\n' for i in range(250_000)
+        )
+        why = "raise scrape.max_series"
+    gc.collect()
+    tracemalloc.start()
+    try:
+        frame = _poll(page)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    (e,) = frame.engines
+    assert not e.up and why in (e.error or "")
+    assert peak < 5 * len(page), (peak / len(page), e.error)
+
+
+def test_yaml_aliases_that_never_end_or_explode_are_one_sentence(tmp_path):
+    bomb = tmp_path / "bomb.yaml"
+    lines = ['a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb.write_text("\n".join(lines) + "\n")
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("services: &s\n  - name: x\n    more: *s\n")
+    for path, words in ((bomb, "expand to more than"), (loop, "refers to the value that holds it")):
+        began = time.monotonic()
+        for command in ("plan", "rules"):
+            res = _cli(command, "--config", str(path))
+            assert res.returncode == 2 and words in res.stderr, res.stderr
+            assert "Traceback" not in res.stderr and res.stderr.count("\n") == 1
+        assert time.monotonic() - began < 10
+
+
+def test_a_profile_label_that_is_no_label_name_is_one_sentence_with_file_and_line(tmp_path):
+    prof = tmp_path / "mine.yaml"
+    prof.write_text(
+        "mine:\n  title: Mine\n  detect: [mine_up]\n  model_labels: ['mo(del']\n"
+        "  signals:\n    requests_running: {type: gauge, series: [mine_running]}\n"
+    )
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"engine_profiles: {prof}\n")
+    res = _cli("plan", "--config", str(cfg))
+    assert res.returncode == 2 and f"{prof}:1: mine: model_labels" in res.stderr
+    assert "not a Prometheus label name" in res.stderr and "Traceback" not in res.stderr
