@@ -21,7 +21,13 @@ from console.keyseries import KeySeries
 from console.nvml import NvmlReader
 from console.paths import mig_audit_log, recordings_dir, snapshots_dir
 from console.poller import EngineTarget, KubeletTarget, Poller
-from console.scraper import UrlError, check_url, without_credentials
+from console.scraper import (
+    UrlError,
+    check_url,
+    query_secrets,
+    split_query_secrets,
+    without_credentials,
+)
 from console.settings import (
     ConfigError,
     Settings,
@@ -61,7 +67,8 @@ def parse_engine(spec: str) -> EngineTarget:
         check_url(url)
     except UrlError as exc:
         raise UsageError(f"--engine: {exc}") from None
-    return EngineTarget(url=url, kind=kind, headers=auth)
+    shown, fetch = split_query_secrets(url)
+    return EngineTarget(url=shown, kind=kind, headers=auth, fetch_url=fetch)
 
 
 def _without_defaults(parent: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -404,6 +411,7 @@ def config_targets(settings: Settings) -> list[EngineTarget]:
             model=e.model,
             top_models=e.top_models,
             api_url=e.api_url,
+            fetch_url=e.url_fetch,
         )
         for e in settings.engines
     ]
@@ -463,6 +471,7 @@ def _secrets(poller: Poller) -> list[str]:
     for st in poller.engines:
         for value in (st.target.headers or {}).values():
             out.append(value.removeprefix("Bearer ").strip())
+        out += query_secrets(st.target.fetch_url)
     return out
 
 

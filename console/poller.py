@@ -9,10 +9,10 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from console.alerts import AlertBook
 from console.derive import Deriver
@@ -91,6 +91,12 @@ class EngineTarget:
     model: str | None = None  # for engines whose series carry no model label
     top_models: list[str] | None = None  # Triton: the models clients call (else read from its API)
     api_url: str | None = None  # Triton's HTTP API (default: the metrics host, port 8000)
+    # the URL as fetched when its query holds a secret; ``url`` shows it masked
+    fetch_url: str | None = field(default=None, repr=False)
+
+    @property
+    def fetched(self) -> str:
+        return self.fetch_url or self.url
 
     @property
     def label(self) -> str:
@@ -327,12 +333,12 @@ class Poller:
             page = _ready(found)
         else:
             page = scrape(
-                client, target.url, target.timeout_s, headers=target.headers, lean=self.http
+                client, target.fetched, target.timeout_s, headers=target.headers, lean=self.http
             )
         if state.kind == "llamacpp":
             res, slots = await asyncio.gather(
                 page,
-                scrape(client, slots_url(target.url), target.timeout_s, headers=target.headers),
+                scrape(client, slots_url(target.fetched), target.timeout_s, headers=target.headers),
             )
         else:
             res, slots = await page, None
@@ -357,16 +363,27 @@ class Poller:
         answer (tried again next poll: the engine may not be up yet)."""
         target = state.target
         base = target.url.rstrip("/")
+
+        def at(url: str, path: str) -> str:  # the path put in, the query (if any) kept
+            return urlunsplit(urlsplit(url)._replace(path=path))
+
         paths = metrics_paths()
         results = await asyncio.gather(
             *(
-                scrape(client, base + p, target.timeout_s, headers=target.headers, lean=self.http)
+                scrape(
+                    client,
+                    at(target.fetched, p),
+                    target.timeout_s,
+                    headers=target.headers,
+                    lean=self.http,
+                )
                 for p in paths
             )
         )
-        for res in results:
+        for p, res in zip(paths, results, strict=True):
             if res.text is not None and detect_kind(self._parse(res.text)):
-                target.url = res.url
+                target.url = at(target.url, p)
+                target.fetch_url = at(target.fetch_url, p) if target.fetch_url else None
                 state.find_path = False
                 return res
         tried = "; ".join(

@@ -26,6 +26,15 @@ _PATTERNS = [
     ),
     # Authorization: Bearer X
     (re.compile(r"(Bearer\s+)(?!\*\*\*)[A-Za-z0-9._~+/=-]+"), r"\1" + MASK),
+    # ?token=X, &key=X in a URL's query
+    (
+        re.compile(
+            r"([?&](?:token|key|api_?key|access_token|auth|password|secret|sig|signature)=)"
+            r"(?!\*\*\*)([^&\s\"'#<]+)",
+            re.I,
+        ),
+        r"\1" + MASK,
+    ),
     # scheme://user:password@host
     (re.compile(r"(://[^/\s:@\"']+:)[^@\s/\"']+@"), r"\1" + MASK + "@"),
 ]

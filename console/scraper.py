@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from console.http1 import Http1, TooLarge, Unsupported
 from console.triton import top_models
@@ -55,6 +55,35 @@ def without_credentials(url: str) -> tuple[str, dict[str, str] | None]:
     user, password = unquote(parts.username or ""), unquote(parts.password or "")
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     return clean, {"Authorization": f"Basic {token}"}
+
+
+SECRET_PARAMS = frozenset(
+    {"token", "key", "api_key", "apikey", "access_token", "auth", "password", "secret", "sig",
+     "signature"}
+)  # fmt: skip
+
+
+def split_query_secrets(url: str) -> tuple[str, str | None]:
+    """(the URL to show, the URL to fetch): secret-looking query parameters (``?token=``,
+    ``?key=``, ...) keep their names but not their values in the URL every surface shows; the
+    real URL is only fetched. (URL, None) when it holds none."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url, None
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if not any(k.lower() in SECRET_PARAMS for k, _ in pairs):
+        return url, None
+    shown = "&".join(
+        f"{k}=***" if k.lower() in SECRET_PARAMS else urlencode([(k, v)]) for k, v in pairs
+    )
+    return urlunsplit(parts._replace(query=shown)), url
+
+
+def query_secrets(url: str | None) -> list[str]:
+    """The secret values in a URL's query, to mask verbatim wherever they might appear."""
+    if not url:
+        return []
+    return [v for k, v in parse_qsl(urlsplit(url).query) if k.lower() in SECRET_PARAMS and v]
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from console.enginestats import parse_window
 from console.model import Field, Invalid, Model, field_validator, model_validator
 from console.plan import Plan, check_plan
 from console.promtext import MAX_LABEL_CHARS, MAX_SERIES
-from console.scraper import UrlError, check_url, without_credentials
+from console.scraper import UrlError, check_url, split_query_secrets, without_credentials
 from console.yamlfile import ConfigError, config_error, load_yaml
 
 
@@ -25,12 +25,17 @@ class _HasUrl(Model, frozen=False, checked=True):
     url: str
     # user:password from the URL, moved out where it enters: never dumped, never in a name
     url_auth: dict[str, str] | None = Field(None, exclude=True, repr=False)
+    # the URL as fetched when its query holds a secret (?token=): the url shows it masked
+    url_fetch: str | None = Field(None, exclude=True, repr=False)
 
     @model_validator(mode="after")
     def _credentials_out(self) -> None:
         clean, auth = without_credentials(self.url)
         if auth is not None:
             self.url, self.url_auth = clean, auth
+        shown, fetch = split_query_secrets(self.url)
+        if fetch is not None:
+            self.url, self.url_fetch = shown, fetch
 
     @field_validator("url")
     @classmethod

@@ -311,3 +311,41 @@ def test_a_profile_label_that_is_no_label_name_is_one_sentence_with_file_and_lin
     res = _cli("plan", "--config", str(cfg))
     assert res.returncode == 2 and f"{prof}:1: mine: model_labels" in res.stderr
     assert "not a Prometheus label name" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_query_string_secrets_never_leave(tmp_path):
+    """`?token=` and `?key=` were printed by `snapshot --format json` and kept in bundles. The
+    engine is fetched with its real URL; every surface shows the parameter masked."""
+    import json
+
+    from console.redact import redact
+    from console.scraper import split_query_secrets
+    from console.sim.engine import MetricsServer
+    from tests.conftest import fixture_text
+
+    assert split_query_secrets("http://h:1/metrics?token=abc&x=1") == (
+        "http://h:1/metrics?token=***&x=1",
+        "http://h:1/metrics?token=abc&x=1",
+    )
+    assert split_query_secrets("http://h:1/metrics?x=1") == ("http://h:1/metrics?x=1", None)
+    assert redact("see http://h/m?key=s3cr3tvalue&a=1") == "see http://h/m?key=***&a=1"
+    secret = "q5ecretV4lue"
+
+    def page() -> str:
+        return fixture_text("vllm-live.prom")
+
+    server = MetricsServer(page).start()
+    try:
+        url = f"{server.url}?key={secret}"
+        js = _cli("snapshot", "--no-gpu", "--no-discover", "--wait", "1", "--engine", url)
+        b = _cli("snapshot", "--no-gpu", "--no-discover", "--wait", "1", "--engine", url,
+                 "--out", str(tmp_path / "b"))  # fmt: skip
+    finally:
+        server.stop()
+    assert js.returncode == 0 and b.returncode == 0, js.stderr + b.stderr
+    (e,) = json.loads(js.stdout)["engines"]
+    assert e["up"] and e["url"].endswith("?key=***")  # fetched with the secret, shown without
+    assert secret not in js.stdout + js.stderr + b.stdout + b.stderr
+    for f in (tmp_path / "b").rglob("*"):
+        if f.is_file():
+            assert secret not in f.read_text(encoding="utf-8"), f
