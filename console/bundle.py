@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -47,12 +49,30 @@ def write_bundle(
     name = "-".join(
         x for x in (stamp, re.sub(r"[^A-Za-z0-9.-]+", "-", frame.host), slug(note)) if x
     )
-    path = root / name
+    final = root / name
     n = 1
-    while path.exists():
-        path = root / f"{name}.{n}"
+    while final.exists():
+        final = root / f"{name}.{n}"
         n += 1
-    path.mkdir(mode=0o700)
+    # written whole into a hidden folder, then renamed: a full disk leaves no half bundle
+    path = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
+    try:
+        _fill(path, frame, note, history, svg, secrets)
+        os.replace(path, final)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return final
+
+
+def _fill(
+    path: Path,
+    frame: Frame,
+    note: str,
+    history: dict[str, Any] | None,
+    svg: str | None,
+    secrets: list[str] | None,
+) -> None:
     commands = [p.command for g in frame.gpus for p in g.processes if p.command]
     commands += [
         p.command
@@ -74,7 +94,6 @@ def write_bundle(
     _write(path / "snapshot.md", redact(to_markdown(frame, note, sorted(charts)), secrets))
     if svg is not None:
         _write(path / "screen.svg", redact(svg, secrets))
-    return path
 
 
 def list_bundles(root: Path) -> list[dict[str, Any]]:
@@ -82,7 +101,9 @@ def list_bundles(root: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if not root.is_dir():
         return out
-    for d in sorted((p for p in root.iterdir() if p.is_dir()), reverse=True):
+    for d in sorted(
+        (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), reverse=True
+    ):
         try:
             doc = json.loads((d / "frame.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -349,3 +349,87 @@ def test_query_string_secrets_never_leave(tmp_path):
     for f in (tmp_path / "b").rglob("*"):
         if f.is_file():
             assert secret not in f.read_text(encoding="utf-8"), f
+
+
+def _samples(n: int):
+    from console.frame import GpuSource
+    from console.sample import EngineSample, Sample
+
+    return [
+        Sample(
+            t=1_800_000_000.0 + k,
+            source=GpuSource(kind="none"),
+            engines=[EngineSample(label="e", url="http://h:1/metrics", t=1_800_000_000.0 + k)],
+        )
+        for k in range(n)
+    ]
+
+
+def test_damage_in_the_middle_of_a_recording_loses_only_its_member_and_says_where(tmp_path):
+    """Damage in the middle lost every frame, and the message said 'no header line'."""
+    from console.recording import MEMBER_FRAMES, Recorder, read
+
+    path = tmp_path / "r.idrec.gz"
+    rec = Recorder(path, "h", {"window_s": 60.0})
+    rec.write_header(1_800_000_000.0)
+    for s in _samples(300):
+        rec.write(s)
+    rec.close()
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = b"\xff" * 64  # a torn sector in the middle
+    path.write_bytes(bytes(data))
+    header, samples = read(path)
+    assert header["host"] == "h"
+    assert 300 - 2 * MEMBER_FRAMES <= len(samples) < 300  # at most one member's worth lost
+    (note,) = header["truncated"]
+    assert "damaged between" in note and "frames lost" in note
+    lost = 300 - len(samples)
+    assert f"about {lost} frames lost" in note
+    # the first member damaged: the header of the next member still says what the file is
+    data = bytearray(path.read_bytes())
+    data[20:40] = b"\x00" * 20
+    path.write_bytes(bytes(data))
+    header, samples = read(path)
+    assert header["host"] == "h" and len(samples) > 100
+
+
+def test_a_recording_that_cannot_be_written_leaves_no_empty_file(tmp_path, monkeypatch):
+    import errno
+
+    from console.recording import Recorder
+
+    def full(self, doc):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Recorder, "_line", full)
+    path = tmp_path / "r.idrec.gz"
+    rec = Recorder(path, "h", {})
+    with pytest.raises(OSError):
+        rec.write_header(1_800_000_000.0)
+    assert not path.exists()
+
+
+def test_a_bundle_that_cannot_be_written_leaves_no_folder(tmp_path, monkeypatch):
+    import errno
+
+    import console.bundle as bundle
+    from tests.frames import node_frame
+
+    calls = {"n": 0}
+    real = bundle._write
+
+    def fills_up(path, text):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(bundle, "_write", fills_up)
+    root = tmp_path / "snaps"
+    with pytest.raises(OSError):
+        bundle.write_bundle(root, node_frame(), "n")
+    assert list(root.iterdir()) == []
+    monkeypatch.setattr(bundle, "_write", real)
+    done = bundle.write_bundle(root, node_frame(), "n")
+    assert sorted(p.name for p in root.iterdir()) == [done.name]
