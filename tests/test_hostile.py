@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.exportserver import ListenError, parse_listen, serve, token_ok
 
@@ -433,3 +435,89 @@ def test_a_bundle_that_cannot_be_written_leaves_no_folder(tmp_path, monkeypatch)
     monkeypatch.setattr(bundle, "_write", real)
     done = bundle.write_bundle(root, node_frame(), "n")
     assert sorted(p.name for p in root.iterdir()) == [done.name]
+
+
+BAD_VALUES = ["+Inf", "-Inf", "NaN", "-5", "1e308", "-0", "garbage", "0x10", ""]
+BAD_LABELS = [HOSTILE, 'a"b', "a\\\\b", "\\n", "x" * 20_000, "\u202e", ""]
+
+
+def _mutate(lines: list[str], ops: list[tuple[int, int, int]]) -> str:
+    out = list(lines)
+    for kind, at, pick in ops:
+        if not out:
+            break
+        i = at % len(out)
+        line = out[i]
+        if line.startswith("#"):
+            continue
+        if kind == 0:  # a hostile value
+            out[i] = line.rsplit(" ", 1)[0] + " " + BAD_VALUES[pick % len(BAD_VALUES)]
+        elif kind == 1 and '="' in line:  # a hostile label value
+            head, _, rest = line.partition('="')
+            _, _, tail = rest.partition('"')
+            out[i] = f'{head}="{BAD_LABELS[pick % len(BAD_LABELS)]}"{tail}'
+        elif kind == 2:  # the same series twice
+            out.insert(i, line)
+        elif kind == 3:  # a line cut short
+            out[i] = line[: pick % max(1, len(line))]
+        else:  # a line gone
+            del out[i]
+    return "\n".join(out) + "\n"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 10_000), st.integers(0, 100)),
+        min_size=1,
+        max_size=25,
+    ),
+    st.sampled_from(
+        ["vllm-live.prom", "sglang-0.5-dp2-written.prom", "dynamo-frontend-written.prom"]
+    ),
+)
+def test_generated_hostile_pages_pass_every_surface_without_an_exception(ops, fixture):
+    """Non-finite and impossible values, escapes, duplicates, huge labels, cut lines, at three
+    scrapes (a counter may go down): parse -> derive -> JSON, check, the exporter, snapshot.md."""
+    import json as _json
+
+    from console.checkplugin import check_lines
+    from console.derive import Deriver
+    from console.engines import detect_kind, extract, needed_families, profiles
+    from console.exporter import frame_metrics
+    from console.frame import GpuSource
+    from console.plan import Plan
+    from console.promtext import parse
+    from console.sample import EngineSample, Sample
+    from console.snapshot import to_markdown
+    from tests.conftest import fixture_text
+
+    lines = fixture_text(fixture).splitlines()
+    kind = detect_kind(parse(fixture_text(fixture), keep=needed_families().__contains__))
+    plan = Plan.model_validate(
+        {"services": [{"name": "s", "engine": "e", "device": "0", "model": "llama-3.1-8b",
+                       "weight_bits": 16, "tokens_per_sequence": 1024,
+                       "concurrent_sequences": 2}]}
+    )  # fmt: skip
+    deriver = Deriver(plan, 60.0, "h")
+    for k in range(3):
+        text = _mutate(lines, ops[k::3] or ops)
+        page = parse(text, keep=needed_families().__contains__)
+        found = detect_kind(page) or kind
+        ex = extract(page, profiles()[found], 100.0 + k)
+        sample = Sample(
+            t=100.0 + k,
+            source=GpuSource(kind="none"),
+            engines=[EngineSample(label="e", url="http://h:1/metrics", t=100.0 + k, up=True,
+                                  kind=found, extract=ex)],
+        )  # fmt: skip
+        frame = deriver.frame(sample)
+        surfaces = [
+            frame.to_json(),
+            "\n".join(check_lines(frame, plan)),
+            frame_metrics(frame, plan, "t"),
+            to_markdown(frame),
+        ]
+        _json.loads(surfaces[0])
+        for s in surfaces[1:]:
+            assert _clean(s)
