@@ -555,6 +555,11 @@ def _fleet_snapshot(args: argparse.Namespace) -> int:
             for a in f.alerts
             if a.state == "active"
         ]
+        # every figure the fleet screen draws: the GPUs and their MIG instances, and the exporter
+        row["gpu_exporter"] = f.gpu_source.note
+        row["gpu_figures"] = [
+            g.model_dump(mode="json", exclude={"processes", "unavailable"}) for g in f.gpus
+        ]
         nodes.append(row)
     taken = datetime.fromtimestamp(state.taken_at, tz=UTC).isoformat()
     if args.format == "json":

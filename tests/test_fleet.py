@@ -517,3 +517,65 @@ def test_a_down_node_is_critical_and_a_nan_is_na(tmp_path):
     finally:
         prom.kill()
         eng.server.stop()
+
+
+def test_dcgm_exporter_4_9_names_read_like_4_8(tmp_path):
+    """DCGM exporter 4.9 renamed its fields to DCGM 4.7's canonical names in base units (bytes,
+    Hz, 0-1 ratios), the Hostname label became hostname, and every series of a MIG GPU carries
+    GPU_I_ID: a node on it showed no GPUs. Two nodes with the same GPUs, one exporter of each
+    generation, in a real Prometheus: every GPU figure agrees, and each says which answered."""
+    import json
+
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    servers = []
+    targets = []
+    for node, gen in (("node-old", "4.8"), ("node-new", "4.9")):
+        sim = SimNvml(load=lambda g, m: DeviceLoad(0.6, 20 * 2**30), clock=lambda: 1000.0)
+        sim.add_gpu("h100-80gb")
+        sim.add_gpu("h100-80gb", mig=[("3g.40gb", 4), ("2g.20gb", 0)])
+        dcgm = start_dcgm(sim, node, generation=gen)
+        servers.append(dcgm)
+        targets.append(f"      - targets: ['127.0.0.1:{dcgm.port}']")
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: dcgm\n"
+        "    static_configs:\n" + "\n".join(targets) + "\n"
+    )
+    port = free_port()
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        nodes: dict = {}
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            res = _cli("snapshot", "--prometheus", url, "--wait", "0")
+            if res.returncode == 0:
+                nodes = {n["node"]: n for n in json.loads(res.stdout)["nodes"]}
+                if len(nodes) == 2 and all(len(n["gpu_figures"]) == 2 for n in nodes.values()):
+                    break
+            time.sleep(1)
+        assert set(nodes) == {"node-old", "node-new"}, nodes
+        old, new = nodes["node-old"], nodes["node-new"]
+        assert "4.9+" in new["gpu_exporter"] and "up to 4.8" in old["gpu_exporter"]
+        for a, b in zip(old["gpu_figures"], new["gpu_figures"], strict=True):
+            for key in ("memory_used_bytes", "memory_total_bytes", "utilization_gpu_pct",
+                        "power_w", "temperature_c", "clock_sm_mhz"):  # fmt: skip
+                assert a[key] == pytest.approx(b[key], rel=1e-9), key
+            assert b["power_w"] is not None and b["temperature_c"] is not None  # MIG GPU too
+            assert b["clock_sm_mhz"] is not None
+        mig_old, mig_new = old["gpu_figures"][1]["mig"], new["gpu_figures"][1]["mig"]
+        profiles = [d["profile"] for d in mig_new["devices"]]
+        assert sorted(profiles) == ["2g.20gb", "3g.40gb"]
+        assert profiles == [d["profile"] for d in mig_old["devices"]]
+        for a, b in zip(mig_old["devices"], mig_new["devices"], strict=True):
+            assert a["memory_used_bytes"] == b["memory_used_bytes"]
+            assert b["activity"]["graphics_pct"] == pytest.approx(a["activity"]["graphics_pct"])
+    finally:
+        prom.kill()
+        for s in servers:
+            s.stop()

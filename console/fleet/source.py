@@ -19,21 +19,56 @@ from console.engines import profiles
 from console.fleet.prom import PromClient, PromError
 from console.fleet.promql import BY, detect_query, signal_query, success_query
 from console.fleet.state import FleetState, NodeSummary
-from console.frame import Alert, Engine, Frame, Gpu, GpuSource, MigDevice, MigState, Percentiles
+from console.frame import (
+    Alert,
+    Engine,
+    Frame,
+    GpmActivity,
+    Gpu,
+    GpuSource,
+    MigDevice,
+    MigState,
+    Percentiles,
+)
 from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
 
 MIB = 1024 * 1024
+DCGM_INTERVAL_S = 30.0  # dcgm-exporter's default collection interval (its activity averages)
 TTFT_TARGET_S = (
     1.0  # DESIGN's 8B-class TTFT limit: the fleet's SLO column (exact where 1.0 is a bound)
 )
 
 
+# The GPU figures the fleet reads from NVIDIA's DCGM exporter, in both generations of its names:
+# key -> (up to 4.8's name, 4.9's canonical name, the factor that brings 4.9's value to the
+# figure the fleet keeps). 4.9.0 renamed 23 default fields to DCGM 4.7's canonical names in base
+# units: utilisation a 0-1 ratio, clocks in Hz, memory in bytes. One query per figure asks for
+# both names; where a node answers with both, the canonical one is taken.
+DCGM_FIELDS: dict[str, tuple[str, str, float]] = {
+    "FB_USED": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_USED_BYTES", 1 / MIB),  # MiB
+    "FB_FREE": ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_FREE_BYTES", 1 / MIB),
+    "POWER_USAGE": ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_BOARD_POWER_WATTS", 1.0),  # W
+    "GPU_TEMP": ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_TEMP_CELSIUS", 1.0),  # °C
+    "GPU_UTIL": ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_RATIO", 100.0),  # %
+    "SM_CLOCK": ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_SM_CLOCK_HERTZ", 1e-6),  # MHz
+    "XID_ERRORS": ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", 1.0),
+    "ACTIVE": ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", 1.0),  # 0-1
+}
+CANONICAL = {new: (key, factor) for key, (_, new, factor) in DCGM_FIELDS.items()}
+BOARD_WIDE = ("POWER_USAGE", "GPU_TEMP", "SM_CLOCK", "XID_ERRORS")  # one figure for a whole GPU
+GENERATION = {
+    True: "DCGM exporter 4.9+ (DCGM 4.7's canonical field names)",
+    False: "DCGM exporter up to 4.8 (its legacy field names)",
+}
+
+
 def _node(labels: dict[str, str]) -> str:
     if labels.get("node"):
         return labels["node"]
-    if labels.get("Hostname"):
-        return labels["Hostname"]
+    # 4.8.3 renamed the exporter's Hostname label to hostname
+    if labels.get("hostname") or labels.get("Hostname"):
+        return labels.get("hostname") or labels["Hostname"]
     inst = labels.get("instance", "?")
     return urlsplit(f"//{inst}").hostname or inst
 
@@ -100,17 +135,8 @@ class FleetSource:
         queries["model"] = (
             f'group by ({BY}, model_name, model) ({{__name__=~"vllm:num_requests_running|vllm_num_requests_running|sglang:num_running_reqs|sglang_num_running_reqs|nv_inference_count"}})'
         )
-        for f in (
-            "FB_USED",
-            "FB_FREE",
-            "POWER_USAGE",
-            "GPU_TEMP",
-            "GPU_UTIL",
-            "SM_CLOCK",
-            "XID_ERRORS",
-        ):
-            queries[f"dcgm:{f}"] = f"DCGM_FI_DEV_{f}"
-        queries["dcgm:ACTIVE"] = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+        for key, (old, new, _) in DCGM_FIELDS.items():
+            queries[f"dcgm:{key}"] = f'{{__name__=~"{old}|{new}"}}'
         # what a node's `inferdeck export` says itself: its plan's alerts and its cost figure
         queries["x:alerts"] = "inferdeck_alerts_active"
         queries["x:alert"] = "inferdeck_alert_since_timestamp_seconds"
@@ -271,7 +297,7 @@ class FleetSource:
                 unavailable=unavailable if v.get("up") else {},
             )
             by_node.setdefault(node, []).append(eng)
-        gpus = self._gpus(got)
+        gpus, canonical = self._gpus(got)
         exported: dict[str, list[tuple[dict[str, str], float]]] = {}
         for labels, value in got.get("x:alerts") or []:
             exported.setdefault(_node(labels), []).append((labels, value))
@@ -366,6 +392,7 @@ class FleetSource:
                     error=None
                     if gpus.get(node)
                     else "no DCGM exporter series for this node in Prometheus",
+                    note=GENERATION[canonical[node]] if node in canonical else None,
                 ),
                 gpus=gpus.get(node, []),
                 engines=by_node.get(node, []),
@@ -374,21 +401,23 @@ class FleetSource:
         return nodes
 
     @staticmethod
-    def _gpus(got: dict[str, Any]) -> dict[str, list[Gpu]]:
+    def _gpus(got: dict[str, Any]) -> tuple[dict[str, list[Gpu]], dict[str, bool]]:
+        """Every node's GPUs from the DCGM series, and per node whether its exporter wrote the
+        canonical (4.9+) names."""
         per: dict[tuple[str, str], dict[str, Any]] = {}
         migs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-        for f in (
-            "FB_USED",
-            "FB_FREE",
-            "POWER_USAGE",
-            "GPU_TEMP",
-            "GPU_UTIL",
-            "SM_CLOCK",
-            "XID_ERRORS",
-            "ACTIVE",
-        ):
-            for labels, value in got.get(f"dcgm:{f}") or []:
-                key = (_node(labels), labels.get("gpu", "?"))
+        canonical: dict[str, bool] = {}
+        for f in DCGM_FIELDS:
+            rows = sorted(  # the legacy name first, so a canonical value seen after it wins
+                got.get(f"dcgm:{f}") or [], key=lambda r: r[0].get("__name__") in CANONICAL
+            )
+            for labels, value in rows:
+                name = labels.get("__name__", "")
+                if name in CANONICAL:
+                    value *= CANONICAL[name][1]
+                node = _node(labels)
+                canonical[node] = canonical.get(node, False) or name in CANONICAL
+                key = (node, labels.get("gpu", "?"))
                 g = per.setdefault(
                     key, {"uuid": labels.get("UUID"), "name": labels.get("modelName")}
                 )
@@ -397,8 +426,14 @@ class FleetSource:
                         labels["GPU_I_ID"], {"profile": labels.get("GPU_I_PROFILE")}
                     )
                     m[f] = value
+                    if f in BOARD_WIDE:  # the exporter writes board figures on each instance
+                        g.setdefault(f"{f}:mig", value)
                 else:
                     g[f] = value
+        for g in per.values():
+            for f in BOARD_WIDE:
+                if f not in g and f"{f}:mig" in g:
+                    g[f] = g[f"{f}:mig"]
         out: dict[str, list[Gpu]] = {}
         for (node, gpu), v in sorted(
             per.items(), key=lambda kv: (kv[0][0], int(kv[0][1]) if kv[0][1].isdigit() else 0)
@@ -416,6 +451,12 @@ class FleetSource:
                         memory_used_bytes=int(used * MIB) if used is not None else None,
                         memory_total_bytes=int((used + free) * MIB)
                         if used is not None and free is not None
+                        else None,
+                        # DCGM's graphics engine activity of the instance, as GPM reads it
+                        activity=GpmActivity(
+                            graphics_pct=m["ACTIVE"] * 100, interval_s=DCGM_INTERVAL_S
+                        )
+                        if m.get("ACTIVE") is not None
                         else None,
                         unavailable={"placement_start": "DCGM does not export placements"},
                     )
@@ -445,11 +486,14 @@ class FleetSource:
                     utilization_gpu_pct=v.get("GPU_UTIL"),
                     power_w=v.get("POWER_USAGE"),
                     temperature_c=v.get("GPU_TEMP"),
-                    clock_sm_mhz=int(v["SM_CLOCK"]) if "SM_CLOCK" in v else None,
+                    clock_sm_mhz=round(v["SM_CLOCK"]) if "SM_CLOCK" in v else None,
+                    activity=GpmActivity(graphics_pct=v["ACTIVE"] * 100, interval_s=DCGM_INTERVAL_S)
+                    if v.get("ACTIVE") is not None and not devices
+                    else None,
                     mig=MigState(current=bool(devices), pending=bool(devices), devices=devices)
                     if devices
                     else None,
                     unavailable=na,
                 )
             )
-        return out
+        return out, canonical
