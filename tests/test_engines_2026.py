@@ -474,3 +474,28 @@ def test_kv_capacity_alert_fires_on_engine_sized_below_plan():
         assert kv.value == pytest.approx(160000 / 8192 - 32)
     finally:
         eng.stop()
+
+
+def test_dynamo_active_requests_replaces_inflight_with_the_same_figures():
+    """Dynamo deprecated dynamo_frontend_inflight_requests for dynamo_frontend_active_requests:
+    the page in the new name reads the same running count (40 in flight - 4 waiting)."""
+    text = (
+        (FIX / "dynamo-frontend-written.prom")
+        .read_text()
+        .replace("dynamo_frontend_inflight_requests", "dynamo_frontend_active_requests")
+    )
+    page = parse(text, keep=needed_families().__contains__)
+    assert detect_kind(page) == "dynamo"
+    ex = extract(page, profiles()["dynamo"], 100.0)
+    f = derive([ex], profiles()["dynamo"], 60.0).fields
+    assert f["requests_running"] == 40 - 4
+    assert ex.series["requests_running"].startswith("dynamo_frontend_active_requests")
+
+
+def test_tgi_says_it_is_archived_upstream():
+    from console.sim.engine import page_for
+    from console.sim.traffic import TrafficModel
+
+    page = parse(page_for("tgi", TrafficModel(TrafficSpec())), keep=needed_families().__contains__)
+    assert detect_kind(page) == "tgi"
+    assert any("archived upstream" in h for h in extract(page, profiles()["tgi"], 1.0).hints)
