@@ -499,3 +499,17 @@ def test_tgi_says_it_is_archived_upstream():
     page = parse(page_for("tgi", TrafficModel(TrafficSpec())), keep=needed_families().__contains__)
     assert detect_kind(page) == "tgi"
     assert any("archived upstream" in h for h in extract(page, profiles()["tgi"], 1.0).hints)
+
+
+def test_nvidia_nim_page_at_v1_metrics():
+    """NIM's unprefixed vLLM-derived names: recognised (not as trtllm-serve's first release,
+    which shares a few names), and each figure as worked out from the page."""
+    kind, f, na = derived("nim-written.prom")
+    assert kind == "nim"
+    assert (f["requests_running"], f["requests_waiting"], f["kv_cache_usage"]) == (6, 2, 0.25)
+    # TTFT: rank 0.95 x 200 = 190 falls in (0.5, 1.0]: 0.5 + 0.5 x (190 - 180) / 18
+    assert p95(f["ttft_s"]) == pytest.approx(0.5 + 0.5 * 10 / 18)
+    assert f["success_rate"] == pytest.approx(198 / 198)  # abort is neither good nor failed
+    from console.engines import metrics_paths
+
+    assert "/v1/metrics" in metrics_paths()  # the port probe and a URL without a path try it
