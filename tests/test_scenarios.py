@@ -63,12 +63,19 @@ class Node:
     mig: bool = False
     t: float = T0
     down: set[str] = field(default_factory=set)
+    # engine -> specs of its DP ranks (engine="0", "1", ...): one vLLM server, several engines
+    ranks: dict[str, list[TrafficSpec]] = field(default_factory=dict)
+    power_limit_w: float | None = None  # a GPU capped below what its load draws
 
     def __post_init__(self) -> None:
         def clock() -> float:
             return self.t
 
         self.models = {n: TrafficModel(replace(s), clock=clock) for n, s in self.specs.items()}
+        self.rank_models = {
+            n: [TrafficModel(replace(s), clock=clock) for s in specs]
+            for n, specs in self.ranks.items()
+        }
         names = list(self.specs)
         self.plan = _plan(names)
         sim = SimNvml(load=self._load, clock=clock)
@@ -76,6 +83,8 @@ class Node:
             sim.add_gpu("h100-80gb", mig=[("3g.40gb", 4 * i) for i in range(len(names))])
         else:
             sim.add_gpu("h100-80gb")
+        if self.power_limit_w is not None:
+            sim.gpus[0].enforced_limit_w = self.power_limit_w  # nvidia-smi -pl
         self.nvml = NvmlReader(sim, simulated=True)
         self.deriver = Deriver(self.plan, 60.0, "node")
         self.frame: Frame | None = None
@@ -104,7 +113,11 @@ class Node:
                 )
                 continue
             m.advance()
-            page = parse(page_for("vllm", m), keep=needed_families().__contains__)
+            text = page_for("vllm", m)
+            for r, rank in enumerate(self.rank_models.get(name, [])[1:], start=1):
+                rank.advance()
+                text += page_for("vllm", rank).replace('engine="0"', f'engine="{r}"')
+            page = parse(text, keep=needed_families().__contains__)
             engines.append(
                 EngineSample(
                     label=name,
@@ -241,6 +254,33 @@ def test_check_gives_the_same_code_on_twenty_consecutive_polls_in_one_state():
     node.run(60)
     codes = {EXIT[f.status] for f in node.run(20)}
     assert codes == {2}
+
+
+def test_one_dp_rank_hot_is_named_and_warns():
+    """Two DP engines behind one vLLM server, one taking most of the load: the imbalance is
+    pending at once and a WARNING alert after its 30 s hold, naming the hot rank."""
+    hot = replace(STEADY, rate_rps=6.0, kv_capacity_tokens=60_000, prompt_tokens=900,
+                  output_tokens=400, seed=3)  # fmt: skip
+    cold = replace(STEADY, rate_rps=0.2, seed=4)
+    node = Node({"chat": hot}, ranks={"chat": [hot, cold]})
+    frames = node.run(60)
+    e = node.frame.engines[0]
+    assert e.ranks is not None and len(e.ranks) == 2
+    assert e.imbalance and "engine=0" in e.imbalance
+    assert any(f.status == "warning" for f in frames[:20])
+    concerns = [v for v in node.frame.verdict if v.rule == "imbalance"]
+    assert concerns and concerns[0].source == "alert" and "engine=0" in concerns[0].message
+    assert node.frame.status in ("warning", "critical")
+    agree(node.frame, node.plan, node.frame.status)
+
+
+def test_a_power_cap_clock_event_warns_on_every_surface():
+    """The GPU's enforced limit below what its load draws: the power-cap clock event is a
+    finding (WARNING) at once, named for the GPU."""
+    node = Node({"chat": STEADY}, power_limit_w=200.0)
+    node.run(5)
+    agree(node.frame, node.plan, "warning")
+    assert any(v.subject == "GPU 0" and "power cap" in v.message for v in node.frame.verdict)
 
 
 async def test_the_dashboard_shows_the_verdict():

@@ -95,6 +95,8 @@ class SimGpu:
     energy_mj: float = 0.0
     last_t: float | None = None  # the simulator clock's time of the last power reading
     clock_reasons: int = 0
+    # an operator's lower power limit (nvidia-smi -pl); None: the board's default
+    enforced_limit_w: float | None = None
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0
     remapped: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -333,6 +335,9 @@ class SimNvml:
         util, _ = self._gpu_load(gpu)
         m = gpu.model
         power = m.power_idle_w + (m.power_limit_w * 0.92 - m.power_idle_w) * util
+        limit = gpu.enforced_limit_w or m.power_limit_w
+        capped = power >= limit * 0.97
+        power = min(power, limit)  # the board holds its clocks back at the enforced limit
         now = self.clock()
         dt = max(0.0, now - gpu.last_t) if gpu.last_t is not None else 0.0
         gpu.last_t = now
@@ -340,7 +345,7 @@ class SimNvml:
         gpu.temperature_c += (target - gpu.temperature_c) * min(1.0, dt / 20.0)
         gpu.energy_mj += power * dt * 1000.0
         reasons = pynvml.nvmlClocksEventReasonGpuIdle if util < 0.02 else 0
-        if power >= m.power_limit_w * 0.97:
+        if capped:
             reasons |= pynvml.nvmlClocksEventReasonSwPowerCap
         if gpu.temperature_c >= m.temperature_slowdown_c:
             reasons |= pynvml.nvmlClocksEventReasonSwThermalSlowdown
@@ -469,7 +474,7 @@ class SimNvml:
         gpu = self._gpu(handle)
         if handle.mig is not None:
             raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return round(gpu.model.power_limit_w * 1000)
+        return round((gpu.enforced_limit_w or gpu.model.power_limit_w) * 1000)
 
     def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: _Handle) -> int:  # noqa: N802
         return round(self._gpu(handle).model.power_limit_w * 1000)
