@@ -4,6 +4,7 @@ then resolve when the load drops."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -95,6 +96,56 @@ def _wait(what, timeout: float) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def _stopping(engine):
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+@contextlib.contextmanager
+def _exported_into_prometheus(tmp_path, cfg, env):
+    """``inferdeck export`` of ``cfg`` scraped at 1 s by a real Prometheus loaded with the rules
+    ``inferdeck rules`` writes for it; yields (Prometheus URL, exporter port, exporter)."""
+    rules = tmp_path / "rules.yml"
+    out = _cli("rules", "--config", str(cfg))
+    assert out.returncode == 0, out.stderr
+    rules.write_text(out.stdout)
+    port, prom_port = free_port(), free_port()
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "console", "export", "--config", str(cfg), "--no-gpu",
+         "--listen", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    (tmp_path / "prometheus.yml").write_text(
+        textwrap.dedent(f"""\
+        global:
+          scrape_interval: 1s
+          evaluation_interval: 1s
+        rule_files: ["{rules}"]
+        scrape_configs:
+          - job_name: inferdeck
+            static_configs:
+              - targets: ['127.0.0.1:{port}']
+        """)
+    )
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield f"http://127.0.0.1:{prom_port}", port, exporter
+    finally:
+        prom.kill()
+        exporter.terminate()
+        try:
+            exporter.wait(10)
+        except subprocess.TimeoutExpired:
+            exporter.kill()
+
+
 def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
     if not Path(PROMETHEUS).exists():
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
@@ -132,54 +183,8 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
         cost: {{system_cost_usd: 48000}}
         """)
     )
-    rules = tmp_path / "rules.yml"
-    out = _cli("rules", "--config", str(cfg))
-    assert out.returncode == 0, out.stderr
-    rules.write_text(out.stdout)
-    port, prom_port = free_port(), free_port()
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
-    exporter = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "console",
-            "export",
-            "--config",
-            str(cfg),
-            "--no-gpu",
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    (tmp_path / "prometheus.yml").write_text(
-        textwrap.dedent(f"""\
-        global:
-          scrape_interval: 1s
-          evaluation_interval: 1s
-        rule_files: ["{rules}"]
-        scrape_configs:
-          - job_name: inferdeck
-            static_configs:
-              - targets: ['127.0.0.1:{port}']
-        """)
-    )
-    prom = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{prom_port}"
-    try:
+    with _exported_into_prometheus(tmp_path, cfg, env) as (url, port, exporter), _stopping(eng):
         firing = {"InferdeckQueueHeadroomWarning"}
         assert _wait(lambda: firing <= _alerts(url), 120), _alerts(url)
         # four in ten requests fail, but the burn windows hold under 5 minutes: the exporter
@@ -204,14 +209,6 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
         eng.model.spec.max_num_seqs = 64
         eng.model.spec.error_share = 0.0
         assert _wait(lambda: not (firing & _alerts(url)), 180), _alerts(url)
-    finally:
-        prom.kill()
-        exporter.terminate()
-        try:
-            exporter.wait(10)
-        except subprocess.TimeoutExpired:
-            exporter.kill()
-        eng.stop()
     assert exporter.returncode == 0, exporter.stderr.read() if exporter.stderr else ""
 
 
@@ -400,33 +397,7 @@ def test_an_overloaded_engine_is_critical_in_check_and_fires_in_a_real_prometheu
         """)
     )
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
-    rules = tmp_path / "rules.yml"
-    rules.write_text(_cli("rules", "--config", str(cfg)).stdout)
-    port, prom_port = free_port(), free_port()
-    exporter = subprocess.Popen(
-        [sys.executable, "-m", "console", "export", "--config", str(cfg), "--no-gpu",
-         "--listen", f"127.0.0.1:{port}"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    (tmp_path / "prometheus.yml").write_text(
-        textwrap.dedent(f"""\
-        global:
-          scrape_interval: 1s
-          evaluation_interval: 1s
-        rule_files: ["{rules}"]
-        scrape_configs:
-          - job_name: inferdeck
-            static_configs:
-              - targets: ['127.0.0.1:{port}']
-        """)
-    )
-    prom = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{prom_port}"
-    try:
+    with _exported_into_prometheus(tmp_path, cfg, env) as (url, port, _), _stopping(eng):
         codes = []
         for _ in range(20):
             res = _cli("check", "--config", str(cfg), "--no-gpu", env=env)
@@ -436,11 +407,3 @@ def test_an_overloaded_engine_is_critical_in_check_and_fires_in_a_real_prometheu
         assert _wait(lambda: "InferdeckKvHeadroomCritical" in _alerts(url), 120), _alerts(url)
         page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         assert "\ninferdeck_status 2.0\n" in page
-    finally:
-        prom.kill()
-        exporter.terminate()
-        try:
-            exporter.wait(10)
-        except subprocess.TimeoutExpired:
-            exporter.kill()
-        eng.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from array import array
-from datetime import UTC, datetime
 
 import pytest
 
@@ -18,8 +17,6 @@ from console.frame import (
     BurnWindow,
     Engine,
     EngineRank,
-    Frame,
-    GpuSource,
     MemoryLine,
     ServiceStatus,
     SloReport,
@@ -31,6 +28,7 @@ from console.thresholds import at_least, below
 from console.units import quantile_text
 from console.window import wide
 from tests.conftest import fixture_text
+from tests.test_findings import frame as _frame
 
 VLLM = profiles()["vllm"]
 
@@ -114,18 +112,6 @@ def test_the_burn_rate_of_a_6x_share_at_a_99_target_fires():
     assert burn["windows"]["1h"]["burn"] < 6.0  # 5.999999999999995
     hit = burn_alert(burn)
     assert hit is not None and hit[0] == "warning"
-
-
-def _frame(engines=(), services=()) -> Frame:
-    return Frame(
-        taken_at=datetime(2026, 12, 1, 12, tzinfo=UTC),
-        host="n",
-        inferdeck_version="t",
-        window_s=60,
-        gpu_source=GpuSource(kind="none"),
-        engines=list(engines),
-        services=list(services),
-    )
 
 
 def test_findings_at_exactly_their_thresholds():

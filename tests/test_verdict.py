@@ -11,6 +11,7 @@ import pytest
 from console.engines import Extract
 from console.plan import SloSpec
 from console.slo import LatencyHistory, OutcomeHistory, burn_alert, burn_rates, latency_series
+from tests.test_findings import frame as _frame
 
 LES = (0.5, 1.0, 2.5, math.inf)
 
@@ -112,21 +113,6 @@ def test_a_cache_full_in_bursts_is_judged_over_the_window():
     })  # fmt: skip
     (f,) = [f for f in findings(_frame([e])) if "KV cache" in f.title]
     assert f.severity == "critical" and "97% full" in f.title and "preemptions" in f.title
-
-
-def _frame(engines):
-    from datetime import UTC, datetime
-
-    from console.frame import Frame, GpuSource
-
-    return Frame(
-        taken_at=datetime(2026, 12, 1, tzinfo=UTC),
-        host="n",
-        inferdeck_version="t",
-        window_s=60,
-        gpu_source=GpuSource(kind="none"),
-        engines=engines,
-    )
 
 
 @pytest.mark.parametrize(
