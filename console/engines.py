@@ -20,20 +20,32 @@ from console.window import Vector
 from console.yamlfile import ConfigError, config_error, load_yaml
 
 _SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$")
-_PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"\s*(?:,|$)')
+_PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)(=~|=)"([^"]*)"\s*(?:,|$)')
+_WORDS = re.compile(r"^[A-Za-z0-9_.:-]+(?:\|[A-Za-z0-9_.:-]+)*$")
+# a label equal to one value, or (``=~"a|b"``) to one of several: literal words only, the PromQL
+# regex read as the alternation it is, so the profile and Prometheus select the same series
+Matchers = tuple[tuple[str, str | tuple[str, ...]], ...]
 
 
 @functools.lru_cache(maxsize=1024)
-def parse_selector(text: str) -> tuple[str, Labels]:
-    """'name{a="b"}' -> ("name", (("a", "b"),)) (memoised: profiles name the same few each scrape)."""
+def parse_selector(text: str) -> tuple[str, Matchers]:
+    """'name{a="b",c=~"d|e"}' -> ("name", (("a", "b"), ("c", ("d", "e")))) (memoised: profiles
+    name the same few each scrape)."""
     m = _SELECTOR.match(text.strip())
     if m is None:
         raise ValueError(f"not a series selector: {text!r}")
     body = m.group(2) or ""
-    pairs = tuple((k, v) for k, v in _PAIR.findall(body))
-    if body.strip() and not pairs:
+    found = _PAIR.findall(body)
+    if body.strip() and (not found or _PAIR.sub("", body).strip()):
         raise ValueError(f"not a series selector: {text!r}")
-    return m.group(1), pairs
+    pairs: list[tuple[str, str | tuple[str, ...]]] = []
+    for k, op, v in found:
+        if op == "=~" and not _WORDS.match(v):
+            raise ValueError(
+                f'not a series selector: {text!r} (=~ takes words joined by |, e.g. "a|b")'
+            )
+        pairs.append((k, tuple(v.split("|")) if op == "=~" else v))
+    return m.group(1), tuple(pairs)
 
 
 class SignalSpec(Model, checked=True):
@@ -55,6 +67,9 @@ class SignalSpec(Model, checked=True):
     # signal's combined value (Dynamo: running = in flight - waiting; KV use = blocks / total)
     minus: str | None = None
     divide_by: str | None = None
+    # each series the larger of it and the same series of another gauge (SGLang: KV use is the
+    # fuller of the full-attention and sliding-window pools)
+    max_with: str | None = None
 
     @model_validator(mode="after")
     def _selectors(self) -> None:
@@ -123,6 +138,8 @@ class Knobs(Model, checked=True):
     batched_tokens: str = "--max-num-batched-tokens"  # prefill tokens per step
     prefix: str = "--enable-prefix-caching"
     preemptions: str = "preemptions"  # what the engine calls evicting a running sequence
+    mamba: str = "the Mamba state cache size"  # hybrid models: requests' recurrent state slots
+    swa: str = "the sliding-window pool's share"  # hybrid models: the sliding-window KV pool
 
 
 class EngineProfile(Model, checked=True):
@@ -156,11 +173,11 @@ class EngineProfile(Model, checked=True):
                         "not starting with a digit)"
                     )
         for name, spec in self.signals.items():
-            for ref in (spec.minus, spec.divide_by):
+            for ref in (spec.minus, spec.divide_by, spec.max_with):
                 if ref is not None and ref not in self.signals:
                     raise ValueError(f"signal {name} refers to {ref!r}, which is not a signal here")
                 if ref is not None and (spec.type != "gauge" or self.signals[ref].type != "gauge"):
-                    raise ValueError(f"signal {name}: minus/divide_by combine gauges only")
+                    raise ValueError(f"signal {name}: minus/divide_by/max_with combine gauges only")
 
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -306,14 +323,19 @@ def _intern(x: Any) -> Any:
     return _INTERNED.setdefault(x, x)
 
 
-def _select(rows: list[tuple[Labels, float]], selector: Labels) -> list[tuple[Labels, float]]:
+def _select(rows: list[tuple[Labels, float]], selector: Matchers) -> list[tuple[Labels, float]]:
+    """The rows the selector matches; a label matched to one value is dropped from them (it
+    names the signal), one matched to several stays (its values are the signal's parts)."""
     if not selector:
         return rows
-    keys = tuple(k for k, _ in selector)
+    keys = tuple(k for k, want in selector if isinstance(want, str))
     return [
         (without(lab, *keys), v)
         for lab, v in rows
-        if all(label(lab, k) == want for k, want in selector)
+        if all(
+            label(lab, k) == want if isinstance(want, str) else label(lab, k) in want
+            for k, want in selector
+        )
     ]
 
 
@@ -477,8 +499,15 @@ def out_of_domain(value: float, most: float | None = None) -> str | None:
 
 
 def _combine(ex: Extract, profile: EngineProfile) -> None:
-    """Gauges stated as another gauge minus or divided by a third signal's combined value."""
+    """Gauges stated as another gauge minus or divided by a third signal's combined value, or as
+    the larger of two gauges series by series."""
     for signal, spec in profile.signals.items():
+        if spec.max_with and signal in ex.gauges and spec.max_with in ex.gauges:
+            other_rows = ex.gauges[spec.max_with]
+            ex.gauges[signal] = {
+                lab: max(v, other_rows.get(lab, v)) for lab, v in ex.gauges[signal].items()
+            }
+            ex.series[signal] += f" (or {ex.series[spec.max_with]} when fuller)"
         ref = spec.minus or spec.divide_by
         values = ex.gauges.get(signal)
         if ref is None or values is None:

@@ -14,6 +14,7 @@ from console.engines import EngineProfile, Extract, as_list, gauge_by, gauge_val
 from console.frame import (
     EngineMemory,
     EngineRank,
+    KvOffload,
     LoraState,
     Percentiles,
     RequestTokens,
@@ -431,6 +432,14 @@ class _Deriver:
             sums[key] = sums.get(key, 0.0) + vec[0]
         return sums, delta
 
+    def rate_of(self, signal: str) -> float | None:
+        """A counter's rate over the window (None without two scrapes of it)."""
+        delta = signal_delta(self.h, "counters", signal, self.w, self.restarts)
+        if delta is None or delta.since_start:
+            return None
+        self.out.note_reset(delta)
+        return rate(delta)
+
     def rate(self, fld: str, signal: str) -> None:
         delta = signal_delta(self.h, "counters", signal, self.w, self.restarts)
         if delta is not None:
@@ -567,6 +576,101 @@ class _Deriver:
         else:
             self.out.unavailable["prefix_cache_hit_rate"] = self.missing("prefix_cache_hits")
 
+    def prefill(self) -> None:
+        """The prompt tokens the engine computed per second: its prompt counter also counts the
+        tokens the prefix cache served, work that was never done."""
+        if "prompt_tokens" not in self.newest.counters:
+            return
+        if "prefill_tokens" in self.newest.counters:
+            self.rate("prefill_tokens_per_s", "prefill_tokens")
+        elif "prompt_tokens_cached" in self.newest.counters:
+            prompt, cached = self.rate_of("prompt_tokens"), self.rate_of("prompt_tokens_cached")
+            if prompt is None or cached is None:
+                self.out.unavailable["prefill_tokens_per_s"] = "a rate needs two scrapes"
+            else:
+                self.out.fields["prefill_tokens_per_s"] = max(0.0, prompt - cached)
+        else:
+            self.out.unavailable["prefill_tokens_per_s"] = (
+                f"{self.p.title} does not say which prompt tokens it computed (prompt tok/s "
+                "counts prefix-cache hits too)"
+            )
+
+    def kv_pools(self) -> None:
+        """A hybrid model's KV memory pools, each apart, and the fullest (the one that stops
+        admission). Engines write the pools a model lacks at 0: shown once one of them is used."""
+        pools = {
+            sig.removeprefix("kv_pool_"): v
+            for sig in self.p.signals
+            if sig.startswith("kv_pool_") and (v := self.optional_gauge(sig)) is not None
+        }
+        if not any(v > 0 for name, v in pools.items() if name != "full"):
+            return
+        self.out.fields["kv_pools"] = pools
+        if "full" in pools:
+            self.out.fields["kv_binding_pool"] = max(pools, key=lambda name: pools[name])
+        else:
+            self.out.unavailable["kv_binding_pool"] = (
+                "no full-attention pool figure on this page: KV % is "
+                f"{self.newest.series.get('kv_cache_usage', 'the engine figure')}, the fullest of "
+                "its pools"
+            )
+
+    def offload(self) -> None:
+        """KV moved to and from the offload tier: bytes in the window, their rate, and the speed
+        of the transfers themselves (bytes over the time spent moving them)."""
+        store, store_d = self.increase("offload_store_bytes")
+        load, load_d = self.increase("offload_load_bytes")
+        if store is None and load is None:
+            return
+        store_t, _ = self.increase("offload_store_time")
+        load_t, _ = self.increase("offload_load_time")
+
+        def total(values: dict[str, float] | None) -> float | None:
+            return sum(values.values()) if values is not None else None
+
+        def speed(moved: float | None, took: float | None) -> float | None:
+            return moved / took if moved is not None and took else None
+
+        since = any(d is not None and d.since_start for d in (store_d, load_d))
+        self.out.fields["kv_offload"] = KvOffload(
+            store_bytes=total(store),
+            load_bytes=total(load),
+            store_bytes_per_s=self.rate_of("offload_store_bytes"),
+            load_bytes_per_s=self.rate_of("offload_load_bytes"),
+            store_transfer_bytes_per_s=speed(total(store), total(store_t)),
+            load_transfer_bytes_per_s=speed(total(load), total(load_t)),
+            window="since_start" if since else window_label(self.w),
+        )
+
+    def lmcache(self) -> None:
+        """LMCache's hit rate from its token counters over the window (its hit-rate gauge holds
+        the last interval with retrievals, however long ago)."""
+        requested, _ = self.increase("lmcache_requested_tokens")
+        hit, _ = self.increase("lmcache_hit_tokens")
+        if requested is None or hit is None:
+            return
+        if sum(requested.values()) > 0:
+            self.out.fields["lmcache_hit_rate"] = sum(hit.values()) / sum(requested.values())
+        else:
+            self.out.unavailable["lmcache_hit_rate"] = (
+                f"no LMCache retrievals in the last {window_label(self.w)}"
+            )
+
+    def spec_positions(self, drafts: float) -> list[float | None] | None:
+        """Accepted / offered per draft position: offered from the engine's per-position drafted
+        counter, else once per draft (each draft offers every position)."""
+        spec = self.p.signals.get("spec_accepted_by_position")
+        accepted = self.increase("spec_accepted_by_position", by=spec.by)[0] if spec else None
+        if not accepted:
+            return None
+        dspec = self.p.signals.get("spec_drafted_by_position")
+        offered = self.increase("spec_drafted_by_position", by=dspec.by)[0] if dspec else None
+        out: list[float | None] = []
+        for pos in sorted(accepted, key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0)):
+            n = offered.get(pos) if offered is not None else drafts
+            out.append(accepted[pos] / n if n else None)
+        return out
+
     def kv_window(self) -> None:
         """The KV use over the window's scrapes, not one instant: its peak and the share of
         scrapes at or above KV_FULL (bursts of 1-8 s above 90 % fall between two looks)."""
@@ -691,6 +795,7 @@ class _Deriver:
                 draft_tokens=t,
                 accepted_tokens=a,
                 window="since_start" if delta.since_start else window_label(self.w),
+                by_position=self.spec_positions(n) if t > 0 else None,
             )
             if t <= 0:
                 self.out.unavailable["speculative"] = (
@@ -810,6 +915,10 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
     d.kv()
     d.rate("prompt_tokens_per_s", "prompt_tokens")
     d.rate("generation_tokens_per_s", "generation_tokens")
+    d.prefill()
+    d.kv_pools()
+    d.offload()
+    d.lmcache()
     for fld, signal in HISTOGRAM_FIELDS:
         d.quantiles(fld, signal)
     d.success()

@@ -176,17 +176,45 @@ def _engine(e: Engine) -> list[Finding]:
                 "check the router's balancing (session affinity, prefix routing) and request lengths",
             )
         )
+    pool = e.kv_binding_pool
+    if pool and pool != "full" and e.kv_pools and at_least(e.kv_pools[pool], KV_FULL):
+        k = knobs(e.kind)
+        out.append(
+            Finding(
+                "warning",
+                e.name,
+                f"the {pool} pool is {e.kv_pools[pool] * 100:.0f}% full: it, not the KV cache, "
+                "limits admission",
+                [
+                    "pools: "
+                    + ", ".join(f"{name} {v * 100:.0f}%" for name, v in e.kv_pools.items())
+                    + (
+                        f"; KV cache {e.kv_cache_usage * 100:.0f}%"
+                        if e.kv_cache_usage is not None
+                        else ""
+                    ),
+                ],
+                f"raise {k.mamba if pool == 'mamba' else k.swa}, or lower {k.max_seqs}",
+                e.kv_pools[pool],
+            )
+        )
     hit = e.prefix_cache_hit_rate
     if hit is not None and at_least(hit, PREFIX_HEAVY) and e.prompt_tokens_per_s:
-        computed = e.prompt_tokens_per_s * (1 - hit)
+        measured = e.prefill_tokens_per_s is not None
+        computed = (
+            e.prefill_tokens_per_s
+            if e.prefill_tokens_per_s is not None
+            else e.prompt_tokens_per_s * (1 - hit)
+        )
         out.append(
             Finding(
                 "info",
                 e.name,
                 f"prefix-cache hits make {hit * 100:.0f}% of prompt tokens",
                 [
-                    f"prompt {e.prompt_tokens_per_s:,.0f} tok/s counted, about {computed:,.0f} "
-                    "tok/s computed",
+                    f"prompt {e.prompt_tokens_per_s:,.0f} tok/s counted, "
+                    f"{'' if measured else 'about '}{computed:,.0f} tok/s computed"
+                    + (" (the engine's computed-token counter)" if measured else ""),
                 ],
                 "compare throughput with computed prompt tokens (prompt tokens by source), not "
                 "the prompt counter",

@@ -178,6 +178,22 @@ class SpecDecode(Model):
     draft_tokens: float | None = None  # in the window
     accepted_tokens: float | None = None
     window: str | None = None  # "60s", "since_start", or None for the engine's gauges
+    # accepted / offered per draft position (first drafted token first), over the same window:
+    # the figure that says whether a shorter draft would waste less
+    by_position: list[float | None] | None = None
+
+
+class KvOffload(Model):
+    """KV blocks moved between the GPU and the offload tier (vLLM's CPU offloading connector) in
+    the window: bytes each way, their rate, and the speed of the transfers while they ran."""
+
+    store_bytes: float | None = None  # GPU -> offload tier
+    load_bytes: float | None = None  # offload tier -> GPU
+    store_bytes_per_s: float | None = None  # over the window (None until two scrapes)
+    load_bytes_per_s: float | None = None
+    store_transfer_bytes_per_s: float | None = None  # bytes / time spent storing
+    load_transfer_bytes_per_s: float | None = None
+    window: str | None = None
 
 
 class EngineMemory(Model):
@@ -250,7 +266,12 @@ class Engine(Model):
     kv_cache_usage_peak: float | None = None  # the highest KV use among the window's scrapes
     kv_full_share: float | None = None  # share of the window's scrapes with the KV cache >= 90 %
     kv_capacity_tokens: float | None = None
-    prompt_tokens_per_s: float | None = None
+    # hybrid models' KV memory pools (SGLang: full, swa, mamba) and the fullest one, which binds
+    kv_pools: dict[str, float] | None = None
+    kv_binding_pool: str | None = None
+    prompt_tokens_per_s: float | None = None  # every prompt token, prefix-cache hits included
+    # the prompt tokens the engine computed (hits excluded): the prefill work done
+    prefill_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
     ttft_s: Percentiles | None = None
     tpot_s: Percentiles | None = None
@@ -279,6 +300,8 @@ class Engine(Model):
     context_tokens_max: float | None = None  # llama.cpp: the largest batch of tokens seen
     request_tokens: RequestTokens | None = None
     speculative: SpecDecode | None = None
+    kv_offload: KvOffload | None = None
+    lmcache_hit_rate: float | None = None  # LMCache: hit / requested tokens over the window
     flops_per_gpu_per_s: float | None = None  # vLLM --enable-mfu-metrics
     lora: LoraState | None = None
     memory: EngineMemory | None = None

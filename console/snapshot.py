@@ -165,7 +165,12 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
                 e.device or NA,
                 e.model or NA,
                 f"{num(e.requests_running)} / {num(e.requests_waiting)}",
-                pct(e.kv_cache_usage, 1),
+                pct(e.kv_cache_usage, 1)
+                + (
+                    f" ({e.kv_binding_pool} {pct(e.kv_pools[e.kv_binding_pool], 0)} binds)"
+                    if e.kv_binding_pool and e.kv_binding_pool != "full" and e.kv_pools
+                    else ""
+                ),
                 num(e.generation_tokens_per_s, 1),
                 f"{_p(e.ttft_s, 'p50')} / {_p(e.ttft_s, 'p95')} / {_p(e.ttft_s, 'p99')}",
                 _p(e.tpot_s, "p95"),

@@ -193,6 +193,9 @@ def _split(values: dict[str, float]) -> str:
     return ", ".join(f"{k or '-'} {v:,.0f}" for k, v in sorted(values.items()))
 
 
+SHORT_DRAFT = 0.3  # a last draft position accepted less often than this is mostly wasted work
+
+
 def _features(e: Engine, line: Callable[[str, str], None]) -> None:
     """The figures an engine shows only when it runs the feature (by-reason splits, speculative
     decoding, LoRA, MFU, P/D queues, its own memory figures)."""
@@ -231,6 +234,40 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
         else:
             text += " (engine's gauges)"
         line("speculative decoding", text)
+    if sp is not None and sp.by_position:
+        shown = ", ".join(f"{i + 1}: {pct(v, 0)}" for i, v in enumerate(sp.by_position))
+        last = sp.by_position[-1]
+        hint = (
+            "; the last position rarely lands: a shorter draft would waste less"
+            if last is not None and last < SHORT_DRAFT and len(sp.by_position) > 1
+            else ""
+        )
+        line("draft acceptance by pos", shown + hint)
+    off = e.kv_offload
+    if off is not None:
+        basis = "since start" if off.window == "since_start" else f"last {off.window}"
+
+        def gb(v: float | None) -> str:
+            return f"{v / 1e9:,.2f} GB" if v is not None else NA
+
+        def each(moved: float | None, per_s: float | None, speed: float | None) -> str:
+            rate = f", {per_s / 1e9:,.3f} GB/s" if per_s is not None else ""
+            fast = f", {speed / 1e9:,.1f} GB/s while moving" if speed is not None else ""
+            return f"{gb(moved)}{rate}{fast}"
+
+        line(
+            "KV offload (CPU tier)",
+            f"stored {each(off.store_bytes, off.store_bytes_per_s, off.store_transfer_bytes_per_s)}"
+            f"; loaded {each(off.load_bytes, off.load_bytes_per_s, off.load_transfer_bytes_per_s)}"
+            f" ({basis})",
+        )
+    if e.lmcache_hit_rate is not None or "lmcache_hit_rate" in e.unavailable:
+        line(
+            "LMCache hit rate",
+            pct(e.lmcache_hit_rate, 1)
+            if e.lmcache_hit_rate is not None
+            else f"n/a — {e.unavailable['lmcache_hit_rate']}",
+        )
     if e.flops_per_gpu_per_s is not None:
         line("estimated compute", f"{e.flops_per_gpu_per_s / 1e12:,.1f} TFLOP/s per GPU")
     if e.lora is not None:
@@ -449,6 +486,16 @@ class EngineDetailScreen(DeckScreen):
                 + ")"
             )
         line("KV cache", kv, "kv_cache_usage")
+        if e.kv_pools:
+            pools = ", ".join(f"{name} {v * 100:.0f}%" for name, v in e.kv_pools.items())
+            binding = (
+                f" (binding: {e.kv_binding_pool})"
+                if e.kv_binding_pool
+                else f" — {e.unavailable['kv_binding_pool']}"
+                if "kv_binding_pool" in e.unavailable
+                else ""
+            )
+            line("KV pools", pools + binding)
         line(
             "KV capacity",
             f"{num(e.kv_capacity_tokens)} tokens" if e.kv_capacity_tokens else NA,
@@ -456,8 +503,10 @@ class EngineDetailScreen(DeckScreen):
         )
         line(
             "tokens/s out / in",
-            f"{num(e.generation_tokens_per_s, 1)} / {num(e.prompt_tokens_per_s, 1)}",
+            f"{num(e.generation_tokens_per_s, 1)} / {num(e.prompt_tokens_per_s, 1)}"
+            + (" (in: every prompt token, cache hits too)" if e.prompt_tokens_per_s else ""),
         )
+        line("prefill computed tok/s", num(e.prefill_tokens_per_s, 1), "prefill_tokens_per_s")
         line("completion rate", pct(e.success_rate, 2), "success_rate")
         if e.finish_reasons:
             line(

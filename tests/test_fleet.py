@@ -530,7 +530,7 @@ def test_dcgm_exporter_4_9_names_read_like_4_8(tmp_path):
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
     servers = []
     targets = []
-    for node, gen in (("node-old", "4.8"), ("node-new", "4.9")):
+    for node, gen in (("node-old", "4.8"), ("node-new", "4.9"), ("node-4.10", "4.10")):
         sim = SimNvml(load=lambda g, m: DeviceLoad(0.6, 20 * 2**30), clock=lambda: 1000.0)
         sim.add_gpu("h100-80gb")
         sim.add_gpu("h100-80gb", mig=[("3g.40gb", 4), ("2g.20gb", 0)])
@@ -556,11 +556,18 @@ def test_dcgm_exporter_4_9_names_read_like_4_8(tmp_path):
             res = _cli("snapshot", "--prometheus", url, "--wait", "0")
             if res.returncode == 0:
                 nodes = {n["node"]: n for n in json.loads(res.stdout)["nodes"]}
-                if len(nodes) == 2 and all(len(n["gpu_figures"]) == 2 for n in nodes.values()):
+                if len(nodes) == 3 and all(len(n["gpu_figures"]) == 2 for n in nodes.values()):
                     break
             time.sleep(1)
-        assert set(nodes) == {"node-old", "node-new"}, nodes
-        old, new = nodes["node-old"], nodes["node-new"]
+        assert set(nodes) == {"node-old", "node-new", "node-4.10"}, nodes
+        old, new, newest = nodes["node-old"], nodes["node-new"], nodes["node-4.10"]
+        # PCIe throughput: bytes/s under both names (4.10 added _PER_SECOND), shown in MiB/s; the
+        # simulated board moves 0.6 x 1,500 MiB/s out and 0.6 x 3,000 in
+        for n in (old, new, newest):
+            act = n["gpu_figures"][0]["activity"]
+            assert act["pcie_tx_mib_s"] == pytest.approx(0.6 * 1500)
+            assert act["pcie_rx_mib_s"] == pytest.approx(0.6 * 3000)
+        assert "4.9+" in newest["gpu_exporter"]
         assert "4.9+" in new["gpu_exporter"] and "up to 4.8" in old["gpu_exporter"]
         for a, b in zip(old["gpu_figures"], new["gpu_figures"], strict=True):
             for key in ("memory_used_bytes", "memory_total_bytes", "utilization_gpu_pct",

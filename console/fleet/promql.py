@@ -17,7 +17,9 @@ def _names(name: str) -> list[str]:
 
 def _sel(candidate: str, suffix: str = "") -> list[str]:
     base, labels = parse_selector(candidate)
-    body = ",".join(f'{k}="{v}"' for k, v in labels)
+    body = ",".join(
+        f'{k}="{v}"' if isinstance(v, str) else f'{k}=~"{"|".join(v)}"' for k, v in labels
+    )
     return [f"{n}{suffix}{{{body}}}" if body else f"{n}{suffix}" for n in _names(base)]
 
 

@@ -54,8 +54,13 @@ DCGM_FIELDS: dict[str, tuple[str, str, float]] = {
     "SM_CLOCK": ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_SM_CLOCK_HERTZ", 1e-6),  # MHz
     "XID_ERRORS": ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", 1.0),
     "ACTIVE": ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", 1.0),  # 0-1
+    # PCIe throughput, bytes/s in both names (4.10 added _PER_SECOND): MiB/s, as NVML's GPM gives
+    "PCIE_TX": ("DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND", 1 / MIB),
+    "PCIE_RX": ("DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND", 1 / MIB),
 }
 CANONICAL = {new: (key, factor) for key, (_, new, factor) in DCGM_FIELDS.items()}
+# legacy names whose unit was already the canonical one (a rate in bytes/s): converted the same
+LEGACY_SCALE = {DCGM_FIELDS[k][0]: DCGM_FIELDS[k][2] for k in ("PCIE_TX", "PCIE_RX")}
 BOARD_WIDE = ("POWER_USAGE", "GPU_TEMP", "SM_CLOCK", "XID_ERRORS")  # one figure for a whole GPU
 GENERATION = {
     True: "DCGM exporter 4.9+ (DCGM 4.7's canonical field names)",
@@ -415,6 +420,7 @@ class FleetSource:
                 name = labels.get("__name__", "")
                 if name in CANONICAL:
                     value *= CANONICAL[name][1]
+                value *= LEGACY_SCALE.get(name, 1.0)
                 node = _node(labels)
                 canonical[node] = canonical.get(node, False) or name in CANONICAL
                 key = (node, labels.get("gpu", "?"))
@@ -487,8 +493,14 @@ class FleetSource:
                     power_w=v.get("POWER_USAGE"),
                     temperature_c=v.get("GPU_TEMP"),
                     clock_sm_mhz=round(v["SM_CLOCK"]) if "SM_CLOCK" in v else None,
-                    activity=GpmActivity(graphics_pct=v["ACTIVE"] * 100, interval_s=DCGM_INTERVAL_S)
-                    if v.get("ACTIVE") is not None and not devices
+                    activity=GpmActivity(
+                        graphics_pct=v["ACTIVE"] * 100 if v.get("ACTIVE") is not None else None,
+                        pcie_tx_mib_s=v.get("PCIE_TX"),
+                        pcie_rx_mib_s=v.get("PCIE_RX"),
+                        interval_s=DCGM_INTERVAL_S,
+                    )
+                    if any(v.get(f) is not None for f in ("ACTIVE", "PCIE_TX", "PCIE_RX"))
+                    and not devices
                     else None,
                     mig=MigState(current=bool(devices), pending=bool(devices), devices=devices)
                     if devices

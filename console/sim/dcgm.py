@@ -11,12 +11,16 @@ exposition, served like the real exporter on /metrics, in either generation of i
   as a label. Every series of a MIG GPU carries its instance's ``GPU_I_ID`` and
   ``GPU_I_PROFILE``, board-wide figures included, as the exporter's default monitoring writes
   them.
+* ``"4.10"`` (4.10.0 on): 4.9's, and the PCIe throughput fields gain ``_PER_SECOND``
+  (``DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND``); before, ``DCGM_FI_PROF_PCIE_TX_BYTES``, bytes/s too.
 """
 
 from __future__ import annotations
 
+import pynvml
+
 from console.sim.engine import MetricsServer
-from console.sim.nvml import SimNvml
+from console.sim.nvml import GPM_TRUTH, SimNvml
 
 MIB = 1024 * 1024
 # field: (4.8 name, 4.9 name, 4.9 value per 4.8 unit, HELP)
@@ -34,17 +38,35 @@ FIELDS = {
         "Ratio of time the graphics engine is active.",
     ),
     "xid": ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", 1.0, "Last XID error."),
+    # bytes/s in both generations; the new name is 4.10's
+    "pcie_tx": (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND",
+        1.0,
+        "The rate of data transmitted over the PCIe bus, in bytes per second.",
+    ),
+    "pcie_rx": (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND",
+        1.0,
+        "The rate of data received over the PCIe bus, in bytes per second.",
+    ),
 }
+PCIE = ("pcie_tx", "pcie_rx")
 
 
 def dcgm_page(sim: SimNvml, hostname: str, generation: str = "4.8") -> str:
     if not sim.initialized:
         sim.nvmlInit()
     new = generation != "4.8"
+
+    def renamed(field: str) -> bool:
+        return generation == "4.10" if field in PCIE else new
+
     rows: dict[str, list[str]] = {k: [] for k in FIELDS}
 
     def put(field: str, labels: str, value: float) -> None:
-        v = value * FIELDS[field][2] if new else value
+        v = value * FIELDS[field][2] if renamed(field) else value
         rows[field].append(f"{{{labels}}} {v:.15g}")
 
     for g in sim.gpus:
@@ -88,11 +110,14 @@ def dcgm_page(sim: SimNvml, hostname: str, generation: str = "4.8") -> str:
             put("used", base, mem.used // MIB)
             put("free", base, mem.free // MIB)
             put("active", base, round(util, 6))
+            # PCIe throughput as the simulated GPM answers it, in bytes/s
+            put("pcie_tx", base, util * GPM_TRUTH[pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC] * MIB)
+            put("pcie_rx", base, util * GPM_TRUTH[pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC] * MIB)
     lines: list[str] = []
     for field, (old, canonical, _, help_) in FIELDS.items():
         if not rows[field]:
             continue
-        name = canonical if new else old
+        name = canonical if renamed(field) else old
         lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
         lines += [f"{name}{row}" for row in rows[field]]
     return "\n".join(lines) + "\n"

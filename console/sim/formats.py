@@ -114,6 +114,13 @@ def vllm_page(m: TrafficModel) -> str:
         c,
     )
     e.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", m.prompt_tokens, c)
+    e.head("vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.")
+    for source, v in (
+        ("local_compute", m.prompt_tokens - m.prefix_hits),
+        ("local_cache_hit", m.prefix_hits),
+        ("external_kv_transfer", 0.0),
+    ):
+        e.sample("vllm:prompt_tokens_by_source_total", v, source=source)
     e.counter(
         "vllm:generation_tokens_total",
         "Number of generation tokens processed.",
