@@ -187,7 +187,11 @@ def _engine(e: Engine) -> list[Finding]:
                 "limits admission",
                 [
                     "pools: "
-                    + ", ".join(f"{name} {v * 100:.0f}%" for name, v in e.kv_pools.items())
+                    + ", ".join(
+                        f"{name} {v * 100:.0f}%"
+                        for name, v in e.kv_pools.items()
+                        if v or name == "full"
+                    )
                     + (
                         f"; KV cache {e.kv_cache_usage * 100:.0f}%"
                         if e.kv_cache_usage is not None

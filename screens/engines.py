@@ -487,7 +487,11 @@ class EngineDetailScreen(DeckScreen):
             )
         line("KV cache", kv, "kv_cache_usage")
         if e.kv_pools:
-            pools = ", ".join(f"{name} {v * 100:.0f}%" for name, v in e.kv_pools.items())
+            pools = ", ".join(
+                f"{name} {v * 100:.0f}%"
+                for name, v in e.kv_pools.items()
+                if v or name == "full"  # engines write the pools a model lacks at 0
+            )
             binding = (
                 f" (binding: {e.kv_binding_pool})"
                 if e.kv_binding_pool
@@ -506,7 +510,8 @@ class EngineDetailScreen(DeckScreen):
             f"{num(e.generation_tokens_per_s, 1)} / {num(e.prompt_tokens_per_s, 1)}"
             + (" (in: every prompt token, cache hits too)" if e.prompt_tokens_per_s else ""),
         )
-        line("prefill computed tok/s", num(e.prefill_tokens_per_s, 1), "prefill_tokens_per_s")
+        if e.prefill_tokens_per_s is not None or "prefill_tokens_per_s" in e.unavailable:
+            line("prefill computed tok/s", num(e.prefill_tokens_per_s, 1), "prefill_tokens_per_s")
         line("completion rate", pct(e.success_rate, 2), "success_rate")
         if e.finish_reasons:
             line(
