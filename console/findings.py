@@ -13,7 +13,7 @@ from console.frame import Engine, Frame, MemoryLine, ServiceStatus
 from console.slo import FAST_BURN, OBJECTIVES
 from console.slo import SLOW_BURN as BURN_SLOW
 from console.thresholds import at_least, below
-from console.units import GIB, seconds
+from console.units import GIB, basis, counted, seconds
 
 RANK = {"critical": 0, "warning": 1, "info": 2}
 QUEUE_SHARE = 0.5  # queueing holds at least half of the TTFT p95
@@ -88,7 +88,7 @@ def _engine(e: Engine) -> list[Finding]:
         # lie in it: decide on the bucket's edge that speaks against the finding
         low, high = queue.buckets["p95"] if "p95" in queue.wide else (queue.p95, queue.p95)
         evidence = [
-            f"TTFT p95 {seconds(ttft.p95)} ({ttft.window}), queue p95 {seconds(queue.p95)}",
+            f"TTFT p95 {seconds(ttft.p95)} ({basis(ttft.window)}), queue p95 {seconds(queue.p95)}",
             f"waiting {e.requests_waiting or 0:.0f}, running {e.requests_running or 0:.0f}",
         ]
         if at_least(low / ttft.p95, QUEUE_SHARE):
@@ -145,7 +145,7 @@ def _engine(e: Engine) -> list[Finding]:
                 "critical",
                 e.name,
                 f"KV cache {peak * 100:.0f}% full with "
-                f"{e.preemptions:.0f} {k.preemptions} in the window",
+                f"{counted(e.preemptions, k.preemptions)} in the window",
                 [
                     f"KV use {used * 100:.1f}% now, peak {peak * 100:.1f}%"
                     + (
@@ -155,7 +155,7 @@ def _engine(e: Engine) -> list[Finding]:
                         else ""
                     )
                     + f" of {e.kv_capacity_tokens or 0:,.0f} tokens",
-                    f"{k.preemptions} {e.preemptions:.0f}"
+                    counted(e.preemptions, k.preemptions)
                     + (
                         f", {e.preemptions_per_request:.2f} per finished request"
                         if e.preemptions_per_request is not None

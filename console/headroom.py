@@ -29,6 +29,7 @@ from console.plan import (
     shape,
 )
 from console.thresholds import at_least
+from console.units import counted
 
 THERMAL_EVENTS = {"thermal (SW)", "thermal (HW)"}
 
@@ -427,11 +428,7 @@ def _service(
                     "critical",
                     subject,
                     f"KV cache {usage * 100:.0f}% full with "
-                    + (
-                        "a growing queue"
-                        if growing
-                        else f"{engine.preemptions:.0f} {k.preemptions}"
-                    )
+                    + ("a growing queue" if growing else counted(engine.preemptions, k.preemptions))
                     + f" ({queued:.0f} waiting): shed load, add a replica, or lower {k.max_seqs}",
                     "kv",
                 )

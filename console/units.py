@@ -45,6 +45,20 @@ def span(bucket: tuple[float, float] | list[float]) -> str:
     return f"{seconds(lo)}–{seconds(hi)}"
 
 
+def basis(window: str | None) -> str:
+    """A figure's window in words: 'last 1m', or 'since start' (one scrape: the engine's
+    lifetime counts)."""
+    return "since start" if window == "since_start" else f"last {window or NA}"
+
+
+def counted(n: float | None, word: str) -> str:
+    """'1 preemption', '3 preemptions' (``word`` is the plural)."""
+    if n is None:
+        return f"{NA} {word}"
+    one = round(n) == 1 and word.endswith("s")
+    return f"{n:,.0f} {word[:-1] if one else word}"
+
+
 PARTIAL = "°"  # the window is not full yet: the figure covers what the console has watched
 
 

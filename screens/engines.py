@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Footer, Static
 from console.charts import slo_lines
 from console.frame import Engine, Frame, Percentiles
 from console.plan import AlertRules, SloSpec
-from console.units import FEW, NA, num, pct, quantile_text, seconds
+from console.units import FEW, NA, basis, num, pct, quantile_text, seconds
 from console.verdict import worst_for
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import (
@@ -213,24 +213,24 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
         line("largest batch", f"{num(e.context_tokens_max)} tokens")
     rt = e.request_tokens
     if rt is not None:
-        basis = "since start" if rt.window == "since_start" else f"last {rt.window}"
+        when = basis(rt.window)
         most = f"; none above {num(rt.most)}" if rt.most is not None else ""
         line(
             "tokens per request",
             f"prompt p50 {num(rt.prompt_p50)} p99 {num(rt.prompt_p99)}, output p50 "
             f"{num(rt.output_p50)} p99 {num(rt.output_p99)}{most} ({num(rt.requests)} requests, "
-            f"{basis})",
+            f"{when})",
         )
     sp = e.speculative
     if sp is not None:
         text = f"acceptance {pct(sp.acceptance_rate, 1)}, mean accepted length " + (
             f"{sp.mean_accepted_length:.2f}" if sp.mean_accepted_length is not None else NA
         )
-        basis = "since start" if sp.window == "since_start" else f"last {sp.window}"
+        when = basis(sp.window)
         if sp.draft_tokens == 0:
-            text = f"n/a — no draft tokens in the {basis}"
+            text = f"n/a — no draft tokens in the {when}"
         elif sp.draft_tokens is not None:
-            text += f" ({num(sp.accepted_tokens)} of {num(sp.draft_tokens)} drafted, {basis})"
+            text += f" ({num(sp.accepted_tokens)} of {num(sp.draft_tokens)} drafted, {when})"
         else:
             text += " (engine's gauges)"
         line("speculative decoding", text)
@@ -245,7 +245,7 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
         line("draft acceptance by pos", shown + hint)
     off = e.kv_offload
     if off is not None:
-        basis = "since start" if off.window == "since_start" else f"last {off.window}"
+        when = basis(off.window)
 
         def gb(v: float | None) -> str:
             return f"{v / 1e9:,.2f} GB" if v is not None else NA
@@ -259,7 +259,7 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
             "KV offload (CPU tier)",
             f"stored {each(off.store_bytes, off.store_bytes_per_s, off.store_transfer_bytes_per_s)}"
             f"; loaded {each(off.load_bytes, off.load_bytes_per_s, off.load_transfer_bytes_per_s)}"
-            f" ({basis})",
+            f" ({when})",
         )
     if e.lmcache_hit_rate is not None or "lmcache_hit_rate" in e.unavailable:
         line(

@@ -72,7 +72,19 @@ def test_kv_pressure_with_preemptions():
     (f,) = findings(hot)
     assert f.severity == "critical" and "7 preemptions" in f.title
     assert titles(frame([eng(kv_cache_usage=0.95, preemptions=0)])) == []
+    # one is one: "1 preemption", SGLang's "1 retraction"
+    (one,) = findings(frame([eng(kv_cache_usage=0.95, preemptions=1)]))
+    assert "with 1 preemption in the window" in one.title
+    (sgl,) = findings(frame([eng(kind="sglang", kv_cache_usage=0.95, preemptions=1)]))
+    assert "1 retraction in" in sgl.title and "retraction 1" not in sgl.evidence[1]
     assert titles(frame([eng(kv_cache_usage=0.6, preemptions=4)])) == []
+
+
+def test_queue_finding_names_its_window_in_words():
+    early = Percentiles(p95=2.0, window="since_start", observations=100)
+    f = frame([eng(ttft_s=early, queue_time_s=pct(1.8))])
+    (found,) = findings(f)
+    assert "(since start)" in found.evidence[0] and "since_start" not in found.evidence[0]
 
 
 def test_clock_events():
