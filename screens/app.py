@@ -73,6 +73,7 @@ class InferdeckApp(App[None]):
         Binding("m", "mig", "MIG"),
         Binding("S", "snapshots", "Saved", show=False),
         Binding("F", "findings", "Findings", show=False),
+        Binding("a", "alerts", "Alerts in full", show=False),
         Binding("slash", "filter", "Filter rows", show=False, key_display="/"),
         Binding("o", "sort", "Sort by next column", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -424,6 +425,8 @@ class InferdeckApp(App[None]):
             b = active.binding
             if active.node not in (self, self.screen) or not b.description or b.action == "help":
                 continue  # a focused table's cursor keys are not this view's keys
+            if b.action.startswith("screen.copy_text"):
+                continue  # Textual's own copy of selected text (super+c): no key of this view
             if self.replay is None and b.action.startswith(replay_only):
                 continue
             if active.node is self and not self.check_action(b.action.split("(")[0], ()):
@@ -491,6 +494,12 @@ class InferdeckApp(App[None]):
     def forget_mig(self, index: int) -> None:
         """After a re-layout the GPU pane re-reads that GPU's MIG state at the next poll."""
         self.source.forget_mig(index)
+
+    def action_alerts(self) -> None:
+        from screens.alerts import AlertsScreen
+
+        if not isinstance(self.screen, AlertsScreen):
+            self.push_screen(AlertsScreen())
 
     def action_findings(self) -> None:
         from screens.findings import FindingsScreen

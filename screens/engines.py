@@ -369,6 +369,8 @@ def _pct_row(name: str, p: Percentiles | None, reason: str | None) -> list[str]:
 class EngineDetailScreen(DeckScreen):
     """Everything inferdeck knows about one engine, redrawn on every frame."""
 
+    AUTO_FOCUS = "#detail"  # PageDown, End and the arrows scroll the view at once
+
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
 
     def __init__(self, url: str) -> None:

@@ -14,6 +14,7 @@ from screens.widgets import DeckScreen, Quiet, theme_colors
 
 
 class FindingsScreen(DeckScreen):
+    AUTO_FOCUS = "#detail"  # PageDown, End and the arrows scroll the view at once
     BINDINGS = [Binding("escape,q,F", "app.pop_screen", "Back")]
 
     def compose(self) -> ComposeResult:

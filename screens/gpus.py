@@ -222,6 +222,8 @@ SORTS = {
 class GpuDetailScreen(DeckScreen):
     """Every field of one GPU, its MIG layout and its processes; redrawn on every frame."""
 
+    AUTO_FOCUS = "#detail"  # PageDown, End and the arrows scroll the view at once
+
     BINDINGS = [
         Binding("escape,q", "back", "Back"),
         Binding("M", "sort('memory')", "Sort mem"),

@@ -1,69 +1,100 @@
-"""The help screen (``?``)."""
+"""The help screen (``?``): the keys in two columns (a long description wraps under itself, not
+to column 0), the notes on reading the panes, and the keys of the view it was opened from."""
 
 from __future__ import annotations
 
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-HELP = """\
-[b]inferdeck[/b] — GPU inference node console
+TITLE = "inferdeck — GPU inference node console"
 
-[b]Keys[/b]
-  ?        this help
-  p        pause / resume drawing (polling goes on, history is kept);
-           in a replay: play / pause
-  w        window for rates and percentiles: 1m, 5m, 15m
-  v        budget / SLO / cost pane (short terminals; tall ones show all)
-  s        save an incident snapshot (md + json + svg), S browse them
-  F        findings: what to look at, with evidence and the knob to turn
-  + -      refresh more / less often (0.5, 1, 2, 5, 10 s)
-  tab      move between tables; enter opens the selected row's details
-  /        show only rows with a text (every table), esc shows all
-  o        sort the focused table by its next column (biggest first);
-           a click on a header sorts by it, a second click reverses
-  q        quit (also Ctrl-C)
-  esc      close this screen
-  replay:  [ ] step a frame, , . jump 1 min, 1 2 3 play at 1x 10x 60x,
-           g go to a time
+KEYS = [
+    ("?", "this help"),
+    ("p", "pause / resume drawing (polling goes on, history is kept); in a replay: play / pause"),
+    ("w", "window for rates and percentiles: 1m, 5m, 15m"),
+    ("v", "budget / SLO / cost pane (short terminals; tall ones show all)"),
+    ("s", "save an incident snapshot (md + json + svg)"),
+    ("S", "browse the saved snapshots"),
+    ("a", "alerts in full: every alert, pending condition and finding, wrapped, with its age"),
+    ("F", "findings: what to look at, with evidence and the knob to turn"),
+    ("m", "MIG: each GPU's layout, a new one previewed, then applied (root)"),
+    ("+ -", "refresh more / less often (0.5, 1, 2, 5, 10 s)"),
+    ("tab", "move between tables"),
+    ("enter", "open the selected row's details"),
+    ("/", "show only rows with a text (every table); esc shows all"),
+    (
+        "o",
+        "sort the focused table by its next column (biggest first); a click on a header sorts "
+        "by it, a second click reverses",
+    ),
+    ("q", "quit from the dashboard (also Ctrl-C); in a detail view, back"),
+    ("esc", "back from a detail view; close this screen"),
+    ("replay", "[ ] step a frame, , . jump 1 min, 1 2 3 play at 1x 10x 60x, g go to a time"),
+]
 
-[b]Reading the panes[/b]
-  Bars are fixed-scale: a full bar is always 100% (memory of its
-  device, utilisation, KV cache). n/a means the value could not be
-  read; the reason is in the snapshot JSON (`unavailable`).
-  GPU utilisation is n/a under MIG: NVML does not report it. On
-  Hopper and newer, a MIG row's Util/Act shows GPM activity instead
-  (graphics activity of its GPU instance, between two polls): an
-  instance's activity reflects all its compute instances, and SM
-  ratios can pass 100% on instance entities. Ampere and Ada have no
-  GPM (DCGM's profiling metrics cover them). The GPU detail lists
-  SM, occupancy, tensor, DRAM bandwidth and PCIe figures.
-  TTFT95 / TPOT95: p95 over the window from histogram bucket deltas,
-  as Prometheus' histogram_quantile. A trailing * means the figure
-  is since the engine started: one scrape so far, or nothing has
-  finished yet in a window that inferdeck has not fully watched.
-  ° means the window is not full yet: the figure (and every rate)
-  covers the seconds watched so far, shown in the header as
-  "window 1m (12s watched)"; JSON gives covered_s.
-  ≥ means the rank fell in the +Inf bucket (a lower bound only).
-  ± means the bucket holding the figure spans more than 1.5x (its
-  upper bound over its lower): the truth may be anywhere in it (the
-  detail shows it).
-  ~ approximate; ≈ attainment interpolated between bucket bounds;
-  ·7 only 7 requests stand behind the figure (dimmed under 20).
-  Windows hold the scrapes of the last W seconds, as a Prometheus
-  range; rates are Prometheus' rate() (each series on its own).
-  ⟳ beside a GPU: MIG mode change pending (needs a GPU reset).
-  Budget cells: what is left before the plan's budget ("5.2G
-  left", "1.5 over"), the queue as requests waiting.
-  A pane title says how its rows are sorted, how many the filter
-  hides and how many the terminal cuts off, above and below
-  ("2 more ↑, 3 more ↓, scroll").
-  On a tall terminal with up to 4 engines, the space left shows
-  their TTFT p95, queue and KV use over 15 minutes (every 10 s).
-"""
+READING = [
+    "Bars are fixed-scale: a full bar is always 100% (memory of its device, utilisation, KV "
+    "cache). n/a means the value could not be read; the reason is in the snapshot JSON "
+    "(`unavailable`).",
+    "GPU utilisation is n/a under MIG: NVML does not report it. On Hopper and newer, a MIG row's "
+    "Util/Act shows GPM activity instead (graphics activity of its GPU instance, between two "
+    "polls): an instance's activity reflects all its compute instances, and SM ratios can pass "
+    "100% on instance entities. Ampere and Ada have no GPM (DCGM's profiling metrics cover "
+    "them). The GPU detail lists SM, occupancy, tensor, DRAM bandwidth and PCIe figures.",
+    "TTFT95 / TPOT95: p95 over the window from histogram bucket deltas, as Prometheus' "
+    "histogram_quantile. A trailing * means the figure is since the engine started: one scrape "
+    "so far, or nothing has finished yet in a window that inferdeck has not fully watched.",
+    "° means the window is not full yet: the figure (and every rate) covers the seconds watched "
+    'so far, shown in the header as "window 1m (12s watched)"; JSON gives covered_s.',
+    "≥ means the rank fell in the +Inf bucket (a lower bound only).",
+    "± means the bucket holding the figure spans more than 1.5x (its upper bound over its "
+    "lower): the truth may be anywhere in it (the detail shows it).",
+    "~ approximate; ≈ attainment interpolated between bucket bounds; ·7 only 7 requests stand "
+    "behind the figure (dimmed under 20).",
+    "Windows hold the scrapes of the last W seconds, as a Prometheus range; rates are "
+    "Prometheus' rate() (each series on its own).",
+    "⟳ beside a GPU: MIG mode change pending (needs a GPU reset).",
+    'Budget cells: what is left before the plan\'s budget ("5.2G left", "1.5 over"), the queue '
+    "as requests waiting.",
+    "A pane title says how its rows are sorted, how many the filter hides and how many the "
+    'terminal cuts off, above and below ("2 more ↑, 3 more ↓, scroll").',
+    "On a tall terminal with up to 4 engines, the space left shows their TTFT p95, queue and KV "
+    "use over 15 minutes (every 10 s).",
+]
+
+
+def _keys(rows: list[tuple[str, str]]) -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=2)
+    grid.add_column(no_wrap=True, min_width=8)
+    grid.add_column(ratio=1)
+    for key, what in rows:
+        grid.add_row("", key, what)
+    return grid
+
+
+def _notes(paragraphs: list[str]) -> Table:
+    grid = Table.grid(padding=(0, 0))
+    grid.add_column(width=2)
+    grid.add_column(ratio=1)
+    for p in paragraphs:
+        grid.add_row("", p)
+    return grid
+
+
+def plain(keys: list[tuple[str, str]]) -> str:
+    """The help as plain lines (what the grid draws, unwrapped): for tests and the record."""
+    out = [TITLE, "", "Keys"] + [f"  {k:<8} {w}" for k, w in KEYS]
+    out += ["", "Reading the panes"] + [f"  {p}" for p in READING]
+    if keys:
+        out += ["", "Keys of this view"] + [f"  {k:<10} {w}" for k, w in keys]
+    return "\n".join(out) + "\n"
 
 
 class HelpScreen(ModalScreen[None]):
@@ -75,15 +106,22 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, keys: list[tuple[str, str]] | None = None) -> None:
         super().__init__()
         self.keys = keys or []
+        self.text = plain(self.keys)
 
     def compose(self) -> ComposeResult:
+        parts: list[RenderableType] = [
+            Text(TITLE, style="bold"),
+            Text(""),
+            Text("Keys", style="bold"),
+            _keys(KEYS),
+            Text(""),
+            Text("Reading the panes", style="bold"),
+            _notes(READING),
+        ]
+        if self.keys:
+            parts += [Text(""), Text("Keys of this view", style="bold"), _keys(self.keys)]
         with VerticalScroll(id="help-box"):
-            text = HELP
-            if self.keys:
-                text += "\n[b]Keys of this view[/b]\n" + "".join(
-                    f"  {key:<10} {what}\n" for key, what in self.keys
-                )
-            yield Static(text, id="help-text")
+            yield Static(Group(*parts), id="help-text")
 
     def on_mount(self) -> None:
         self.query_one("#help-box", VerticalScroll).focus()

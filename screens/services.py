@@ -176,6 +176,8 @@ class CostPane(Pane):
 class ServiceDetailScreen(DeckScreen):
     """One service: plan fit, headroom, SLO figures with their basis, cost meters and the what-if."""
 
+    AUTO_FOCUS = "#detail"  # PageDown, End and the arrows scroll the view at once
+
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
 
     def __init__(self, name: str) -> None:

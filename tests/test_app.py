@@ -283,7 +283,7 @@ async def test_every_key_in_the_dashboard_help_works(tmp_path):
         async with app.run_test(size=(100, 40)) as pilot:
             await pilot.pause(1.0)
             await pilot.press("question_mark")
-            text = str(app.screen.query_one("#help-text").render())
+            text = app.screen.text  # the lines the help draws
             await pilot.press("escape")
             listed = re.findall(r"^  (\S+)\s+(.+)$", text.split("Keys of this view")[1], re.M)
             assert {"Pause", "Window", "Snapshot", "Findings", "Faster"} <= {d for _, d in listed}
@@ -332,6 +332,36 @@ def _open_view(view):
     }[view]
 
 
+@pytest.mark.parametrize("view", ["engine", "gpu", "service", "findings"])
+async def test_detail_views_scroll_on_open(view):
+    """At 80x24 a detail view is taller than the terminal: PageDown, End and Home move it at
+    once, with no Tab first."""
+    from textual.containers import VerticalScroll
+
+    node, poller = _planned_demo()
+    app = InferdeckApp(poller, interval_s=0.5)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(1.2)
+            await _open_view(view)(pilot)
+            await pilot.pause(0.5)
+            box = app.screen.query_one("#detail", VerticalScroll)
+            if view == "findings" and box.max_scroll_y == 0:
+                pytest.skip("the demo's findings fit on one screen")
+            assert box.max_scroll_y > 0 and app.screen.focused is box
+            await pilot.press("pagedown")
+            await pilot.pause(0.2)
+            assert box.scroll_y > 0
+            await pilot.press("end")
+            await pilot.pause(0.2)
+            assert box.scroll_y == box.max_scroll_y
+            await pilot.press("home")
+            await pilot.pause(0.2)
+            assert box.scroll_y == 0
+    finally:
+        node.stop()
+
+
 @pytest.mark.parametrize("view", ["engine", "gpu", "service", "findings", "saved", "mig"])
 async def test_every_key_in_each_views_help_works(tmp_path, view):
     """Each view's help lists its keys (its bindings and the app's that apply there); every one
@@ -352,7 +382,7 @@ async def test_every_key_in_each_views_help_works(tmp_path, view):
             screen = app.screen
             assert screen is not app.screen_stack[0]
             await pilot.press("question_mark")
-            text = str(app.screen.query_one("#help-text").render())
+            text = app.screen.text  # the lines the help draws
             await pilot.press("escape")
             listed = re.findall(r"^  (\S+)\s+(.+)$", text.split("Keys of this view")[1], re.M)
             assert "Back" in {d for _, d in listed} or "Cancel" in {d for _, d in listed}
@@ -468,3 +498,25 @@ async def test_table_cells_drawn_directly_match_datatables_own():
             assert compared > 100 and direct >= 0.8 * compared, (direct, compared)
     finally:
         node.stop()
+
+
+async def test_alerts_cut_on_the_dashboard_read_in_full_with_a():
+    """At 80 columns the alert pane cuts a long line; `a` opens every alert in full, with when it
+    began and how long it has held, and goes back."""
+    from screens.alerts import AlertsScreen
+
+    frame = node_frame(lost_gpu=True)
+    app = InferdeckApp(StaticSource(frame))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        await pilot.press("a")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, AlertsScreen)
+        text = app.screen.text
+        alert = next(x for x in frame.alerts if x.key == "gpu-fault:3")
+        assert f"GPU 3: {alert.message}" in text  # the whole message, not cut
+        assert len(f"CRIT GPU 3: {alert.message}") > 80
+        held = int((frame.taken_at - alert.since).total_seconds())
+        assert f"{alert.since:%H:%M:%S} for " in text and held >= 0
+        await pilot.press("escape")
+        assert not isinstance(app.screen, AlertsScreen)
