@@ -119,8 +119,13 @@ class MigScreen(DeckScreen):
         t.clear()
         for i, text in rows:
             t.add_row(str(i), text, key=str(i))
-        t.focus()
-        self.query_one("#mig-current", Static).update("Pick a GPU (enter), then a target layout.")
+        if self.gpu is None:  # the first reading; after an apply the GPU picked stays picked
+            t.focus()
+            self.query_one("#mig-current", Static).update(
+                "Pick a GPU (enter), then a target layout."
+            )
+        else:
+            t.move_cursor(row=t.get_row_index(str(self.gpu)))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "mig-gpus":
@@ -268,6 +273,7 @@ class MigScreen(DeckScreen):
             markup=False,
         )
         self.deck.forget_mig(index)
+        self._load_gpus()  # the list says what each GPU holds now
         self._load_gpu(index)
 
     def action_back(self) -> None:

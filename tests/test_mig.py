@@ -159,6 +159,31 @@ def test_read_only_and_pending_mode_block(tmp_path):
     )
 
 
+def test_a_layout_on_a_mig_off_gpu_is_blocked_and_a_rollback_to_nothing_says_so(tmp_path):
+    """A layout on a GPU whose MIG mode is off cannot be made: blocked at once with the step that
+    comes first, where the apply used to start creating and fail. A failed apply on a GPU that
+    held no instances rolls back to "no MIG instances" (the sentence used to stop at "to ")."""
+    from console.mig.cli import report_lines
+
+    model = catalog()["h100-80gb"]
+    sim, mm = manager(tmp_path, "h100-80gb", mig=None)
+    layout = parse_layout("7g.80gb", model)
+    with pytest.raises(MigError, match=r"MIG mode off: enable it first \(inferdeck mig apply 0"):
+        mm.apply(0, layout)
+    assert mm.apply(0, "enable")["result"] == "applied"  # Hopper: at once
+    said: list[str] = []
+    sim.inject(
+        pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES, function="nvmlGpuInstanceCreateComputeInstance"
+    )
+    report = mm.apply(0, layout, progress=said.append)
+    sim.faults.clear()
+    assert report["result"] == "rolled back", report
+    assert any(m.endswith("rolling back to no MIG instances") for m in said), said
+    lines = report_lines(report, tmp_path / "audit.jsonl")
+    assert lines[0] == "rolled back: GPU 0 was no MIG instances, now no MIG instances."
+    assert lines[1].startswith("error: ") and str(tmp_path / "audit.jsonl") in lines[-1]
+
+
 def test_hopper_mode_change_applies_at_once_and_in_use_is_reported(tmp_path):
     sim, mm = manager(tmp_path, "h100-80gb", mig=None)
     assert mm.apply(0, "enable")["result"] == "applied"
@@ -276,6 +301,9 @@ async def test_menu_walk_preview_cancel_then_apply(tmp_path):
             await pilot.press("2", "enter")
             await pilot.pause(0.8)
             assert "applied" in str(app.screen.query_one("#mig-log").render())
+            # the menu's own GPU list says what GPU 2 holds now (it used to keep 1g.24gb x4)
+            gpus = app.screen.query_one("#mig-gpus")
+            assert "2g.48gb" in str(gpus.get_cell("2", "layout")), gpus.get_cell("2", "layout")
             await pilot.press("escape")
             await pilot.pause(0.8)
             table = app.query_one("#gpu-table", KeyedTable)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -241,5 +240,25 @@ def _apply(
             print("cancelled")
             return 1
     report = mm.apply(g.index, target, progress=lambda m: print(f"  .. {m}"))
-    print(json.dumps({k: v for k, v in report.items() if k != "steps"}, indent=1))
+    for line in report_lines(report, mm.audit_path):
+        print(f"  {line}")
     return 0 if report["result"] == "applied" or str(report["result"]).startswith("pending") else 1
+
+
+def report_lines(report: dict[str, Any], audit: Path | None) -> list[str]:
+    """An apply's outcome in sentences (the audit log keeps the whole record, steps included)."""
+    result = str(report.get("result"))
+    after = report.get("after") or "no MIG instances"
+    lines = [
+        f"{result}: GPU {report['gpu']} was {report.get('before') or 'no MIG instances'}, "
+        f"now {after}."
+    ]
+    for key, label in (("error", "error"), ("rollback_error", "rollback error"), ("next", "next")):
+        if report.get(key):
+            lines.append(f"{label}: {report[key]}")
+    for key in ("snapshot_before", "snapshot_after"):
+        if report.get(key):
+            lines.append(f"{key.replace('_', ' ')}: {report[key]}")
+    if audit is not None:
+        lines.append(f"the whole record, every step, is in the audit log {audit}")
+    return lines

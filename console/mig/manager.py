@@ -205,6 +205,11 @@ class MigManager:
                 f"GPU {g.index} has a MIG mode change pending: reset the GPU or reboot first "
                 "(inferdeck never does either)."
             )
+        if not isinstance(target, str) and target and not g.mode_current:
+            reasons.append(
+                f"GPU {g.index} has MIG mode off: enable it first (inferdeck mig apply {g.index} "
+                "enable; a GPU reset may follow), then apply this layout."
+            )
         if os.geteuid() != 0 and not self._has_capability():
             reasons.append(
                 "changing MIG needs root (or read access to /proc/driver/nvidia/capabilities/mig/config)."
@@ -288,7 +293,10 @@ class MigManager:
             report["after"] = placements(after)
         except Exception as exc:  # noqa: BLE001 - any failure rolls back
             report["error"] = f"{type(exc).__name__}: {exc}"
-            say(f"failed: {report['error']}; rolling back to {placements(before)}")
+            say(
+                f"failed: {report['error']}; rolling back to "
+                f"{placements(before) or 'no MIG instances'}"
+            )
             try:
                 self._converge(index, before, steps, say, rollback=True)
                 after = self.read(index).layout
