@@ -72,24 +72,36 @@ def window_text(window_s: float, covered_s: float | None) -> str:
     return label
 
 
+CUT = "…"  # a cell left a mark out for room (the detail shows every mark)
+
+
 def quantile_text(
-    p: Percentiles | None, name: str, ranges: bool = False, count: bool = True
+    p: Percentiles | None,
+    name: str,
+    ranges: bool = False,
+    count: bool = True,
+    fit: int | None = None,
 ) -> str:
     """A percentile with every mark it needs: '~' approximate, '≥' rank in +Inf, '*' since the
-    engine started, '°' over the part of the window watched so far, '±' (or its bucket with ``ranges``) when its bucket spans more than 1.5x, and '·N' when fewer than FEW requests stand behind it (unless ``count`` is off)."""
+    engine started, '°' over the part of the window watched so far, '±' (or its bucket with
+    ``ranges``) when its bucket spans more than 1.5x, and '·N' when fewer than FEW requests stand
+    behind it (unless ``count`` is off). With ``fit`` (a table cell's width), '±' then '~' are left
+    out when all does not fit, and the cell ends with '…' to say so: the value, '≥', '*' or '°'
+    and the count are never the part cut."""
     value = getattr(p, name) if p is not None else None
     if p is None or value is None:
         return NA
-    text = ("~" if p.approx else "") + seconds(value, name in p.lower_bound_only)
-    if p.window == "since_start":
-        text += "*"
-    elif p.covered_s is not None:
-        text += PARTIAL
-    if name in p.wide:
-        text += f" ({span(p.buckets[name])})" if ranges else "±"
-    if count and p.observations < FEW:
-        text += f"·{p.observations:.0f}"
-    return text
+    approx = "~" if p.approx else ""
+    core = seconds(value, name in p.lower_bound_only)
+    when = "*" if p.window == "since_start" else PARTIAL if p.covered_s is not None else ""
+    wide = (f" ({span(p.buckets[name])})" if ranges else "±") if name in p.wide else ""
+    few = f"·{p.observations:.0f}" if count and p.observations < FEW else ""
+    text = approx + core + when + wide + few
+    if fit is not None and len(text) > fit:
+        for shorter in (approx + core + when + few, core + when + few):
+            if len(shorter) < len(text) and len(shorter) + len(CUT) <= fit:
+                return shorter + CUT
+    return text  # still too long: the table ends it with '…
 
 
 def target_text(entry: TargetReport | None, ranges: bool = False, compact: bool = False) -> str:

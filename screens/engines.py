@@ -110,8 +110,8 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     ),
     ("KV", "kv", 8, False, _kv),
     ("tok/s", "tps", 6, False, lambda e, c, p: Text(num(e.generation_tokens_per_s))),
-    ("TTFT95", "ttft", 10, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"])),
-    ("TPOT95", "tpot", 10, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"])),
+    ("TTFT95", "ttft", 10, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"], 10)),
+    ("TPOT95", "tpot", 10, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"], 10)),
     ("OK%", "ok", 5, False, _ok),
     (
         "Trend tok/s",

@@ -56,7 +56,8 @@ READING = [
     "± means the bucket holding the figure spans more than 1.5x (its upper bound over its "
     "lower): the truth may be anywhere in it (the detail shows it).",
     "~ approximate; ≈ attainment interpolated between bucket bounds; ·7 only 7 requests stand "
-    "behind the figure (dimmed under 20).",
+    "behind the figure (dimmed under 20). A cell ending in … left a mark out for room (± or ~ "
+    "first, never the count): the detail shows them all.",
     "Windows hold the scrapes of the last W seconds, as a Prometheus range; rates are "
     "Prometheus' rate() (each series on its own).",
     "⟳ beside a GPU: MIG mode change pending (needs a GPU reset).",

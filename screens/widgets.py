@@ -317,6 +317,10 @@ class KeyedTable(DataTable[Any]):
         return [row for g in groups for row in g]
 
     def sync(self, rows: Sequence[tuple[str, Sequence[object]]]) -> None:
+        widths = [c.width for c in self.columns.values()]
+        rows = [
+            (key, [_fit(v, w) for v, w in zip(cells, widths, strict=False)]) for key, cells in rows
+        ]
         self._last = list(rows)
         shown = self._arrange(rows)
         self.filtered_out = len(rows) - len(shown)
@@ -473,12 +477,20 @@ def theme_colors(v: dict[str, str]) -> dict[str, str]:
     }
 
 
-def pct_cell(p: Percentiles | None, name: str, dim: str = "dim") -> Text:
-    """A percentile for a table cell with its marks (``quantile_text``), dimmed when fewer than
-    FEW requests stand behind it."""
-    text = quantile_text(p, name)
+def pct_cell(p: Percentiles | None, name: str, dim: str = "dim", width: int | None = None) -> Text:
+    """A percentile for a table cell with its marks (``quantile_text``, fitted to ``width``),
+    dimmed when fewer than FEW requests stand behind it."""
+    text = quantile_text(p, name, fit=width)
     few = p is None or getattr(p, name) is None or p.observations < FEW
     return Text(text, style=dim if few else "")
+
+
+def _fit(value: object, width: int) -> object:
+    """A text cell longer than its column ends with '…' (the table would cut it silently)."""
+    if isinstance(value, Text) and "\n" not in value.plain and value.cell_len > width > 0:
+        value = value.copy()
+        value.truncate(width, overflow="ellipsis")
+    return value
 
 
 SPARK = "▁▂▃▄▅▆▇█"

@@ -1,6 +1,7 @@
 """Pilot and snapshot tests of the dashboard."""
 
 import pytest
+from rich.text import Text
 
 from console.nvml import NvmlReader
 from console.poller import EngineTarget, Poller
@@ -520,3 +521,33 @@ async def test_alerts_cut_on_the_dashboard_read_in_full_with_a():
         assert f"{alert.since:%H:%M:%S} for " in text and held >= 0
         await pilot.press("escape")
         assert not isinstance(app.screen, AlertsScreen)
+
+
+async def test_cells_keep_their_count_and_say_when_a_mark_is_left_out():
+    """At 80x24 a TTFT95 cell with every mark (~, *, ±, ·13) is wider than its column: it keeps
+    the value, * and the count, leaves ± and ~ out and ends with '…'. No cell of any dashboard
+    table is wider than its column (the table would cut it without a sign)."""
+    from console.frame import Percentiles
+
+    frame = node_frame()
+    marked = Percentiles(
+        p95=1.234,
+        window="since_start",
+        observations=13,
+        approx=True,
+        wide=["p95"],
+        buckets={"p95": (1.0, 2.5)},
+    )
+    engines = [frame.engines[0].model_copy(update={"ttft_s": marked}), *frame.engines[1:]]
+    app = InferdeckApp(StaticSource(frame.model_copy(update={"engines": engines})))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        table = app.query_one("#engine-table", KeyedTable)
+        cell = table.get_cell("eng:" + engines[0].url, "ttft")
+        assert cell.plain == "1.23s*·13…", cell.plain
+        for t in app.screen.query(KeyedTable):
+            for row in t.rows:
+                for col, column in t.columns.items():
+                    value = t.get_cell(row, col)
+                    if isinstance(value, Text):
+                        assert value.cell_len <= column.width, (t.id, row.value, col.value, value)
