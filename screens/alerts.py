@@ -12,11 +12,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.frame import Frame
 from console.units import counted
-from screens.widgets import DeckScreen, theme_colors
+from screens.widgets import DeckScreen, KeyBar, theme_colors
 
 
 def age(since: datetime | None, now: datetime) -> str:
@@ -40,7 +40,7 @@ class AlertsScreen(DeckScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
             yield Static(id="alerts-body")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         if self.deck.frame is not None:

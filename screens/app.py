@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from console.enginestats import WINDOWS_S, window_label
 from console.frame import Frame
@@ -34,7 +34,7 @@ from screens.panes import AlertPane, ServicesPane
 from screens.replaybar import ReplayBar
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
-from screens.widgets import KeyedTable, Pane, Quiet, theme_colors
+from screens.widgets import KeyBar, KeyedTable, Pane, Quiet, theme_colors
 
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
     from console.mig.manager import MigManager
@@ -153,7 +153,7 @@ class InferdeckApp(App[None]):
         yield SloPane()
         yield CostPane()
         yield ChartStrip()
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         for pane in (self.query_one(GpuPane), self.query_one(EnginePane)):
@@ -417,13 +417,15 @@ class InferdeckApp(App[None]):
         elif event.data_table.id == "gpu-table":
             self.push_screen(GpuDetailScreen(int(str(event.row_key.value).split(":")[1])))
 
-    def action_help(self) -> None:
-        """Help, with the keys of the view it is opened from (its bindings and the app's)."""
+    def view_keys(self) -> list[tuple[str, str, bool]]:
+        """The keys of the view on top (its bindings and the app's that act there): (keys, what
+        they do, whether the binding asks to be shown), in binding order, one entry per action
+        described (its keys joined by '/')."""
         replay_only = ("step", "jump", "speed", "seek")
-        seen: dict[str, str] = {}
+        seen: dict[str, tuple[str, bool]] = {}
         for active in self.screen.active_bindings.values():
             b = active.binding
-            if active.node not in (self, self.screen) or not b.description or b.action == "help":
+            if active.node not in (self, self.screen) or not b.description:
                 continue  # a focused table's cursor keys are not this view's keys
             if b.action.startswith("screen.copy_text"):
                 continue  # Textual's own copy of selected text (super+c): no key of this view
@@ -432,8 +434,17 @@ class InferdeckApp(App[None]):
             if active.node is self and not self.check_action(b.action.split("(")[0], ()):
                 continue  # not a key of this view
             key = b.key_display or self.get_key_display(b)
-            seen[b.description] = f"{seen[b.description]}/{key}" if b.description in seen else key
-        self.push_screen(HelpScreen([(k, what) for what, k in seen.items()]))
+            if b.description in seen:
+                keys, shown = seen[b.description]
+                seen[b.description] = (f"{keys}/{key}", shown or b.show)
+            else:
+                seen[b.description] = (key, b.show)
+        return [(keys, what, shown) for what, (keys, shown) in seen.items()]
+
+    def action_help(self) -> None:
+        """Help, with the keys of the view it is opened from (its bindings and the app's)."""
+        keys = [(k, what) for k, what, _ in self.view_keys() if what != "Help"]
+        self.push_screen(HelpScreen(keys))
 
     def action_snapshot(self) -> None:
         """Save an incident bundle: ask for an optional note, then write md + json + svg."""

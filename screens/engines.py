@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from console.charts import slo_lines
 from console.frame import Engine, Frame, Percentiles
@@ -18,6 +18,7 @@ from console.verdict import worst_for
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import (
     DeckScreen,
+    KeyBar,
     KeyedTable,
     Quiet,
     TablePane,
@@ -94,7 +95,7 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     (
         "Dev",
         "dev",
-        4,
+        3,
         False,
         lambda e, c, p: Text(e.device or "-", style="" if e.device else c["dim"]),
     ),
@@ -109,10 +110,10 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
         ),
     ),
     ("KV", "kv", 8, False, _kv),
-    ("tok/s", "tps", 6, False, lambda e, c, p: Text(num(e.generation_tokens_per_s))),
+    ("tok/s", "tps", 5, False, lambda e, c, p: Text(num(e.generation_tokens_per_s))),
     ("TTFT95", "ttft", 10, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"], 10)),
     ("TPOT95", "tpot", 10, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"], 10)),
-    ("OK%", "ok", 5, False, _ok),
+    ("OK%", "ok", 4, False, _ok),
     (
         "Trend tok/s",
         "trend",
@@ -388,7 +389,7 @@ class EngineDetailScreen(DeckScreen):
                 yield SeriesChart(id="chart-kv")
                 yield SeriesChart(id="chart-tokens")
             yield Quiet(id="detail-body")
-        yield Footer()
+        yield KeyBar()
 
     def _charts(self, frame: Frame, e: Engine) -> None:
         keys, n = self.deck.keys, e.name

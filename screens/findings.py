@@ -6,11 +6,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.findings import findings
 from console.frame import Frame
-from screens.widgets import DeckScreen, Quiet, theme_colors
+from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
 
 
 class FindingsScreen(DeckScreen):
@@ -20,7 +20,7 @@ class FindingsScreen(DeckScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
             yield Quiet(id="findings-body")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         if self.deck.frame is not None:

@@ -7,13 +7,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from console.frame import Frame, GpmActivity, Gpu, GpuProcess, MigDevice
 from console.units import GIB, NA, gib, num, watts, workload_text
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import (
     DeckScreen,
+    KeyBar,
     KeyedTable,
     Quiet,
     TablePane,
@@ -253,7 +254,7 @@ class GpuDetailScreen(DeckScreen):
                 id="proc-filter",
             )
             yield KeyedTable(id="proc-table", cursor_type="row")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#proc-filter", Input).display = False

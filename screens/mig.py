@@ -12,12 +12,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Footer, Input, Static
+from textual.widgets import Button, DataTable, Input, Static
 
 from console.mig.layouts import MigError, describe, diff, placements, valid_layouts
 from console.mig.preview import landing
 from console.mig.script import nvidia_smi
-from screens.widgets import DeckScreen, theme_colors
+from screens.widgets import DeckScreen, KeyBar, theme_colors
 
 if TYPE_CHECKING:  # the manager drives NVML: screens only hold it
     from console.mig.layouts import Instance
@@ -85,7 +85,7 @@ class MigScreen(DeckScreen):
             yield Static(id="mig-current", markup=False)
             yield Static(id="mig-preview", markup=False)
             yield Static(id="mig-log", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         gpus = self.query_one("#mig-gpus", DataTable)

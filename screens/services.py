@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from console.cost import crossover, serving_goodput
 from console.enginestats import parse_window
@@ -17,7 +17,7 @@ from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN
 from console.thresholds import at_least
 from console.units import FEW, NA, PARTIAL, seconds, share_range, target_text
 from screens.charts import ChartRow, SeriesChart
-from screens.widgets import DeckScreen, KeyedTable, Pane, Quiet, theme_colors
+from screens.widgets import DeckScreen, KeyBar, KeyedTable, Pane, Quiet, theme_colors
 
 
 def _target(entry: TargetReport | None, c: dict[str, str]) -> Text:
@@ -197,7 +197,7 @@ class ServiceDetailScreen(DeckScreen):
             )
             yield Input(placeholder="e.g. 30000 0.4 250", id="whatif")
             yield Static(id="whatif-result", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         if self.deck.frame is not None:

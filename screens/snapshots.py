@@ -8,7 +8,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
+
+from screens.widgets import KeyBar
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -50,7 +52,7 @@ class MarkdownScreen(Screen[None]):
         from textual.widgets import MarkdownViewer  # loaded when a snapshot is opened
 
         yield MarkdownViewer(text, show_table_of_contents=False)
-        yield Footer()
+        yield KeyBar()
 
 
 class SnapshotBrowser(Screen[None]):
@@ -65,7 +67,7 @@ class SnapshotBrowser(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(f"Snapshots in {self.root}", id="browser-title", markup=False)
         yield DataTable(id="bundles", cursor_type="row")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         t = self.query_one(DataTable)

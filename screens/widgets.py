@@ -508,6 +508,72 @@ def spark(values: Sequence[float], width: int) -> str:
     return "".join(SPARK[min(7, int((v - lo) / span * 7.999))] for v in vals)
 
 
+class KeyBar(Static):
+    """The keys of the view on one line, in place of Textual's footer: those the view shows first,
+    then the rest, as many as the width holds; when some do not fit the line ends with
+    '? all keys' (a key is never left out without a sign)."""
+
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom;
+        width: 100%;
+        height: 1;
+        background: $footer-background;
+        color: $footer-foreground;
+        scrollbar-size: 0 0;
+        overflow: hidden;
+    }
+    """
+    MORE = "? all keys"
+    SKIP = ("Focus Next", "Focus Previous")  # tab and shift+tab: every view has them
+    # the bar's word for a binding (the help keeps the whole description)
+    SHORT = {
+        "Budget/SLO/Cost": "Pane",
+        "Snapshot": "Snap",
+        "Alerts in full": "Alerts",
+        "Filter rows": "Filter",
+        "Sort by next column": "Sort",
+        "Clear filter": "Clear",
+        "Findings": "Find",
+        "palette": "Palette",
+    }
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, lambda _screen: self.refresh())
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def entries(self) -> list[tuple[str, str]]:
+        view_keys = getattr(self.app, "view_keys", None)
+        if view_keys is None:
+            return []
+        keys = [(k, what, shown) for k, what, shown in view_keys() if what not in self.SKIP]
+        # the keys the view asks to show first, then the rest: each by its first key only
+        ordered = [e for e in keys if e[2]] + [e for e in keys if not e[2]]
+        return [
+            (k.split("/")[-1] if what == "Quit" else k, self.SHORT.get(what, what))
+            for k, what, _ in ordered
+        ]
+
+    def line(self, width: int) -> tuple[Text, int]:
+        """The bar at ``width`` and how many keys it leaves out."""
+        entries = self.entries()
+        out = Text(no_wrap=True)
+        for n, (key, what) in enumerate(entries):
+            piece = Text.assemble((f" {key}", "bold"), f" {what} ")
+            rest = len(entries) - n - 1
+            need = piece.cell_len + (len(self.MORE) + 2 if rest else 0)
+            if out.cell_len + need > width:
+                out.append("  " + self.MORE, style="bold")
+                return out, len(entries) - n
+            out.append_text(piece)
+        return out, 0
+
+    def render(self) -> Text:
+        return self.line(self.size.width)[0]
+
+
 class DeckScreen(Screen[None]):
     """A screen of the console: ``deck`` is the app, typed (its frame, source and modes)."""
 

@@ -551,3 +551,37 @@ async def test_cells_keep_their_count_and_say_when_a_mark_is_left_out():
                     value = t.get_cell(row, col)
                     if isinstance(value, Text):
                         assert value.cell_len <= column.width, (t.id, row.value, col.value, value)
+
+
+@pytest.mark.parametrize("view", ["dashboard", "engine", "gpu", "service", "findings", "mig"])
+async def test_the_key_bar_hides_no_key_without_a_sign(tmp_path, view):
+    """At 80x24 the bottom line lists the view's keys (those it shows first, then F, S, /, o,
+    +/-...); each key of the view is on it, or the line ends with '? all keys'. At 160x48 the
+    dashboard's keys are all there."""
+    from console.mig.manager import MigManager
+    from screens.widgets import KeyBar
+
+    node, poller = _planned_demo()
+    mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl")
+    app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
+    try:
+        for size in [(80, 24)] + ([(160, 48)] if view == "dashboard" else []):
+            async with app.run_test(size=size) as pilot:
+                await pilot.pause(1.0)
+                if view != "dashboard":
+                    await _open_view(view)(pilot)
+                    await pilot.pause(0.4)
+                bar, region = app.screen.get_widget_at(2, size[1] - 1)
+                assert isinstance(bar, KeyBar) and region.width == size[0]
+                drawn = bar.render().plain
+                wanted = [(k, w) for k, w in bar.entries()]
+                assert wanted, view
+                missing = [(k, w) for k, w in wanted if f" {k} {w} " not in drawn + " "]
+                assert not missing or drawn.endswith(KeyBar.MORE), (drawn, missing)
+                if size == (160, 48):
+                    assert not missing, missing
+                if view == "dashboard" and size == (80, 24):
+                    assert " m MIG " in drawn and drawn.endswith(KeyBar.MORE)
+            app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
+    finally:
+        node.stop()
