@@ -75,7 +75,12 @@ class InferdeckApp(App[None]):
         Binding("F", "findings", "Findings", show=False),
         Binding("a", "alerts", "Alerts in full", show=False),
         Binding("slash", "filter", "Filter rows", show=False, key_display="/"),
-        Binding("o", "sort", "Sort by next column", show=False),
+        Binding("o", "sort(1)", "Sort by next column", show=False),
+        Binding("greater_than_sign", "sort(1)", "Sort by next column", show=False, key_display=">"),
+        Binding(
+            "less_than_sign", "sort(-1)", "Sort by previous column", show=False, key_display="<"
+        ),
+        Binding("O", "sort_reverse", "Reverse the sort", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("plus", "interval(-1)", "Faster", show=False, key_display="+"),
         Binding("minus", "interval(1)", "Slower", show=False, key_display="-"),
@@ -129,7 +134,7 @@ class InferdeckApp(App[None]):
             return self.replay is not None
         if action == "mig":
             return self.mig is not None and not self.read_only  # actions are hidden when read-only
-        if action in ("filter", "sort", "clear_filter"):
+        if action in ("filter", "sort", "sort_reverse", "clear_filter"):
             return self.screen is self.screen_stack[0]  # the dashboard's tables
         return True
 
@@ -326,15 +331,25 @@ class InferdeckApp(App[None]):
                 table.set_filter("")
             self.call_after_refresh(self._mark_panes)
 
-    def action_sort(self) -> None:
-        """o sorts the focused table by its next column (biggest first); a header click too."""
-        table = self.focused if isinstance(self.focused, KeyedTable) else None
-        if table is None:
-            table = next((t for t in self._tables() if t.display and t.row_count), None)
-        if table is None:
-            return
-        table.cycle_sort()
-        self.call_after_refresh(self._mark_panes)
+    def _sorted_table(self) -> KeyedTable | None:
+        """The table a sort key acts on: the focused one, else the first with rows."""
+        if isinstance(self.focused, KeyedTable):
+            return self.focused
+        return next((t for t in self._tables() if t.display and t.row_count), None)
+
+    def action_sort(self, step: int = 1) -> None:
+        """o / > sort the table by its next column, < by the previous (biggest first)."""
+        table = self._sorted_table()
+        if table is not None:
+            table.cycle_sort(step)
+            self.call_after_refresh(self._mark_panes)
+
+    def action_sort_reverse(self) -> None:
+        """O turns the sort round (smallest first: the Budget pane's least headroom on top)."""
+        table = self._sorted_table()
+        if table is not None:
+            table.reverse_sort()
+            self.call_after_refresh(self._mark_panes)
 
     def _announce(self, frame: Frame) -> None:
         """A toast for every alert newly raised (and the terminal bell when the plan asks)."""

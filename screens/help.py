@@ -29,9 +29,9 @@ KEYS = [
     ("enter", "open the selected row's details"),
     ("/", "show only rows with a text (every table); esc shows all"),
     (
-        "o",
-        "sort the focused table by its next column (biggest first); a click on a header sorts "
-        "by it, a second click reverses",
+        "o > <",
+        "sort the focused table by its next (o, >) or previous (<) column, biggest first; O "
+        "turns it round; a click on a header sorts by it, a second click reverses",
     ),
     ("q", "quit from the dashboard (also Ctrl-C); in a detail view, back"),
     ("esc", "back from a detail view; close this screen"),

@@ -274,11 +274,18 @@ class KeyedTable(DataTable[Any]):
         """Show the last rows again (after the filter or the sort changed)."""
         self.sync(self._last)
 
-    def cycle_sort(self) -> None:
-        """The next column (then the natural order again)."""
-        keys = [str(k.value) for k in self.columns]
-        nxt = keys.index(self.sort_column) + 1 if self.sort_column in keys else 0
-        self.sort_by(keys[nxt] if nxt < len(keys) else None)
+    def cycle_sort(self, step: int = 1) -> None:
+        """The next column (``step`` -1: the previous one), the natural order between the last
+        column and the first; each column biggest first."""
+        order: list[str | None] = [None, *(str(k.value) for k in self.columns)]
+        at = order.index(self.sort_column) if self.sort_column in order else 0
+        self.sort_by(order[(at + step) % len(order)])
+
+    def reverse_sort(self) -> None:
+        """The same column the other way round (smallest first); the first column when none."""
+        if self.sort_column is None:
+            self.cycle_sort()
+        self.sort_by(self.sort_column, not self.sort_reverse)
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         """A click on a header sorts by it; a second click reverses."""
@@ -533,6 +540,8 @@ class KeyBar(Static):
         "Alerts in full": "Alerts",
         "Filter rows": "Filter",
         "Sort by next column": "Sort",
+        "Sort by previous column": "Sort back",
+        "Reverse the sort": "Reverse",
         "Clear filter": "Clear",
         "Findings": "Find",
         "palette": "Palette",

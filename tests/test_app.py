@@ -447,6 +447,18 @@ async def test_filter_sort_and_cut_rows_on_the_dashboard():
                 above = k if k.startswith("gpu:") else above
                 assert k.startswith("gpu:") or above == f"gpu:{k.split(':')[1]}", keys
             assert "by Memory ↓" in str(app.query_one("#gpus").border_title)
+            # O turns it round (the least used first); < steps back a column, > forward again
+            await pilot.press("O")
+            await pilot.pause(0.6)
+            tops = [str(r.value) for r in gpus.rows if str(r.value).startswith("gpu:")]
+            assert [used[k] for k in tops] == sorted(used.values())
+            assert "by Memory ↑" in str(app.query_one("#gpus").border_title)
+            await pilot.press("less_than_sign")
+            await pilot.pause(0.3)
+            assert gpus.sort_column == "device" and not gpus.sort_reverse
+            await pilot.press("greater_than_sign")
+            await pilot.pause(0.3)
+            assert gpus.sort_column == "memory"
             # the cut rows are counted on the side they are on: the view scrolled to the last row
             gpus.move_cursor(row=gpus.row_count - 1)
             await pilot.pause(1.2)
