@@ -633,7 +633,7 @@ def _run_tui(args: argparse.Namespace, demo: bool) -> int:
         poller.recorder = _recorder(args.record, poller, settings, flag="--record")
     try:
         mig = None
-        if poller.nvml is not None and not args.read_only:
+        if poller.nvml is not None:  # read-only: the menu shows layouts, every apply refused
             from console.mig.manager import MigManager
 
             lib = poller.nvml.lib or (poller.nvml.read() and poller.nvml.lib)

@@ -166,7 +166,12 @@ class Poller:
         self.budget_s: float | None = None  # longest a poll waits for slow sources (None: for all)
         self._tasks: dict[int, asyncio.Future[Any]] = {}
         self._nvml_task: asyncio.Future[Any] | None = None
-        self._gpu_reading: tuple[GpuSource, list[Any]] = (GpuSource(kind="none", error=None), [])
+        self._gpu_reading: tuple[GpuSource, list[Any]] = (
+            GpuSource(kind="none", error=None)
+            if nvml is not None
+            else GpuSource(kind="none", note="GPUs are not read: started with --no-gpu."),
+            [],
+        )
         self.kubelet: KubeletTarget | None = None  # pod names for GPU processes, when configured
         self._kube_next = 0.0
         self._kube_index: dict[str, dict[str, str]] = {}

@@ -133,7 +133,7 @@ class InferdeckApp(App[None]):
         if action in replay_only:
             return self.replay is not None
         if action == "mig":
-            return self.mig is not None and not self.read_only  # actions are hidden when read-only
+            return self.mig is not None  # read-only: the menu shows layouts, says why no apply
         if action in ("filter", "sort", "sort_reverse", "clear_filter"):
             return self.screen is self.screen_stack[0]  # the dashboard's tables
         return True
@@ -245,6 +245,7 @@ class InferdeckApp(App[None]):
         i = max(0, min(len(self.INTERVALS) - 1, self.INTERVALS.index(now) + step))
         self.interval_s = self.INTERVALS[i]
         self.notify(f"refreshing every {self.interval_s:g} s", markup=False)
+        self._status()  # the header says the interval too
 
     def on_resize(self) -> None:
         self._status()
@@ -372,7 +373,11 @@ class InferdeckApp(App[None]):
 
     def _status(self) -> None:
         f = self.frame
-        text = Text(self.title, style="bold")
+        w, h = self.size.width, self.size.height
+        text = Text()
+        if w < 80 or h < 24:  # first, where even a 40-column line shows it
+            text.append(f"{w}×{h} too small, 80×24 needed │ ", style="bold reverse")
+        text.append(self.title, style="bold")
         if self.read_only:
             text.append(" 🔒 read-only", style="bold")
         if f is not None:
@@ -385,6 +390,11 @@ class InferdeckApp(App[None]):
             text.append(
                 f" │ {f.host} │ {f.taken_at:%H:%M:%S}Z │ window {window_text(f.window_s, f.window_covered_s)}"
             )
+            asked = getattr(self.source, "window_s", f.window_s)
+            if self.paused and asked != f.window_s:  # w pressed while paused: said, not hidden
+                text.append(f" (→ {window_label(asked)} when drawing resumes)")
+            if self.replay is None:
+                text.append(f", poll {self.interval_s:g}s")
             src = f.gpu_source
             facts = [
                 f"{name} {v}"
@@ -404,9 +414,6 @@ class InferdeckApp(App[None]):
         if self.paused:
             text.append(" │ ")
             text.append("PAUSED", style="bold reverse")
-        w, h = self.size.width, self.size.height
-        if w < 80 or h < 24:
-            text.append(f" │ {w}×{h}: too small, 80×24 shows every pane", style="bold")
         if self.poll_errors:
             text.append(f" │ poll errors: {self.poll_errors} ({self.last_poll_error})")
         self._dash(Static, "status").update(text, layout=False)  # 1 line
@@ -422,6 +429,7 @@ class InferdeckApp(App[None]):
             timeout=3,
             markup=False,
         )
+        self._status()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "engine-table":
@@ -500,7 +508,7 @@ class InferdeckApp(App[None]):
         )
 
     def action_mig(self) -> None:
-        if self.mig is None or self.read_only:
+        if self.mig is None:
             return
         commands: dict[int, str] = {}
         for g in self.frame.gpus if self.frame else []:

@@ -64,7 +64,13 @@ class ConfirmApply(ModalScreen[bool]):
 
 
 class MigScreen(DeckScreen):
-    BINDINGS = [Binding("escape,q", "back", "Back"), Binding("a", "apply", "Apply")]
+    BINDINGS = [
+        Binding("escape,q", "back", "Back"),
+        Binding("a", "apply", "Apply"),
+        # the preview below the lists is taller than a short terminal: paged whatever is focused
+        Binding("pagedown", "page(1)", "Preview down", show=False, priority=True),
+        Binding("pageup", "page(-1)", "Preview up", show=False, priority=True),
+    ]
 
     def __init__(self, manager: MigManager, plan: Plan, commands: dict[int, str]) -> None:
         super().__init__()
@@ -275,6 +281,10 @@ class MigScreen(DeckScreen):
         self.deck.forget_mig(index)
         self._load_gpus()  # the list says what each GPU holds now
         self._load_gpu(index)
+
+    def action_page(self, step: int) -> None:
+        box = self.query_one("#mig-bottom", VerticalScroll)
+        (box.scroll_page_down if step > 0 else box.scroll_page_up)(animate=False)
 
     def action_back(self) -> None:
         if not self.busy:

@@ -597,3 +597,45 @@ async def test_the_key_bar_hides_no_key_without_a_sign(tmp_path, view):
             app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
     finally:
         node.stop()
+
+
+async def test_read_only_m_shows_the_menu_and_refuses_and_the_header_says_what_it_does(tmp_path):
+    """--read-only: m opens the MIG menu (layouts and preview), which says no change is made and
+    refuses to apply; the header gives the poll interval (and a change of it at once), a window
+    asked for while paused, and a terminal too small first."""
+    from console.mig.manager import MigManager
+    from screens.mig import MigScreen
+
+    node, poller = _planned_demo()
+    mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl")
+    app = InferdeckApp(poller, interval_s=1.0, mig=mig, read_only=True)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(1.2)
+            status = app.query_one("#status")
+            assert ", poll 1s" in str(status.render())
+            await pilot.press("minus")
+            assert ", poll 2s" in str(status.render())
+            await pilot.press("p", "w")
+            assert "(→ 5m when drawing resumes)" in str(status.render())
+            await pilot.press("p")
+            await pilot.press("m")
+            await pilot.pause(0.8)
+            assert isinstance(app.screen, MigScreen)
+            await pilot.press("down", "down", "enter")
+            await pilot.pause(0.5)
+            await pilot.press("down", "enter")
+            await pilot.pause(0.4)
+            preview = str(app.screen.query_one("#mig-preview").render())
+            assert "Blocked:" in preview and "read-only" in preview
+            before = [gi.profile.name for gi in node.nvml.gpus[2].gis]
+            await pilot.press("a")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, MigScreen)  # no confirmation: refused at once
+            assert [gi.profile.name for gi in node.nvml.gpus[2].gis] == before
+        small = InferdeckApp(poller, interval_s=1.0)
+        async with small.run_test(size=(40, 10)) as pilot:
+            await pilot.pause(0.5)
+            assert str(small.query_one("#status").render()).startswith("40×10 too small")
+    finally:
+        node.stop()

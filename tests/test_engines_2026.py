@@ -441,6 +441,8 @@ def test_simulators_polled_over_http(kind):
         assert e.up and e.kind == kind, e.error
         assert e.kv_capacity_tokens == 160_000  # the simulated pool
         assert e.ttft_s is not None and e.requests_running is not None
+        # no GPU reader (--no-gpu): the GPU pane says why it is empty
+        assert frame.gpu_source.note == "GPUs are not read: started with --no-gpu."
     finally:
         eng.stop()
 
