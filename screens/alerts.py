@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from console.frame import Frame
 from console.units import counted
-from screens.widgets import DeckScreen, KeyBar, theme_colors
+from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
 
 
 def age(since: datetime | None, now: datetime) -> str:
@@ -38,6 +38,7 @@ class AlertsScreen(DeckScreen):
     text = ""
 
     def compose(self) -> ComposeResult:
+        yield Quiet(id="status")  # the header, as on the dashboard
         with VerticalScroll(id="detail"):
             yield Static(id="alerts-body")
         yield KeyBar()

@@ -132,10 +132,15 @@ class InferdeckApp(App[None]):
         replay_only = {"step", "jump", "speed", "seek"}
         if action in replay_only:
             return self.replay is not None
-        if action == "mig":
-            return self.mig is not None  # read-only: the menu shows layouts, says why no apply
-        if action in ("filter", "sort", "sort_reverse", "clear_filter"):
-            return self.screen is self.screen_stack[0]  # the dashboard's tables
+        if action == "mig":  # read-only: the menu shows layouts, says why no apply
+            return self.mig is not None and self.screen.__class__.__name__ != "MigScreen"
+        dashboard = self.screen is self.screen_stack[0]
+        if action in ("filter", "sort", "sort_reverse", "view"):
+            return dashboard  # the dashboard's tables and panes
+        if action == "clear_filter":  # esc with no filter set would do nothing
+            return dashboard and any(t.filter_text for t in self._tables())
+        if action == "snapshots":
+            return not isinstance(self.screen, SnapshotBrowser)
         return True
 
     def _dash(self, kind: type[_W], id: str | None = None) -> _W:  # noqa: A002 - Textual's name
@@ -191,7 +196,7 @@ class InferdeckApp(App[None]):
             except Exception as exc:  # noqa: BLE001 - counted and shown; the loop goes on
                 self.poll_errors += 1
                 self.last_poll_error = f"{type(exc).__name__}: {exc}"
-                self._status()
+                self.draw_status()
             else:
                 self.frame = frame
                 if not self.paused:
@@ -219,7 +224,7 @@ class InferdeckApp(App[None]):
             self._dash(ChartStrip).show(frame, {str(r.value) for r in engines.rows})
             self.call_after_refresh(self._mark_panes)
             self._announce(frame)
-            self._status()
+            self.draw_status()
             if hasattr(self.screen, "show") and self.screen is not dashboard:
                 self.screen.show(frame)
             if not self._focused and self.screen is dashboard:
@@ -245,10 +250,10 @@ class InferdeckApp(App[None]):
         i = max(0, min(len(self.INTERVALS) - 1, self.INTERVALS.index(now) + step))
         self.interval_s = self.INTERVALS[i]
         self.notify(f"refreshing every {self.interval_s:g} s", markup=False)
-        self._status()  # the header says the interval too
+        self.draw_status()  # the header says the interval too
 
     def on_resize(self) -> None:
-        self._status()
+        self.draw_status()
         if self.frame is not None:
             self._views(self.frame)
             self._fit_gpu_pane(self.frame)
@@ -316,6 +321,7 @@ class InferdeckApp(App[None]):
             for table in self._tables():
                 table.set_filter(text)
             self.call_after_refresh(self._mark_panes)
+            self.refresh_bindings()  # esc clears it now
 
         self.push_screen(
             PromptScreen(
@@ -331,6 +337,7 @@ class InferdeckApp(App[None]):
             for table in self._tables():
                 table.set_filter("")
             self.call_after_refresh(self._mark_panes)
+            self.refresh_bindings()
 
     def _sorted_table(self) -> KeyedTable | None:
         """The table a sort key acts on: the focused one, else the first with rows."""
@@ -371,7 +378,7 @@ class InferdeckApp(App[None]):
                 self.bell()
         self._seen_alerts = set(active)
 
-    def _status(self) -> None:
+    def draw_status(self) -> None:
         f = self.frame
         w, h = self.size.width, self.size.height
         text = Text()
@@ -391,8 +398,9 @@ class InferdeckApp(App[None]):
                 f" │ {f.host} │ {f.taken_at:%H:%M:%S}Z │ window {window_text(f.window_s, f.window_covered_s)}"
             )
             asked = getattr(self.source, "window_s", f.window_s)
-            if self.paused and asked != f.window_s:  # w pressed while paused: said, not hidden
-                text.append(f" (→ {window_label(asked)} when drawing resumes)")
+            if asked != f.window_s:  # w pressed: said at once, not at the next frame drawn
+                later = "when drawing resumes" if self.paused else "at the next frame"
+                text.append(f" (→ {window_label(asked)} {later})")
             if self.replay is None:
                 text.append(f", poll {self.interval_s:g}s")
             src = f.gpu_source
@@ -417,6 +425,10 @@ class InferdeckApp(App[None]):
         if self.poll_errors:
             text.append(f" │ poll errors: {self.poll_errors} ({self.last_poll_error})")
         self._dash(Static, "status").update(text, layout=False)  # 1 line
+        if self.screen is not self.screen_stack[0]:  # a view on top has the same header
+            for line in self.screen.query("#status"):
+                if isinstance(line, Static):
+                    line.update(text, layout=False)
         self._dash(ReplayBar).draw()
 
     def action_window(self) -> None:
@@ -429,7 +441,7 @@ class InferdeckApp(App[None]):
             timeout=3,
             markup=False,
         )
-        self._status()
+        self.draw_status()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "engine-table":
@@ -450,8 +462,8 @@ class InferdeckApp(App[None]):
             b = active.binding
             if active.node not in (self, self.screen) or not b.description:
                 continue  # a focused table's cursor keys are not this view's keys
-            if b.action.startswith("screen.copy_text"):
-                continue  # Textual's own copy of selected text (super+c): no key of this view
+            if b.action.startswith("screen.copy_text") or b.action.startswith("app.focus_"):
+                continue  # Textual's copy of selected text, and tab: the help's Keys say those
             if self.replay is None and b.action.startswith(replay_only):
                 continue
             if active.node is self and not self.check_action(b.action.split("(")[0], ()):
@@ -573,7 +585,7 @@ class InferdeckApp(App[None]):
         if not self.paused and self.frame is not None:
             self.show(self.frame)
         else:
-            self._status()
+            self.draw_status()
 
 
 def _stdin_is_tty() -> bool:

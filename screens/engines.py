@@ -379,6 +379,7 @@ class EngineDetailScreen(DeckScreen):
         self.url = url
 
     def compose(self) -> ComposeResult:
+        yield Quiet(id="status")  # the header, as on the dashboard
         with VerticalScroll(id="detail"):
             yield Quiet(id="detail-head")
             yield DataTable(id="detail-latency", cursor_type="none", zebra_stripes=True)

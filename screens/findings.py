@@ -18,6 +18,7 @@ class FindingsScreen(DeckScreen):
     BINDINGS = [Binding("escape,q,F", "app.pop_screen", "Back")]
 
     def compose(self) -> ComposeResult:
+        yield Quiet(id="status")  # the header, as on the dashboard
         with VerticalScroll(id="detail"):
             yield Quiet(id="findings-body")
         yield KeyBar()

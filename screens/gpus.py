@@ -237,9 +237,11 @@ class GpuDetailScreen(DeckScreen):
         super().__init__()
         self.index = index
         self.sort = "memory"
+        self.reverse = False  # the same sort key again turns the order round, as in k9s
         self.filter = ""
 
     def compose(self) -> ComposeResult:
+        yield Quiet(id="status")  # the header, as on the dashboard
         with VerticalScroll(id="detail"):
             yield Quiet(id="gpu-head")
             with ChartRow():
@@ -283,8 +285,10 @@ class GpuDetailScreen(DeckScreen):
             self.app.pop_screen()
 
     def action_sort(self, key: str) -> None:
+        self.reverse = not self.reverse if key == self.sort else False
         self.sort = key
         self._redraw()
+        self.query_one("#proc-title").scroll_visible(animate=False)  # what the key changed
 
     def action_filter(self) -> None:
         box = self.query_one("#proc-filter", Input)
@@ -351,14 +355,18 @@ class GpuDetailScreen(DeckScreen):
             if self.filter and self.filter not in hay:
                 continue
             rows.append((dev, p))
-        rows.sort(key=SORTS[self.sort])
+        rows.sort(key=SORTS[self.sort], reverse=self.reverse)
         gi_ci = {}
         for d in g.mig.devices if g.mig else []:
             gi_ci[f"{g.index}/{d.index}"] = f"{d.gpu_instance_id}/{d.compute_instance_id}"
         self.query_one("#proc-title", Static).update(
             Text.assemble(
                 (f"Processes ({len(rows)})", "bold"),
-                (f"  sorted by {self.sort}; M/P/U sort, / filter", c["dim"]),
+                (
+                    f"  sorted by {self.sort}{' (reversed)' if self.reverse else ''}; M/P/U "
+                    "sort (again: reverse), / filter",
+                    c["dim"],
+                ),
             )
         )
         self.query_one("#proc-table", KeyedTable).sync(

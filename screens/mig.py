@@ -17,7 +17,7 @@ from textual.widgets import Button, DataTable, Input, Static
 from console.mig.layouts import MigError, describe, diff, placements, valid_layouts
 from console.mig.preview import landing
 from console.mig.script import nvidia_smi
-from screens.widgets import DeckScreen, KeyBar, theme_colors
+from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
 
 if TYPE_CHECKING:  # the manager drives NVML: screens only hold it
     from console.mig.layouts import Instance
@@ -84,6 +84,7 @@ class MigScreen(DeckScreen):
         self.busy = False
 
     def compose(self) -> ComposeResult:
+        yield Quiet(id="status")  # the header, as on the dashboard
         with Horizontal(id="mig-top"):
             yield DataTable(id="mig-gpus", cursor_type="row")
             yield DataTable(id="mig-layouts", cursor_type="row")

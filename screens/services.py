@@ -185,6 +185,7 @@ class ServiceDetailScreen(DeckScreen):
         self.service = name
 
     def compose(self) -> ComposeResult:
+        yield Quiet(id="status")  # the header, as on the dashboard
         with VerticalScroll(id="detail"):
             with ChartRow():
                 yield SeriesChart(id="chart-slo")

@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Input, Static
 
-from screens.widgets import KeyBar
+from screens.widgets import KeyBar, Quiet
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -65,6 +65,7 @@ class SnapshotBrowser(Screen[None]):
         self.root = root
 
     def compose(self) -> ComposeResult:
+        yield Quiet(id="status")  # the header, as on the dashboard
         yield Static(f"Snapshots in {self.root}", id="browser-title", markup=False)
         yield DataTable(id="bundles", cursor_type="row")
         yield KeyBar()

@@ -559,9 +559,21 @@ class KeyBar(Static):
             return []
         keys = [(k, what, shown) for k, what, shown in view_keys() if what not in self.SKIP]
         # the keys the view asks to show first, then the rest: each by its first key only
-        ordered = [e for e in keys if e[2]] + [e for e in keys if not e[2]]
-        return [
-            (k.split("/")[-1] if what == "Quit" else k, self.SHORT.get(what, what))
+        late = ("Sort by previous column", "Reverse the sort")  # o says sorting is there
+        ordered = (
+            [e for e in keys if e[2]]
+            + [e for e in keys if not e[2] and e[1] not in late]
+            + [e for e in keys if e[1] in late]
+        )
+        return [  # one key each (the help has them all), Back's esc/q apart
+            (
+                k.split("/")[-1]
+                if what == "Quit"
+                else k
+                if what == "Back" or k == "/"
+                else k.split("/")[0],
+                self.SHORT.get(what, what),
+            )
             for k, what, _ in ordered
         ]
 
@@ -585,6 +597,9 @@ class KeyBar(Static):
 
 class DeckScreen(Screen[None]):
     """A screen of the console: ``deck`` is the app, typed (its frame, source and modes)."""
+
+    def on_screen_resume(self) -> None:
+        self.deck.draw_status()  # the header at once, not at the next frame
 
     @property
     def deck(self) -> InferdeckApp:
