@@ -862,6 +862,7 @@ def _replay(args: argparse.Namespace) -> int:
     for note in header.get("truncated", []):
         print(f"inferdeck: {note}.", file=sys.stderr)
     source = ReplaySource(header, samples)
+    source.origin = str(Path(args.path).expanduser())  # a bundle saved in the replay names it
     InferdeckApp(
         source,
         interval_s=0.25,

@@ -43,6 +43,7 @@ class ReplaySource:
         self.playing = True
         self.speed = 1.0
         self.history = KeySeries()  # every derived frame's key series: trends as they were live
+        self.origin = str(header.get("origin") or "a recording")  # what a bundle says it came from
         self._reset()
         self.cursor = samples[0].t  # recorded time shown
         self._last_wall: float | None = None
@@ -52,7 +53,8 @@ class ReplaySource:
         self.history.points.clear()
         self.pos = -1
         self.frame: Frame | None = None
-        self.checkpoints: dict[int, tuple[Deriver, Frame]] = {}
+        # sample index -> the derivation's state, its frame and the key series up to it
+        self.checkpoints: dict[int, tuple[Deriver, Frame, list[Any]]] = {}
 
     # --- FrameSource ----------------------------------------------------------------------
     async def poll(self) -> Frame:
@@ -93,14 +95,19 @@ class ReplaySource:
             self._reset()
             self.checkpoints = checkpoints
             if start is not None:  # the state right after deriving sample `start`, and its frame
-                deriver, frame = checkpoints[start]
+                deriver, frame, points = checkpoints[start]
                 self.deriver, self.frame, self.pos = copy.deepcopy(deriver), frame, start
+                self.history.points.extend(points)  # the charts' past, and none of their future
         while self.pos < i:
             self.pos += 1
             self.frame = self.deriver.frame(self.samples[self.pos])
             self.history.add(self.frame)
             if self.pos % CHECKPOINT_EVERY == 0 and self.pos not in self.checkpoints:
-                self.checkpoints[self.pos] = (copy.deepcopy(self.deriver), self.frame)
+                self.checkpoints[self.pos] = (
+                    copy.deepcopy(self.deriver),
+                    self.frame,
+                    list(self.history.points),
+                )
         assert self.frame is not None
         return self.frame
 
@@ -142,7 +149,9 @@ class ReplaySource:
                 hour=h, minute=m, second=s, microsecond=0
             )
         t = when.timestamp()
-        self.seek(t)
+        # the frame nearest the time typed (the one at or before it may be a poll early)
+        i = min(range(len(self.times)), key=lambda k: abs(self.times[k] - t))
+        self.seek(self.times[i])
         if not self.times[0] <= t <= self.times[-1]:
             return f"{text} is outside the recording: it spans {self.span()} (UTC); went to the nearest end."
         return None

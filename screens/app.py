@@ -500,6 +500,9 @@ class InferdeckApp(App[None]):
 
             from console.bundle import write_bundle
 
+            if self.replay is not None:  # a bundle from a replay says so, and of what
+                origin = f"replay of {self.replay.origin}, frame recorded {frame.taken_at:%Y-%m-%d %H:%M:%S}Z"
+                note = f"{origin}: {note}" if note else origin
             try:
                 path = write_bundle(self.snapshot_dir, frame, note, history, svg, self.secrets)
             except OSError as exc:

@@ -120,6 +120,7 @@ class ChartStrip(Horizontal):
         super().__init__(id="strip")
         self.keys: KeySeries | None = None
         self._drawn_at = 0.0
+        self._drawn_t: float | None = None  # the frame time of the last drawing
         self._frame: Frame | None = None
         self.shown: set[str] = set()  # the engine table's row keys
 
@@ -149,14 +150,16 @@ class ChartStrip(Horizontal):
             self.mount_all([SeriesChart(id=f"strip-{n}") for n in ("ttft", "wait", "kv")])
             self.call_after_refresh(self.redraw)
             return
-        if time.monotonic() - self._drawn_at >= self.STEP_S:
-            self.redraw()
+        back = self._drawn_t is not None and frame.taken_at.timestamp() < self._drawn_t
+        if back or time.monotonic() - self._drawn_at >= self.STEP_S:
+            self.redraw()  # a replay sought back: its charts must not keep the later minutes
 
     def redraw(self) -> None:
         frame, keys = self._frame, self.keys
         if frame is None or keys is None or not self.children:
             return
         self._drawn_at = time.monotonic()
+        self._drawn_t = frame.taken_at.timestamp()
         names = self.names(frame)
         slos = sorted(
             {

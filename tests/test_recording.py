@@ -114,6 +114,16 @@ def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
     # seeking backwards re-derives the same frame
     again = replay._frame_at(130)
     assert again.model_dump() == replayed[130].model_dump()
+    # ... and its charts hold the history up to it, none of the later frames (the key series
+    # after a seek back used to keep the minutes that follow, or start at the checkpoint)
+    times = [t for t, _ in replay.history.points]
+    assert times == [s.t for s in samples[: 130 + 1]][-len(times) :] and len(times) == 131
+    # going to a typed time lands on the frame nearest it, not the one a poll before
+    from datetime import UTC, datetime
+
+    t = samples[50].t + 0.6 * (samples[51].t - samples[50].t)
+    assert replay.seek_text(datetime.fromtimestamp(t, tz=UTC).isoformat()) is None
+    assert replay.cursor == samples[51].t
     assert [e.requests_waiting for e in replay._frame_at(199).engines] == [
         e.requests_waiting for e in live[199].engines
     ]
