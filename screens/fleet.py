@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import work
@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
+from console.enginestats import window_label
 from console.fleet.state import FleetState, NodeSummary, node_row
 from console.keyseries import KeySeries
 from console.units import seconds
@@ -39,6 +40,33 @@ COLUMNS = (
     ("Last hour tok/s", "trend", 16),
 )
 SORTS = ("node", "alerts", "ttft", "tps")
+# at a narrow terminal these go first, in this order (the status line says how many are hidden)
+OPTIONAL = ("trend", "cost", "slo")
+FLEET_KEYS = [
+    ("enter", "open the node: its GPUs, engines and alerts from Prometheus"),
+    ("o", "sort by node, alerts, TTFT p95, tokens/s"),
+    ("/", "show only nodes with a text; esc shows all"),
+    ("[ ]", "every query 5 minutes back / forward in history; 0 live again"),
+    ("q", "quit; in a node, back"),
+]
+FLEET_NOTES = [
+    "TTFT p95 and Tok/s are over the window in the header (Prometheus' rate() and "
+    "histogram_quantile over it); TTFT≤1s is the share of requests within the node's TTFT target.",
+    "GPUs n/a: Prometheus holds no DCGM exporter series for the node. $/M good: the least it "
+    "costs per million tokens meeting the SLO (~ when the fleet estimates it).",
+]
+
+
+def _errors(errors: dict[str, str]) -> str:
+    """One sentence per distinct answer: six queries that could not reach Prometheus say it
+    once, with how many asked."""
+    by_why: dict[str, list[str]] = {}
+    for name, why in sorted(errors.items()):
+        by_why.setdefault(why, []).append(name)
+    lines = []
+    for why, names in by_why.items():
+        lines.append(why if len(names) == 1 else f"{why} ({len(names)} queries)")
+    return "\n".join(lines[:4])
 
 
 def _share(summary: NodeSummary | None, style: str) -> Text:
@@ -111,6 +139,7 @@ class FleetApp(App[None]):
     AUTO_FOCUS = "#fleet-table"
     BINDINGS = [
         Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
         Binding("o", "sort", "Sort"),
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("escape", "clear", "Clear", show=False),
@@ -126,20 +155,42 @@ class FleetApp(App[None]):
         self.state = FleetState()
         self.sort = "node"
         self.filter = ""
+        self.columns: tuple[str, ...] = ()  # the column keys shown (fewer at a narrow terminal)
 
     def compose(self) -> ComposeResult:
         yield Static("inferdeck fleet", id="status", markup=False)
         yield Input(placeholder="filter nodes", id="fleet-filter")
-        t = KeyedTable(id="fleet-table", cursor_type="row")
-        for label, key, width in COLUMNS:
-            t.add_column(label, key=key, width=width)
-        yield t
+        yield KeyedTable(id="fleet-table", cursor_type="row")
         yield Static(id="fleet-errors", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#fleet-filter", Input).display = False
+        self._fit_columns()
         self.poll_loop()
+
+    def _fit_columns(self) -> bool:
+        """The columns the width holds, the optional ones dropped first; True if they changed."""
+        keys = [k for _, k, _ in COLUMNS]
+        need = {k: w + 2 for _, k, w in COLUMNS}  # the cell's padding
+        for drop in OPTIONAL:
+            if sum(need[k] for k in keys) <= self.size.width:
+                break
+            keys.remove(drop)
+        if tuple(keys) == self.columns:
+            return False
+        self.columns = tuple(keys)
+        t = self.query_one("#fleet-table", KeyedTable)
+        t.clear(columns=True)
+        for label, key, width in COLUMNS:
+            if key in keys:
+                t.add_column(label, key=key, width=width)
+        return True
+
+    def action_help(self) -> None:
+        from screens.help import HelpScreen
+
+        self.push_screen(HelpScreen(FLEET_KEYS, general=False, notes=FLEET_NOTES))
 
     async def on_unmount(self) -> None:
         await self.source.aclose()
@@ -156,6 +207,7 @@ class FleetApp(App[None]):
             await asyncio.sleep(max(0.2, self.interval_s - (time.monotonic() - started)))
 
     def redraw(self) -> None:
+        self._fit_columns()  # the terminal may have changed size since
         c = theme_colors(self.theme_variables)
         st = self.state
         age = time.time() - st.last_ok if st.last_ok else None
@@ -165,12 +217,19 @@ class FleetApp(App[None]):
         self.query_one("#status", Static).update(
             Text.assemble(
                 ("inferdeck fleet", "bold"),
-                f" │ {self.source.client.url} │ {len(st.nodes)} nodes │ sort {self.sort} │ ",
+                f" │ {self.source.client.url} │ {len(st.nodes)} nodes │ window "
+                f"{window_label(self.source.window_s)} │ sort {self.sort} │ ",
                 (
                     f"at {when} (history: [ ] move, 0 live)" if past else f"live {when}",
                     "bold reverse" if past else "",
                 ),
                 (f" │ last good answer {age:.0f} s ago" if stale else "", f"bold {c['warning']}"),
+                (
+                    f" │ {len(COLUMNS) - len(self.columns)} columns hidden: widen the terminal"
+                    if len(self.columns) < len(COLUMNS)
+                    else "",
+                    "bold",
+                ),
             )
         )
         rows = [node_row(n, f) for n, f in st.nodes.items() if self.filter in n.lower()]
@@ -183,28 +242,33 @@ class FleetApp(App[None]):
         rows.sort(key=key)
         style = c["dim"] if stale else ""
         worst_style = {"critical": c["error"], "warning": c["warning"], "ok": c["success"]}
-        self.query_one(KeyedTable).sync(
-            [
-                (
-                    f"node:{r['node']}",
-                    [
-                        Text(r["node"], style=style),
-                        Text(str(r["gpus"]), style=style),
-                        Text(str(r["mig"]), style=style),
-                        Text(r["engines"], style=style),
-                        Text(r["worst"], style=style or worst_style[r["worst"]]),
-                        Text(seconds(r["ttft"]), style=style),
-                        _share(st.summary.get(r["node"]), style),
-                        Text(f"{r['tps']:,.0f}", style=style),
-                        _cost(st.summary.get(r["node"]), style),
-                        Text(str(r["alerts"]), style=style),
-                        Text(spark(st.trends.get(r["node"], []), 16), style=c["success"]),
-                    ],
-                )
-                for r in rows
-            ]
-        )
-        errors = "\n".join(f"{name}: {why}" for name, why in sorted(st.errors.items())[:6])
+
+        def cells(r: dict[str, Any]) -> list[Text]:
+            dcgm = not st.nodes[r["node"]].gpu_source.error  # else: no DCGM series for the node
+            by_key = {
+                "node": Text(r["node"], style=style),
+                "gpus": Text(str(r["gpus"]), style=style) if dcgm else Text("n/a", c["dim"]),
+                "mig": Text(str(r["mig"]), style=style) if dcgm else Text("n/a", c["dim"]),
+                "engines": Text(r["engines"], style=style),
+                "worst": Text(r["worst"], style=style or worst_style[r["worst"]]),
+                "ttft": Text(seconds(r["ttft"]), style=style),
+                "slo": _share(st.summary.get(r["node"]), style),
+                "tps": Text(f"{r['tps']:,.0f}", style=style),
+                "cost": _cost(st.summary.get(r["node"]), style),
+                "alerts": Text(str(r["alerts"]), style=style),
+                "trend": Text(spark(st.trends.get(r["node"], []), 16), style=c["success"]),
+            }
+            return [by_key[k] for k in self.columns]
+
+        self.query_one(KeyedTable).sync([(f"node:{r['node']}", cells(r)) for r in rows])
+        errors = _errors(st.errors)
+        if not errors and not st.nodes:
+            errors = (
+                "No node yet: waiting for Prometheus' first answer."
+                if not st.taken_at
+                else "Prometheus answered with no node: no DCGM exporter or engine series in "
+                "it yet (are they scrape targets?)."
+            )
         box = self.query_one("#fleet-errors", Static)
         box.update(Text(errors, style=c["warning"]))
         box.display = bool(errors)

@@ -89,10 +89,18 @@ def _notes(paragraphs: list[str]) -> Table:
     return grid
 
 
-def plain(keys: list[tuple[str, str]]) -> str:
+def plain(
+    keys: list[tuple[str, str]],
+    general: list[tuple[str, str]] | None = None,
+    notes: list[str] | None = None,
+) -> str:
     """The help as plain lines (what the grid draws, unwrapped): for tests and the record."""
-    out = [TITLE, "", "Keys"] + [f"  {k:<8} {w}" for k, w in KEYS]
-    out += ["", "Reading the panes"] + [f"  {p}" for p in READING]
+    general = KEYS if general is None else general
+    notes = READING if notes is None else notes
+    out = [TITLE, ""]
+    if general:
+        out += ["Keys"] + [f"  {k:<8} {w}" for k, w in general]
+    out += ["", "Reading the panes"] + [f"  {p}" for p in notes]
     if keys:
         out += ["", "Keys of this view"] + [f"  {k:<10} {w}" for k, w in keys]
     return "\n".join(out) + "\n"
@@ -104,20 +112,25 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
-    def __init__(self, keys: list[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        keys: list[tuple[str, str]] | None = None,
+        general: bool = True,
+        notes: list[str] | None = None,
+    ) -> None:
+        """``general``: the node console's keys and notes first (the fleet has its own)."""
         super().__init__()
         self.keys = keys or []
-        self.text = plain(self.keys)
+        self.general, self.notes = general, notes or []
+        self.text = plain(self.keys) if general else plain(self.keys, [], self.notes)
 
     def compose(self) -> ComposeResult:
-        parts: list[RenderableType] = [
-            Text(TITLE, style="bold"),
-            Text(""),
-            Text("Keys", style="bold"),
-            _keys(KEYS),
-            Text(""),
+        parts: list[RenderableType] = [Text(TITLE, style="bold"), Text("")]
+        if self.general:
+            parts += [Text("Keys", style="bold"), _keys(KEYS), Text("")]
+        parts += [
             Text("Reading the panes", style="bold"),
-            _notes(READING),
+            _notes(READING if self.general else self.notes),
         ]
         if self.keys:
             parts += [Text(""), Text("Keys of this view", style="bold"), _keys(self.keys)]

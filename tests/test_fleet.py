@@ -343,6 +343,17 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
         assert str(table.get_cell("node:node-a", "engines")) == "3/3"
         assert str(table.get_cell("node:node-b", "mig")) == "3"
         assert str(table.get_cell("node:node-a", "slo")).endswith("%")
+        assert "window 15s" in str(app.query_one("#status").render())
+        await pilot.press("question_mark")  # the fleet's own keys
+        await pilot.pause(0.2)
+        assert "every query 5 minutes back" in app.screen.text
+        await pilot.press("escape")
+        await pilot.resize_terminal(80, 24)  # the optional columns go first, said so
+        await pilot.pause(0.5)
+        assert [str(k.value) for k in table.columns][-1] == "alerts"
+        assert "3 columns hidden" in str(app.query_one("#status").render())
+        await pilot.resize_terminal(120, 36)
+        await pilot.pause(0.5)
         await pilot.press("o")  # sort by alerts, then ttft
         assert app.sort == "alerts"
         await pilot.press("slash", *"node-c")
