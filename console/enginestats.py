@@ -527,6 +527,15 @@ class _Deriver:
             return
         totals = [0.0, 0.0, 0.0]  # good, failed, aborted
         reasons: dict[str, float] = {}
+        # requests finished per second: rate() of each counter that counts every finished
+        # request once (its outcomes' weights sum to 1; SGLang's aborted counter, 0, is a part)
+        per_s: float | None = 0.0
+        for signal, weigh in spec.rules():
+            if abs(sum(weigh("")) - 1.0) < 1e-9:
+                r = self.rate_of(signal) if signal in self.newest.counters else None
+                per_s = None if per_s is None or r is None else per_s + r
+        if per_s is not None and spec.rules()[0][0] in self.newest.counters:
+            f["requests_per_s"] = per_s
         for i, (signal, weigh) in enumerate(spec.rules()):
             sums, _ = self.increase(signal, by=spec.label)
             if sums is None:
@@ -928,6 +937,9 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
         d.out.fields["preemptions"] = sum(pre.values())
         # one scrape holds the engine's lifetime count, not the window's: said so
         d.out.fields["preemptions_since_start"] = bool(pre_delta and pre_delta.since_start)
+        per_s = d.rate_of("preemptions")
+        if per_s is not None:
+            d.out.fields["preemptions_per_min"] = per_s * 60
     else:
         d.out.unavailable["preemptions"] = d.missing("preemptions")
     d.means()

@@ -282,12 +282,14 @@ class Engine(Model):
     queue_mean_s: float | None = None
     success_rate: float | None = None  # completed OK / completed (aborts excluded, shown apart)
     requests_finished: float | None = None  # in the window, every outcome
+    requests_per_s: float | None = None  # finished per second over the window (rate())
     requests_aborted: float | None = None
     requests_failed: float | None = None
     finish_reasons: dict[str, float] | None = None
     requests_by_model: dict[str, float] | None = None  # Triton: successes in the window per model
     prefix_cache_hit_rate: float | None = None
     preemptions: float | None = None  # in the window
+    preemptions_per_min: float | None = None  # rate() of the preemption counter, per minute
     preemptions_since_start: bool = False  # one scrape so far: the count is the engine's lifetime
     preemptions_per_request: float | None = None  # mean over requests finished in the window
     waiting_by_reason: dict[str, float] | None = None  # vLLM: capacity | deferred

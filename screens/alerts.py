@@ -33,9 +33,19 @@ class AlertsScreen(DeckScreen):
     """Redrawn on every frame, as the pane is."""
 
     AUTO_FOCUS = "#detail"
-    BINDINGS = [Binding("escape,q,a", "app.pop_screen", "Back")]
+    BINDINGS = [
+        Binding("escape,q,a", "app.pop_screen", "Back"),
+        Binding("c", "copy", "Copy for the ticket"),
+    ]
 
     text = ""
+
+    def action_copy(self) -> None:
+        """Every line of this view on the clipboard, over SSH too (OSC 52, as Textual writes it;
+        terminals that do not allow OSC 52 ignore it)."""
+        self.app.copy_to_clipboard(self.text)
+        n = self.text.count("\n") + 1 if self.text else 0
+        self.notify(f"{n} lines copied to the clipboard (OSC 52).", markup=False)
 
     def compose(self) -> ComposeResult:
         yield Quiet(id="status")  # the header, as on the dashboard

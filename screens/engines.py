@@ -115,6 +115,13 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     ("TPOT95", "tpot", 10, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"], 10)),
     ("OK%", "ok", 4, False, _ok),
     (
+        "Req/s",
+        "rps",
+        6,
+        True,
+        lambda e, c, p: Text(num(e.requests_per_s, 1), style="" if e.requests_per_s else c["dim"]),
+    ),
+    (
         "Trend tok/s",
         "trend",
         16,
@@ -398,7 +405,7 @@ class EngineDetailScreen(DeckScreen):
         lines = slo_lines(svc)
         self.query_one("#chart-latency", SeriesChart).draw(
             keys,
-            "TTFT p50 / p95, TPOT p95 (ms)",
+            "TTFT p50 / p95, TPOT / ITL p95 (ms)",
             [
                 ("TTFT p50", f"{n}.ttft_p50_s", 1000.0),
                 ("TTFT p95", f"{n}.ttft_p95_s", 1000.0),
@@ -522,9 +529,24 @@ class EngineDetailScreen(DeckScreen):
                 "finished in window",
                 ", ".join(f"{k} {v:,.0f}" for k, v in sorted(e.finish_reasons.items())),
             )
+        line(
+            "requests finished/s",
+            num(e.requests_per_s, 2)
+            + (
+                f" (aborted {num(e.requests_aborted)}, failed {num(e.requests_failed)} in the "
+                "window)"
+                if e.requests_per_s is not None
+                else ""
+            ),
+        )
         line("aborted / failed", f"{num(e.requests_aborted)} / {num(e.requests_failed)}")
         line("prefix-cache hit rate", pct(e.prefix_cache_hit_rate, 1), "prefix_cache_hit_rate")
-        line("preemptions in window", num(e.preemptions), "preemptions")
+        line(
+            "preemptions in window",
+            num(e.preemptions)
+            + (f" ({e.preemptions_per_min:.1f}/min)" if e.preemptions_per_min is not None else ""),
+            "preemptions",
+        )
         if e.e2e_mean_s is not None or e.queue_mean_s is not None:
             line("mean e2e / queue", f"{seconds(e.e2e_mean_s)} / {seconds(e.queue_mean_s)}")
         _features(e, line)

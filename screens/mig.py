@@ -67,6 +67,7 @@ class MigScreen(DeckScreen):
     BINDINGS = [
         Binding("escape,q", "back", "Back"),
         Binding("a", "apply", "Apply"),
+        Binding("c", "copy", "Copy the commands"),
         # the preview below the lists is taller than a short terminal: paged whatever is focused
         Binding("pagedown", "page(1)", "Preview down", show=False, priority=True),
         Binding("pageup", "page(-1)", "Preview up", show=False, priority=True),
@@ -282,6 +283,16 @@ class MigScreen(DeckScreen):
         self.deck.forget_mig(index)
         self._load_gpus()  # the list says what each GPU holds now
         self._load_gpu(index)
+
+    def action_copy(self) -> None:
+        """The preview's nvidia-smi commands on the clipboard (OSC 52), for a change ticket."""
+        g, target = self.state, self.target
+        if g is None or target is None:
+            self.notify("Pick a GPU and a target layout first.", severity="warning", markup=False)
+            return
+        commands = nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids)
+        self.app.copy_to_clipboard("\n".join(commands) + "\n")
+        self.notify(f"{len(commands)} nvidia-smi commands copied (OSC 52).", markup=False)
 
     def action_page(self, step: int) -> None:
         box = self.query_one("#mig-bottom", VerticalScroll)

@@ -542,6 +542,8 @@ class KeyBar(Static):
         "Sort by next column": "Sort",
         "Sort by previous column": "Sort back",
         "Reverse the sort": "Reverse",
+        "Copy for the ticket": "Copy",
+        "Copy the commands": "Copy",
         "Clear filter": "Clear",
         "Findings": "Find",
         "palette": "Palette",

@@ -548,6 +548,8 @@ async def test_alerts_cut_on_the_dashboard_read_in_full_with_a():
         assert len(f"CRIT GPU 3: {alert.message}") > 80
         held = int((frame.taken_at - alert.since).total_seconds())
         assert f"{alert.since:%H:%M:%S} for " in text and held >= 0
+        await pilot.press("c")  # for the ticket: on the clipboard, over SSH (OSC 52)
+        assert app.clipboard == text
         await pilot.press("escape")
         assert not isinstance(app.screen, AlertsScreen)
 

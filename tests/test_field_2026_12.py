@@ -239,3 +239,26 @@ def test_spec_acceptance_per_draft_position():
     _, f, _, _ = figures(body, grown(body, 2.0))
     assert f["speculative"].by_position == pytest.approx([0.9, 0.8, 0.55])
     assert f["speculative"].window == "1m"
+
+
+# --- request and preemption rates (the dashboard's Req/s, the engine detail) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("page", "finished", "preempted"),
+    [
+        # vLLM: every finish reason of both DP engines, 361 requests; 4 + 6 preemptions
+        ("vllm-0.33-dp2-written.prom", 180 + 15 + 3 + 2 + 150 + 10 + 1, 4 + 6),
+        # SGLang: num_requests_total counts every finished request (aborts included); retractions
+        ("sglang-0.5-dp2-written.prom", 400, 3 + 1),
+    ],
+)
+def test_requests_and_preemptions_per_unit_of_time(page: str, finished: float, preempted: float):
+    """The page again a minute later with every counter doubled: each grew by its value, so
+    rate() is the page's count over 60 s. One scrape has no rate: none is made up."""
+    body = text(page)
+    _, once, _, _ = figures(body)
+    assert "requests_per_s" not in once and "preemptions_per_min" not in once
+    _, f, _, _ = figures(body, grown(body, 2.0))
+    assert f["requests_per_s"] == pytest.approx(finished / 60)
+    assert f["preemptions_per_min"] == pytest.approx(preempted / 60 * 60)

@@ -289,6 +289,8 @@ async def test_menu_walk_preview_cancel_then_apply(tmp_path):
             preview = str(app.screen.query_one("#mig-preview").render())
             assert "destroy  1g.24gb@6,1g.24gb@9" in preview and "create   2g.48gb@6" in preview
             assert "nvidia-smi mig -i 2 -cgi 5:6 -C" in preview
+            await pilot.press("c")  # the commands for a change ticket (OSC 52)
+            assert "nvidia-smi mig -i 2 -cgi 5:6 -C\n" in app.clipboard
             await pilot.press("a")
             await pilot.pause(0.2)
             assert isinstance(app.screen, ConfirmApply)
