@@ -97,7 +97,7 @@ def test_runs_and_quits_cleanly_in_each_terminal_setting(env, args):
         out = drain(master, 4)
         assert b"GPUs" in out and b"Engines" in out
         if "--read-only" in args:
-            assert b"read-only" in out and b" MIG " not in out
+            assert b"read-only" in out  # the MIG menu stays (it shows layouts, applies none)
         if "--no-mouse" not in args:
             assert b"\x1b[?1000h" in out  # mouse reporting requested
         else:
