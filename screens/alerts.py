@@ -39,13 +39,17 @@ class AlertsScreen(DeckScreen):
     ]
 
     text = ""
+    copied = ""  # what the last c copied, said under the lines
 
     def action_copy(self) -> None:
         """Every line of this view on the clipboard, over SSH too (OSC 52, as Textual writes it;
         terminals that do not allow OSC 52 ignore it)."""
         self.app.copy_to_clipboard(self.text)
         n = self.text.count("\n") + 1 if self.text else 0
-        self.notify(f"{n} lines copied to the clipboard (OSC 52).", markup=False)
+        self.copied = f"{n} lines copied to the clipboard (OSC 52)."
+        self.notify(self.copied, markup=False)
+        if self.deck.frame is not None:
+            self.show(self.deck.frame)  # said in the view too, where a toast may not show
 
     def compose(self) -> ComposeResult:
         yield Quiet(id="status")  # the header, as on the dashboard
@@ -104,6 +108,8 @@ class AlertsScreen(DeckScreen):
             parts.append(grid)
         else:
             parts.append(Text("No active alerts, nothing pending, no finding.", style=c["success"]))
+        if self.copied:
+            parts += [Text(""), Text(self.copied, style="bold")]
         parts += [
             Text(""),
             Text(

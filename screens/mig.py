@@ -292,7 +292,11 @@ class MigScreen(DeckScreen):
             return
         commands = nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids)
         self.app.copy_to_clipboard("\n".join(commands) + "\n")
-        self.notify(f"{len(commands)} nvidia-smi commands copied (OSC 52).", markup=False)
+        said = f"{len(commands)} nvidia-smi commands copied to the clipboard (OSC 52)."
+        self.notify(said, markup=False)
+        log = self.query_one("#mig-log", Static)
+        log.update(said)  # in the view too, brought into sight
+        self.call_after_refresh(log.scroll_visible, animate=False)
 
     def action_page(self, step: int) -> None:
         box = self.query_one("#mig-bottom", VerticalScroll)
