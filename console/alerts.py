@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from console.frame import Alert
+from console.frame import Alert, Severity
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 KEEP_CLEARED_S = 600.0
@@ -17,7 +17,7 @@ MAX_CLEARED = 20
 @dataclass(frozen=True, slots=True)
 class Condition:
     key: str
-    severity: str
+    severity: Severity
     subject: str
     message: str
     rule: str = ""

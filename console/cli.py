@@ -270,6 +270,10 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--port", type=int, default=0)
     sim.add_argument("--profile", choices=PROFILES, default="steady")
     sim.add_argument("--rate", type=float, default=4.0, help="mean requests per second")
+    sch = sub.add_parser(
+        "schema", help="print the JSON Schema of the config file or of a Frame (snapshot JSON)"
+    )
+    sch.add_argument("schema_kind", choices=("config", "frame"), metavar="config|frame")
     sub.add_parser(
         "example-config",
         help="print the commented example config (inferdeck example-config > config.yaml)",
@@ -1005,6 +1009,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.command == "example-config":
             return _example_config()
+        if args.command == "schema":
+            from console.schemas import print_schema
+
+            return print_schema(args.schema_kind)
         if args.command == "snapshot":
             return _snapshot(args)
         if args.command == "simulate":

@@ -10,14 +10,16 @@ the bill does not already include facility overhead, x the tariff at that hour.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
-from console.model import Field, Model, model_validator
+from pydantic import Field, model_validator
+
+from console.records import UserFile
 
 HORIZON_H = 3 * 365 * 24  # 26,280
 
 
-class CostSpec(Model, frozen=False, checked=True):
+class CostSpec(UserFile):
     system_cost_usd: float | None = Field(None, gt=0)  # three-year system total
     hourly_usd: float | None = Field(None, gt=0)  # or a price per hour (cloud, lease)
     horizon_h: float = Field(HORIZON_H, gt=0)
@@ -31,13 +33,14 @@ class CostSpec(Model, frozen=False, checked=True):
     wall_power_w: float | None = Field(None, gt=0)  # a wall-meter reading for the whole system
 
     @model_validator(mode="after")
-    def _one_price(self) -> None:
+    def _one_price(self) -> Self:
         if self.system_cost_usd is None and self.hourly_usd is None:
             raise ValueError("give system_cost_usd (three-year total) or hourly_usd")
         if self.system_cost_usd is not None and self.hourly_usd is not None:
             raise ValueError("give system_cost_usd or hourly_usd, not both")
         if self.tariff_by_hour is not None and len(self.tariff_by_hour) != 24:
             raise ValueError("tariff_by_hour needs 24 prices, one per hour of the day")
+        return self
 
 
 def hourly_cost(total_usd: float, horizon_h: float = HORIZON_H) -> float:

@@ -91,7 +91,6 @@ class Deriver:
                 up=False,
                 error=s.error or "not polled yet",
             )
-        common = {"name": s.label, "url": s.url, "scrape_s": s.scrape_s, "device": s.device}
         if s.up and s.extract is not None and s.kind is not None:
             if tr.kind != s.kind:
                 tr.history.clear()
@@ -127,7 +126,10 @@ class Deriver:
                 d.unavailable.update(s.slots.get("unavailable", {}))
                 series.update(s.slots.get("series", {}))
             tr.last = Engine(
-                **common,
+                name=s.label,
+                url=s.url,
+                scrape_s=s.scrape_s,
+                device=s.device,
                 kind=s.kind,
                 model=tr.model,
                 version_hints=ex.hints,
@@ -139,6 +141,13 @@ class Deriver:
             )
         else:
             tr.last = Engine(
-                **common, kind=tr.kind or s.kind, model=tr.model, up=False, error=s.error
+                name=s.label,
+                url=s.url,
+                scrape_s=s.scrape_s,
+                device=s.device,
+                kind=tr.kind or s.kind,
+                model=tr.model,
+                up=False,
+                error=s.error,
             )
         return tr.last

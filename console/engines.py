@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from console.model import Field, Invalid, Model, model_validator
+from pydantic import Field, ValidationError, model_validator
+
 from console.promtext import Labels, Page, label, without
+from console.records import Invalid, Record
 from console.safetext import printable
 from console.window import Vector
 from console.yamlfile import ConfigError, config_error, load_yaml
@@ -48,7 +50,7 @@ def parse_selector(text: str) -> tuple[str, Matchers]:
     return m.group(1), tuple(pairs)
 
 
-class SignalSpec(Model, checked=True):
+class SignalSpec(Record):
     type: Literal["gauge", "counter", "histogram", "info"]
     series: list[str] = Field(min_length=1)
     # across DP engines / separate schedulers; count: how many series (workers) there are
@@ -72,12 +74,13 @@ class SignalSpec(Model, checked=True):
     max_with: str | None = None
 
     @model_validator(mode="after")
-    def _selectors(self) -> None:
+    def _selectors(self) -> Self:
         for s in self.series + (self.parts or []):
             parse_selector(s)
+        return self
 
 
-class SuccessSpec(Model, checked=True):
+class SuccessSpec(Record):
     """Completion-rate recipe: by finish-reason label, total vs aborted, or ok vs failed."""
 
     finished: str | None = None
@@ -120,7 +123,7 @@ def as_list(v: str | list[str] | None) -> list[str]:
     return [] if v is None else [v] if isinstance(v, str) else list(v)
 
 
-class DiscoverSpec(Model, checked=True):
+class DiscoverSpec(Record):
     commands: list[list[str]]
     port_flag: str = "--port"
     default_port: int
@@ -129,7 +132,7 @@ class DiscoverSpec(Model, checked=True):
     )
 
 
-class Knobs(Model, checked=True):
+class Knobs(Record):
     """The engine's own names for what findings suggest turning (vLLM's when a profile is silent)."""
 
     max_seqs: str = "--max-num-seqs"  # sequences scheduled at once
@@ -142,7 +145,7 @@ class Knobs(Model, checked=True):
     swa: str = "the sliding-window pool's share"  # hybrid models: the sliding-window KV pool
 
 
-class EngineProfile(Model, checked=True):
+class EngineProfile(Record):
     title: str
     prefixes: list[str] = Field(default_factory=list)  # family-name prefixes only this engine uses
     detect: list[str] = Field(min_length=1)
@@ -163,7 +166,7 @@ class EngineProfile(Model, checked=True):
     knobs: Knobs = Field(default_factory=Knobs)
 
     @model_validator(mode="after")
-    def _references(self) -> None:
+    def _references(self) -> Self:
         for key in ("model_labels", "rank_labels", "replica_labels", "count_once_label"):
             value = getattr(self, key)
             for lab in [value] if isinstance(value, str) else value or []:
@@ -178,6 +181,7 @@ class EngineProfile(Model, checked=True):
                     raise ValueError(f"signal {name} refers to {ref!r}, which is not a signal here")
                 if ref is not None and (spec.type != "gauge" or self.signals[ref].type != "gauge"):
                     raise ValueError(f"signal {name}: minus/divide_by/max_with combine gauges only")
+        return self
 
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -198,8 +202,8 @@ def _load(text: str, source: str) -> dict[str, EngineProfile]:
     for kind, body in raw.items():
         try:
             out[str(kind)] = EngineProfile.model_validate(body)
-        except Invalid as exc:
-            raise ProfileError(str(config_error(exc, where, (kind,)))) from None
+        except ValidationError as exc:
+            raise ProfileError(str(config_error(Invalid.of(exc), where, (kind,)))) from None
     return out
 
 

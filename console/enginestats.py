@@ -349,7 +349,7 @@ def percentiles(
     approx: bool = False,
     covered_s: float | None = None,
 ) -> Percentiles:
-    values: dict[str, float | None] = {}
+    values: dict[str, Any] = {}  # the quantile fields, p50 … p99 (checked by Percentiles)
     lower: list[str] = []
     spread: dict[str, tuple[float, float]] = {}
     marked: list[str] = []
@@ -380,7 +380,8 @@ def percentiles(
 
 @dataclass
 class Derived:
-    fields: dict[str, object] = field(default_factory=dict)
+    # Engine's fields named by the profile's signals: checked by Engine when it is built
+    fields: dict[str, Any] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     reset_at: float | None = None
 
@@ -457,7 +458,7 @@ class _Deriver:
         if spec is not None and spec.parts and f"{signal}#0" in self.newest.histograms:
             parts = [self._window_buckets(f"{signal}#{i}") for i in range(len(spec.parts))]
             labelled = [percentiles(b, w, covered_s=c) for b, w, c in parts]
-            sums = {
+            sums: dict[str, Any] = {
                 name: (
                     None
                     if any(getattr(p, name) is None for p in labelled)
@@ -876,7 +877,7 @@ class _Deriver:
     def ranks(self) -> None:
         """Per-rank gauges of two or more DP ranks (or Dynamo workers), and the imbalance flag."""
         own = [k for k in self.p.rank_labels if k not in self.p.replica_labels]
-        rows: dict[str, dict[str, object]] = {}
+        rows: dict[str, dict[str, Any]] = {}  # EngineRank's fields (checked when built)
         for signal in RANK_FIELDS:
             for lab, v in (self.newest.gauges.get(signal) or {}).items():
                 key = ",".join(f"{k}={label(lab, k)}" for k in own if label(lab, k) is not None)

@@ -7,14 +7,19 @@ could not be read is ``None`` and its field name appears in ``unavailable`` with
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from console.model import Field, Model
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+
+from console.records import Record
 
 SCHEMA = "inferdeck.frame/1"
+# a headroom's, a concern's or the node's state, and an alert's or a finding's severity
+State = Literal["ok", "warning", "critical", "unknown"]
+Severity = Literal["info", "warning", "critical"]
 
 
-class Workload(Model):
+class Workload(Record):
     """The container and Kubernetes pod a process runs in (from /proc/PID/cgroup, the process's own
     files, or the kubelet)."""
 
@@ -26,7 +31,7 @@ class Workload(Model):
     container: str | None = None  # the container's name in its pod (from the kubelet)
 
 
-class GpmActivity(Model):
+class GpmActivity(Record):
     """GPU Performance Monitoring figures averaged over ``interval_s`` (percent of the entity: the
     whole GPU, or one MIG GPU instance and its compute instances)."""
 
@@ -41,7 +46,7 @@ class GpmActivity(Model):
     interval_s: float
 
 
-class GpuProcess(Model):
+class GpuProcess(Record):
     pid: int
     used_memory_bytes: int | None = None
     command: str | None = None  # from /proc/PID/cmdline when visible from here
@@ -50,7 +55,7 @@ class GpuProcess(Model):
     workload: Workload | None = None
 
 
-class MigDevice(Model):
+class MigDevice(Record):
     """A MIG device as CUDA sees it: one compute instance of one GPU instance."""
 
     index: int
@@ -67,13 +72,13 @@ class MigDevice(Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class ComputeInstance(Model):
+class ComputeInstance(Record):
     id: int
     profile: str | None = None  # "1g.24gb" for a full-size CI, "1c.3g.40gb" for a sub-profile
     slices: int | None = None
 
 
-class GpuInstance(Model):
+class GpuInstance(Record):
     id: int
     profile: str | None = None
     profile_id: int | None = None
@@ -82,7 +87,7 @@ class GpuInstance(Model):
     compute_instances: list[ComputeInstance] = Field(default_factory=list)
 
 
-class MigState(Model):
+class MigState(Record):
     current: bool | None = None
     pending: bool | None = None
     note: str | None = None  # "pending — needs a GPU reset", "MIG mode is lost on driver reload"
@@ -91,14 +96,14 @@ class MigState(Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class RemappedRows(Model):
+class RemappedRows(Record):
     correctable: int
     uncorrectable: int
     pending: bool
     failure: bool
 
 
-class Gpu(Model):
+class Gpu(Record):
     index: int
     uuid: str | None = None
     name: str | None = None
@@ -141,7 +146,7 @@ class Gpu(Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class GpuSource(Model):
+class GpuSource(Record):
     """How the GPU side was read: NVML, the simulator, or not at all (with the reason)."""
 
     kind: Literal["nvml", "simulated", "none"]
@@ -152,7 +157,7 @@ class GpuSource(Model):
     note: str | None = None  # e.g. running in a container without the host PID namespace
 
 
-class Percentiles(Model):
+class Percentiles(Record):
     p50: float | None = None
     p95: float | None = None
     p99: float | None = None
@@ -169,7 +174,7 @@ class Percentiles(Model):
     covered_s: float | None = None
 
 
-class SpecDecode(Model):
+class SpecDecode(Record):
     """Speculative decoding: from the draft/accepted counters over the window, or the engine's own
     gauges (SGLang, trtllm-serve) when it exports no counters."""
 
@@ -183,7 +188,7 @@ class SpecDecode(Model):
     by_position: list[float | None] | None = None
 
 
-class KvOffload(Model):
+class KvOffload(Record):
     """KV blocks moved between the GPU and the offload tier (vLLM's CPU offloading connector) in
     the window: bytes each way, their rate, and the speed of the transfers while they ran."""
 
@@ -196,7 +201,7 @@ class KvOffload(Model):
     window: str | None = None
 
 
-class EngineMemory(Model):
+class EngineMemory(Record):
     """What the engine says it holds on its device (one rank's device under data parallelism)."""
 
     weights_bytes: float | None = None
@@ -205,13 +210,13 @@ class EngineMemory(Model):
     total_bytes: float | None = None
 
 
-class LoraState(Model):
+class LoraState(Record):
     running: list[str] = Field(default_factory=list)
     waiting: list[str] = Field(default_factory=list)
     max_lora: int | None = None
 
 
-class EngineRank(Model):
+class EngineRank(Record):
     """One DP rank (vLLM engine, SGLang scheduler) or, behind Dynamo, one worker."""
 
     key: str  # "engine=1", "dp_rank=0", "worker_id=…,dp_rank=0"
@@ -225,7 +230,7 @@ class EngineRank(Model):
     last_itl_s: float | None = None
 
 
-class RequestTokens(Model):
+class RequestTokens(Record):
     """Tokens per request finished in the window, from the engine's own histograms."""
 
     prompt_p50: float | None = None
@@ -239,7 +244,7 @@ class RequestTokens(Model):
     window: str = ""
 
 
-class LlamaSlot(Model):
+class LlamaSlot(Record):
     """One llama.cpp slot from GET /slots."""
 
     id: int
@@ -249,7 +254,7 @@ class LlamaSlot(Model):
     decoded_tokens: int = 0
 
 
-class Engine(Model):
+class Engine(Record):
     name: str
     url: str
     kind: str | None = None
@@ -318,10 +323,10 @@ class Engine(Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class Alert(Model):
+class Alert(Record):
     key: str
     rule: str = ""
-    severity: Literal["info", "warning", "critical"]
+    severity: Severity
     subject: str
     message: str
     since: datetime  # when the condition began (raised after the rule's `for` duration)
@@ -329,11 +334,11 @@ class Alert(Model):
     cleared_at: datetime | None = None
 
 
-class Concern(Model):
+class Concern(Record):
     """One entry of the node's verdict: an active alert, a condition that holds but whose hold
     has not elapsed (pending, counted as at least a warning), or a finding."""
 
-    severity: Literal["info", "warning", "critical"]
+    severity: Severity
     source: Literal["alert", "pending", "finding"]
     subject: str
     message: str
@@ -341,20 +346,25 @@ class Concern(Model):
     since: datetime | None = None  # when the condition began (alerts and pending ones)
 
 
-class Headroom(Model):
+class Headroom(Record):
     """One live headroom of a service against its planned budget."""
 
     name: str  # memory | kv | queue | power | thermal | engine
     value: float | None = None  # live headroom, in ``unit``
     budget: float | None = None  # what the plan allows, in ``unit``
     unit: str = ""
-    state: Literal["ok", "warning", "critical", "unknown"] = "unknown"
+    state: State = "unknown"
     detail: str = ""
 
 
-class _Report(Model, keeps_set=True):
+class _Report(Record):
     """A derived report: the JSON holds the fields that were set (an absent key means "not
     applicable here", a null means "could not be computed", as in ``unavailable``)."""
+
+    @model_serializer(mode="wrap")
+    def _given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        given = self.model_fields_set
+        return {k: v for k, v in handler(self).items() if k in given}
 
 
 class TargetReport(_Report):
@@ -468,10 +478,13 @@ class NodeCost(_Report):
     per_gpu: list[GpuCost] = Field(default_factory=list)
 
 
-class MemoryLine(Model):
+MemoryPart = Literal["weights", "kv", "runtime", "total"]
+
+
+class MemoryLine(Record):
     """One line of a service's memory: what the plan set aside beside what the engine holds."""
 
-    name: Literal["weights", "kv", "runtime", "total"]
+    name: MemoryPart
     planned_bytes: float | None = None
     engine_bytes: float | None = None
     drift_bytes: float | None = None  # engine - planned
@@ -479,7 +492,7 @@ class MemoryLine(Model):
     source: str = ""  # how the engine's figure was found, or why there is none
 
 
-class ServiceStatus(Model):
+class ServiceStatus(Record):
     """A planned service: its fit on paper and its headroom now."""
 
     name: str
@@ -503,7 +516,7 @@ class ServiceStatus(Model):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
-class Frame(Model):
+class Frame(Record):
     schema_: str = Field(SCHEMA, alias="schema")
     taken_at: datetime
     host: str
@@ -519,7 +532,7 @@ class Frame(Model):
     alerts: list[Alert] = Field(default_factory=list)  # active first, then recently cleared
     # the one verdict every surface reads (console.verdict): worst first, and the node's status
     verdict: list[Concern] = Field(default_factory=list)
-    status: Literal["ok", "warning", "critical", "unknown"] = "unknown"
+    status: State = "unknown"
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent)

@@ -7,10 +7,8 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-import yaml
-
-from console.model import Model
-from console.yamlfile import SafeLoader
+from console.records import Record
+from console.yamlfile import load_entries
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -30,7 +28,7 @@ INDEX_ATTRS = {
 }
 
 
-class MigProfile(Model, checked=True):
+class MigProfile(Record):
     name: str
     id: int
     index: int
@@ -41,7 +39,7 @@ class MigProfile(Model, checked=True):
     starts: list[int]
 
 
-class MigSpec(Model, checked=True):
+class MigSpec(Record):
     max_instances: int
     profiles: list[MigProfile]
 
@@ -52,7 +50,7 @@ class MigSpec(Model, checked=True):
         raise KeyError(name)
 
 
-class GpuModel(Model, checked=True):
+class GpuModel(Record):
     name: str
     pci_device_id: str
     memory_gb: int  # as sold
@@ -78,9 +76,7 @@ class GpuModel(Model, checked=True):
 @cache
 def catalog() -> dict[str, GpuModel]:
     text = resources.files("config").joinpath("gpus.yaml").read_text(encoding="utf-8")
-    return {
-        k: GpuModel.model_validate(v) for k, v in (yaml.load(text, Loader=SafeLoader) or {}).items()
-    }
+    return load_entries(text, "config/gpus.yaml", GpuModel)
 
 
 def mig_profile_name(

@@ -13,10 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
 from console.alerts import Condition
 from console.findings import knobs
-from console.frame import Engine, Gpu, GpuSource, Headroom, MemoryLine, ServiceStatus
+from console.frame import (
+    Engine,
+    Gpu,
+    GpuSource,
+    Headroom,
+    MemoryLine,
+    MemoryPart,
+    ServiceStatus,
+    Severity,
+)
 from console.plan import (
     GIB,
     Fit,
@@ -33,7 +43,7 @@ from console.units import counted
 
 THERMAL_EVENTS = {"thermal (SW)", "thermal (HW)"}
 
-CondFn = Callable[[str, str, str, str, str], None]  # key, severity, subject, message, rule
+CondFn = Callable[[str, Severity, str, str, str], None]  # key, severity, subject, message, rule
 
 
 @dataclass
@@ -66,7 +76,7 @@ def evaluate(
     r = plan.alerts
     conds: list[Condition] = []
 
-    def cond(key: str, severity: str, subject: str, message: str, rule: str) -> None:
+    def cond(key: str, severity: Severity, subject: str, message: str, rule: str) -> None:
         rule_cfg = getattr(r, rule)
         if rule_cfg.enabled:
             conds.append(
@@ -173,7 +183,7 @@ def memory_lines(f: Fit, engine: Engine | None, gpus: list[Gpu]) -> list[MemoryL
     none = "engine not up" if engine is None or not engine.up else ""
 
     def line(
-        name: str, planned: float, value: float | None, source: str, missing: str
+        name: MemoryPart, planned: float, value: float | None, source: str, missing: str
     ) -> MemoryLine:
         return MemoryLine(
             name=name,
@@ -368,7 +378,9 @@ def _service(
     if used is not None:
         head = f.required_bytes - used
         margin = f.margin_bytes
-        st = "critical" if head < 0 else "warning" if head < margin else "ok"
+        st: Literal["ok", "warning", "critical"] = (
+            "critical" if head < 0 else "warning" if head < margin else "ok"
+        )
         heads.append(
             Headroom(
                 name="memory",

@@ -15,15 +15,15 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Self
 
-import yaml
+from pydantic import Field, field_validator, model_validator
 
 from console.cost import CostSpec
 from console.frame import Gpu
 from console.gpucatalog import MIB, catalog
-from console.model import Field, Model, field_validator, model_validator
-from console.yamlfile import SafeLoader
+from console.records import UserFile
+from console.yamlfile import load_entries
 
 GIB = 2**30
 DEVICE_RE = re.compile(
@@ -31,7 +31,7 @@ DEVICE_RE = re.compile(
 )
 
 
-class _Strict(Model, frozen=False, checked=True):
+class _Strict(UserFile):
     """A part of a file a user wrote: checked by ``model_validate``, unknown keys refused."""
 
 
@@ -46,10 +46,7 @@ class ModelShape(_Strict):
 @cache
 def model_catalog() -> dict[str, ModelShape]:
     text = resources.files("config").joinpath("models.yaml").read_text(encoding="utf-8")
-    return {
-        k: ModelShape.model_validate(v)
-        for k, v in (yaml.load(text, Loader=SafeLoader) or {}).items()
-    }
+    return load_entries(text, "config/models.yaml", ModelShape)
 
 
 class SloSpec(_Strict):
@@ -95,11 +92,12 @@ class Service(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _weights(self) -> None:
+    def _weights(self) -> Self:
         if (self.weight_bits is None) == (self.weights_gib is None):
             raise ValueError(
                 "give weight_bits or weights_gib (a measured checkpoint size), exactly one"
             )
+        return self
 
     @property
     def engine_name(self) -> str:

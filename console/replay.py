@@ -10,10 +10,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from console.derive import Deriver
 from console.frame import Frame
 from console.keyseries import KeySeries
-from console.model import Invalid
 from console.plan import Plan
 from console.sample import Sample
 
@@ -36,7 +37,7 @@ class ReplaySource:
             self.plan = Plan.model_validate(
                 {k: v for k, v in (header.get("plan") or {}).items() if k in Plan.model_fields}
             )
-        except Invalid:
+        except ValidationError:
             self.plan = Plan()
         self._window_s = float(header.get("window_s", 60.0))
         self.clock = clock

@@ -11,31 +11,43 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
+from typing import Self
+
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from console.engines import add_profiles, kinds
 from console.enginestats import parse_window
-from console.model import Field, Invalid, Model, field_validator, model_validator
 from console.plan import Plan, check_plan
 from console.promtext import MAX_LABEL_CHARS, MAX_SERIES
+from console.records import Invalid, UserFile
 from console.scraper import UrlError, check_url, split_query_secrets, without_credentials
 from console.yamlfile import ConfigError, config_error, load_yaml
 
 
-class _HasUrl(Model, frozen=False, checked=True):
+class _HasUrl(UserFile):
     url: str
-    # user:password from the URL, moved out where it enters: never dumped, never in a name
-    url_auth: dict[str, str] | None = Field(None, exclude=True, repr=False)
-    # the URL as fetched when its query holds a secret (?token=): the url shows it masked
-    url_fetch: str | None = Field(None, exclude=True, repr=False)
+    # user:password from the URL, moved out where it enters: never dumped, never in a name, never
+    # read from the file; and the URL as fetched when its query holds a secret (the url masks it)
+    _auth: dict[str, str] | None = PrivateAttr(None)
+    _fetch: str | None = PrivateAttr(None)
+
+    @property
+    def url_auth(self) -> dict[str, str] | None:
+        return self._auth
+
+    @property
+    def url_fetch(self) -> str | None:
+        return self._fetch
 
     @model_validator(mode="after")
-    def _credentials_out(self) -> None:
+    def _credentials_out(self) -> Self:
         clean, auth = without_credentials(self.url)
         if auth is not None:
-            self.url, self.url_auth = clean, auth
+            self.url, self._auth = clean, auth
         shown, fetch = split_query_secrets(self.url)
         if fetch is not None:
-            self.url, self.url_fetch = shown, fetch
+            self.url, self._fetch = shown, fetch
+        return self
 
     @field_validator("url")
     @classmethod
@@ -70,9 +82,10 @@ class EngineConfig(_HasUrl):
     api_url: str | None = None  # Triton's HTTP API, for its ensemble structure (default: port 8000)
 
     @model_validator(mode="after")
-    def _one_token(self) -> None:
+    def _one_token(self) -> Self:
         if self.token_env and self.token_file:
             raise ValueError("give token_env or token_file, not both")
+        return self
 
 
 class PrometheusConfig(_HasUrl):
@@ -95,7 +108,7 @@ class KubeletConfig(_HasUrl):
     verify_tls: bool = True
 
 
-class ScrapeLimits(Model, frozen=False, checked=True):
+class ScrapeLimits(UserFile):
     """What one engine page may cost (a page over a limit is refused with the limit named)."""
 
     max_series: int = Field(MAX_SERIES, gt=0)
@@ -177,8 +190,8 @@ def load_settings(path: Path | None) -> Settings:
         add_profiles((path.parent / Path(user_profiles).expanduser()).resolve())
     try:
         settings = Settings.model_validate(data)
-    except Invalid as exc:
-        raise config_error(exc, where) from None
+    except ValidationError as exc:
+        raise config_error(Invalid.of(exc), where) from None
     for i, eng in enumerate(settings.engines):
         token_headers(eng, lambda field, i=i: where(("engines", i, field)))
     check_plan(settings, where)
@@ -191,8 +204,8 @@ def demo_settings() -> Settings:
     data, where = load_yaml(text, "config/demo.yaml")
     try:
         settings = Settings.model_validate(data)
-    except Invalid as exc:
-        raise config_error(exc, where) from None
+    except ValidationError as exc:
+        raise config_error(Invalid.of(exc), where) from None
     check_plan(settings, where)
     return settings
 

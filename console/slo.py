@@ -36,6 +36,7 @@ from console.enginestats import (
     summed_buckets,
     window_label,
 )
+from console.frame import Severity
 from console.plan import Service, SloSpec, shape
 from console.promtext import label
 from console.thresholds import at_least
@@ -522,7 +523,7 @@ def burn_rates(
     return out
 
 
-def burn_alert(burn: dict[str, Any]) -> tuple[str, str] | None:
+def burn_alert(burn: dict[str, Any]) -> tuple[Severity, str] | None:
     """(severity, message) for the multi-window burn-rate rules, or None."""
     w = burn["windows"]
 

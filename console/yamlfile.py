@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
-from console.model import Invalid
+from console.records import Invalid
+
+M = TypeVar("M", bound=BaseModel)
 
 # libyaml's parser when PyYAML has it (about 10x faster; the same nodes, marks and errors)
 SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -125,3 +128,20 @@ def config_error(
         fix = fix or "check its spelling against the example in config/"
     text = f"{where(loc)}: {dotted}: {exc.msg}"
     return ConfigError(text + (f"; {fix}." if fix else "."))
+
+
+def load_entries(text: str, source: str, cls: type[M]) -> dict[str, M]:
+    """A YAML mapping of names to ``cls`` entries (the shipped catalogues, a user's additions),
+    each checked; the first problem is one sentence with file:line."""
+    data, where = load_yaml(text, source)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of names to entries.")
+    out: dict[str, M] = {}
+    for name, body in data.items():
+        try:
+            out[str(name)] = cls.model_validate(body)
+        except ValidationError as exc:
+            raise config_error(Invalid.of(exc), where, (name,)) from None
+    return out

@@ -41,6 +41,10 @@ run "--help" 0 "$id" --help
 run "--version" 0 "$id" --version
 run "example-config" 0 "$id" example-config
 "$id" example-config > "$work/example.yaml"
+run "schema config" 0 "$id" schema config
+run "schema frame" 0 "$id" schema frame
+"$id" schema frame | "$work/v/bin/python" -c 'import json, sys; d = json.load(sys.stdin); sys.exit(0 if "Engine" in d["$defs"] else "schema frame: no Engine record")' ||
+  fail "schema frame is not the Frame's JSON Schema"
 run "plan --config example" "0 1" env SGLANG_TOKEN=example "$id" plan --config "$work/example.yaml"
 run "plan --demo" "0 1" "$id" plan --demo
 run "snapshot --demo" 0 "$id" snapshot --demo --wait 1

@@ -29,6 +29,7 @@ from console.frame import (
     MigDevice,
     MigState,
     Percentiles,
+    Severity,
 )
 from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
@@ -338,13 +339,20 @@ class FleetSource:
             alerts = list(named.get(node, []))
             for labels, count in exported.get(node, []) if node not in named else []:
                 severity = labels.get("severity", "")
-                if severity in ("warning", "critical") and count > 0:
+                sev: Severity | None = (
+                    "warning"
+                    if severity == "warning"
+                    else "critical"
+                    if severity == "critical"
+                    else None
+                )
+                if sev is not None and count > 0:
                     rule = labels.get("rule", "?")
                     alerts.append(
                         Alert(
                             key=f"exported:{rule}:{severity}",
                             rule=rule,
-                            severity=severity,
+                            severity=sev,
                             subject="node",
                             message=f"{count:.0f} {rule} alert(s) active on the node "
                             "(its inferdeck export, its plan)",
