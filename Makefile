@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test check lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "inferdeck needs Python 3.11 or newer")'
@@ -25,11 +25,13 @@ $(VENV)/.llama: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/inferdeck demo
 
-test: $(VENV)/.installed $(VENV)/.llama
-	$(PY) -m ruff check console screens tests bench
-	$(PY) -m ruff format --check console screens tests bench
-	$(PY) -m mypy console screens
-	$(PY) -m pytest -q
+# everything, the slow tests included, on two cores (pytest-xdist)
+test: lint $(VENV)/.llama
+	$(PY) -m pytest -q -n 2
+
+# lint, types and the fast tests: under a minute on two cores
+check: lint
+	$(PY) -m pytest -q -n 2 -m "not slow"
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check console screens tests bench

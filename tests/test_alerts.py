@@ -50,6 +50,7 @@ class Clock:
         return self.t
 
 
+@pytest.mark.slow
 def test_overload_raises_memory_kv_queue_and_they_clear():
     clock = Clock()
     settings = demo_settings()
@@ -115,6 +116,7 @@ def test_overload_raises_memory_kv_queue_and_they_clear():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_check_demo_exit_codes():
     import subprocess

@@ -47,6 +47,7 @@ def test_dashboard_snapshot(snap_compare, scenario, size):
     )
 
 
+@pytest.mark.slow
 async def test_pilot_drives_the_demo_node():
     node = start_demo()
     poller = Poller(
@@ -121,6 +122,7 @@ async def test_poll_errors_are_counted_not_fatal():
         assert "poll errors" in str(app.query_one("#status").render())
 
 
+@pytest.mark.slow
 async def test_gpu_detail_screen_sorts_and_filters():
     node = start_demo()
     poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True))
@@ -162,6 +164,7 @@ async def test_gpu_detail_screen_sorts_and_filters():
         node.stop()
 
 
+@pytest.mark.slow
 async def test_service_detail_and_what_if():
     from screens.services import ServiceDetailScreen
 
@@ -195,6 +198,7 @@ async def test_service_detail_and_what_if():
         node.stop()
 
 
+@pytest.mark.slow
 async def test_enter_works_at_once_and_the_new_keys():
     from screens.findings import FindingsScreen
 
@@ -256,6 +260,7 @@ DETAILS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 @pytest.mark.parametrize("detail", list(DETAILS))
 def test_detail_chart_snapshot(snap_compare, detail, size):
@@ -273,6 +278,7 @@ def test_detail_chart_snapshot(snap_compare, detail, size):
     )
 
 
+@pytest.mark.slow
 async def test_every_key_in_the_dashboard_help_works(tmp_path):
     """The help lists the dashboard's keys from its bindings; each is pressed: a view it opens is
     closed again, and the console keeps running and drawing without a draw error."""
@@ -350,6 +356,7 @@ def _open_view(view):
     }[view]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", ["engine", "gpu", "service", "findings"])
 async def test_detail_views_scroll_on_open(view):
     """At 80x24 a detail view is taller than the terminal: PageDown, End and Home move it at
@@ -382,6 +389,7 @@ async def test_detail_views_scroll_on_open(view):
         node.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", ["engine", "gpu", "service", "findings", "saved", "mig"])
 async def test_every_key_in_each_views_help_works(tmp_path, view):
     """Each view's help lists its keys (its bindings and the app's that apply there); every one
@@ -430,6 +438,7 @@ async def test_every_key_in_each_views_help_works(tmp_path, view):
         node.stop()
 
 
+@pytest.mark.slow
 async def test_filter_sort_and_cut_rows_on_the_dashboard():
     """/ keeps the rows holding a text in every table, esc shows all again; o sorts the focused
     table (biggest first, MIG slices stay under their GPU); titles say so and count cut rows."""
@@ -494,6 +503,7 @@ async def test_filter_sort_and_cut_rows_on_the_dashboard():
         node.stop()
 
 
+@pytest.mark.slow
 async def test_table_cells_drawn_directly_match_datatables_own():
     """KeyedTable draws a one-line cell that fits without Rich's Padding and Styled: character
     for character and style for style what DataTable draws, cursor row included, for every cell
@@ -532,6 +542,7 @@ async def test_table_cells_drawn_directly_match_datatables_own():
         node.stop()
 
 
+@pytest.mark.slow
 async def test_alerts_cut_on_the_dashboard_read_in_full_with_a():
     """At 80 columns the alert pane cuts a long line; `a` opens every alert in full, with when it
     began and how long it has held, and goes back."""
@@ -586,6 +597,7 @@ async def test_cells_keep_their_count_and_say_when_a_mark_is_left_out():
                         assert value.cell_len <= column.width, (t.id, row.value, col.value, value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", ["dashboard", "engine", "gpu", "service", "findings", "mig"])
 async def test_the_key_bar_hides_no_key_without_a_sign(tmp_path, view):
     """At 80x24 the bottom line lists the view's keys (those it shows first, then F, S, /, o,
@@ -621,6 +633,7 @@ async def test_the_key_bar_hides_no_key_without_a_sign(tmp_path, view):
         node.stop()
 
 
+@pytest.mark.slow
 async def test_read_only_m_shows_the_menu_and_refuses_and_the_header_says_what_it_does(tmp_path):
     """--read-only: m opens the MIG menu (layouts and preview), which says no change is made and
     refuses to apply; the header gives the poll interval (and a change of it at once), a window
@@ -666,6 +679,7 @@ async def test_read_only_m_shows_the_menu_and_refuses_and_the_header_says_what_i
 VIEW_KEYS_80x24 = ["dashboard", "engine", "gpu", "service", "findings", "alerts", "saved", "mig"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", VIEW_KEYS_80x24)
 async def test_every_key_a_view_lists_changes_its_screen_at_80x24(tmp_path, view):
     """At 80x24, on a frame that holds still, every key the view's help lists is pressed: the

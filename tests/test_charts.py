@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import re
 
+import pytest
+
 from console.bundle import write_bundle
 from console.charts import bundle_charts
 from console.keyseries import KeySeries
@@ -40,6 +42,7 @@ def overloaded_demo(polls: int):
     return frame, keys
 
 
+@pytest.mark.slow
 def test_overload_bundle_charts_mark_the_alert_at_its_time(tmp_path):
     frame, keys = overloaded_demo(150)
     alerts = [a for a in frame.alerts if a.subject in ("llama-8b-a",)]

@@ -37,6 +37,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_snapshot_demo_json_has_the_promised_shape():
     res = run("snapshot", "--demo", "--format", "json")  # default --wait 3
     assert res.returncode == 0, res.stderr
@@ -230,6 +231,7 @@ def test_rules_for_the_demo_and_the_example_config():
     assert "services" in data and "engines" in data
 
 
+@pytest.mark.slow
 def test_a_url_without_a_path_finds_the_engines_metrics_path():
     """vllmstat takes http://host:8000; each engine's metrics path is tried and the one that
     answered becomes the engine's URL."""
@@ -270,6 +272,7 @@ def _steady_page(rate: float, began: float) -> str:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("window", ["1m", "5m", "15m"])
 def test_an_engine_running_long_before_the_console_reads_its_rate_at_once(window):
     """1,000 tok/s for 10 minutes before the console starts: `snapshot --wait 3` reads it

@@ -146,6 +146,7 @@ def _exported_into_prometheus(tmp_path, cfg, env):
             exporter.kill()
 
 
+@pytest.mark.slow
 def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
     if not Path(PROMETHEUS).exists():
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
@@ -212,6 +213,7 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
     assert exporter.returncode == 0, exporter.stderr.read() if exporter.stderr else ""
 
 
+@pytest.mark.slow
 def test_export_refuses_a_bad_listen_address_and_needs_the_token(tmp_path):
     out = _cli("export", "--no-gpu", "--no-discover", "--listen", "nowhere")
     assert out.returncode == 2 and "give HOST:PORT" in out.stderr
@@ -362,6 +364,7 @@ def test_headroom_rules_nest_so_a_rising_severity_never_resets_the_warning(tmp_p
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_an_overloaded_engine_is_critical_in_check_and_fires_in_a_real_prometheus(tmp_path):
     """Overloaded past its SLOs (KV full, preemptions, the queue growing): `check` exits 2 with
     INFERDECK CRITICAL first, on 20 consecutive runs; the exporter serves inferdeck_status 2 and

@@ -133,6 +133,7 @@ def near(a: float | None, b: float | None) -> bool:
     return abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(
     n=st.integers(1, 4),
@@ -533,6 +534,7 @@ def test_a_wide_bucket_is_shown_with_the_quantile():
     assert p.p50 == pytest.approx(1.0) and p.buckets["p50"] == (0.1, 1.0)  # 0.1-1.0: wide too
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_snapshot_shows_the_5m_burn_of_an_engine_failing_one_in_101(tmp_path):
     """Acceptance: 10 good and 0.1 failed requests per second, 99.5% completion -> burn 1.98."""
@@ -591,6 +593,7 @@ def test_snapshot_shows_the_5m_burn_of_an_engine_failing_one_in_101(tmp_path):
     assert round(burn["burn"], 2) == 1.98
 
 
+@pytest.mark.slow
 def test_the_whole_derivation_at_1s_for_6_hours_fires_and_clears_burn_alerts():
     """Every history at the real cadence: the Deriver polled at 1 s for 6.5 simulated hours, with an
     error burst in the middle, raises the fast burn alert and clears it."""

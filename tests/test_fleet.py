@@ -20,7 +20,7 @@ from console.sim.dcgm import start_dcgm
 from console.sim.engine import TrafficSpec, start_engine
 from console.sim.nvml import DeviceLoad, SimNvml
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 

@@ -70,6 +70,7 @@ def utc(monkeypatch):
     time.tzset()
 
 
+@pytest.mark.slow
 def test_the_demo_frame_is_exactly_the_golden_one(utc):
     got = demo_frame_json()
     if os.environ.get("INFERDECK_GOLDEN") == "update":

@@ -315,6 +315,7 @@ async def _poll(poller: Poller):
 # --- driver facts, end to end -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_demo_snapshot_json_carries_driver_facts_and_instance_activity(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "console", "snapshot", "--demo", "--wait", "3", "--format", "json"],

@@ -52,6 +52,7 @@ def test_a_silent_tls_client_does_not_delay_an_https_scrape(cert):
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_fifty_concurrent_scrapers_all_answer_under_a_second():
     page = "inferdeck_x 1\n" * 2000
     server = serve(("127.0.0.1", 0), lambda: page)
@@ -80,6 +81,7 @@ def test_fifty_concurrent_scrapers_all_answer_under_a_second():
     assert worst[0] < 1.0, worst[0]
 
 
+@pytest.mark.slow
 def test_a_thousand_idle_connections_are_closed_by_their_timeout():
     server = serve(("127.0.0.1", 0), lambda: "x 1\n", timeout_s=1.0)
     before = threading.active_count()
@@ -157,6 +159,7 @@ def _clean(text: str) -> bool:
     return not any(c in text for c in CONTROLS)
 
 
+@pytest.mark.slow
 def test_no_control_character_from_an_engine_reaches_any_surface(tmp_path):
     """ESC, BEL, OSC, CSI and DEL in a model name and a label value: not on stdout (JSON and
     Markdown), not in the bundle (snapshot.md, frame.json, charts), not on the screen."""
@@ -207,6 +210,7 @@ async def test_no_control_character_reaches_the_screen():
         assert _clean(app.export_screenshot())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("series", ["vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"])
 async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(series):
     """`num_requests_waiting +Inf` or `kv_cache_usage_perc +Inf` crashed the console at start
@@ -256,6 +260,7 @@ def _poll(page: str):
         server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["a 10 MB label value", "250,000 series"])
 def test_a_hostile_page_costs_under_five_times_its_size_and_says_why(shape):
     import gc
@@ -286,6 +291,7 @@ def test_a_hostile_page_costs_under_five_times_its_size_and_says_why(shape):
     assert peak < 5 * len(page), (peak / len(page), e.error)
 
 
+@pytest.mark.slow
 def test_yaml_aliases_that_never_end_or_explode_are_one_sentence(tmp_path):
     bomb = tmp_path / "bomb.yaml"
     lines = ['a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
@@ -315,6 +321,7 @@ def test_a_profile_label_that_is_no_label_name_is_one_sentence_with_file_and_lin
     assert "not a Prometheus label name" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_query_string_secrets_never_leave(tmp_path):
     """`?token=` and `?key=` were printed by `snapshot --format json` and kept in bundles. The
     engine is fetched with its real URL; every surface shows the parameter masked."""
@@ -465,6 +472,7 @@ def _mutate(lines: list[str], ops: list[tuple[int, int, int]]) -> str:
     return "\n".join(out) + "\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(

@@ -12,7 +12,7 @@ import pytest
 from console.poller import EngineTarget, Poller
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GGUF = Path(
     os.environ.get(
@@ -49,6 +49,7 @@ def llama_server():
     del server
 
 
+@pytest.mark.slow
 def test_inferdeck_reads_a_real_llama_server(llama_server):
     base = llama_server
 

@@ -3,6 +3,7 @@ process blocks, mode changes, the menu, and mig-parted round trips."""
 
 import json
 import os
+import random
 
 import pynvml
 import pytest
@@ -37,6 +38,7 @@ def euler_tour(n):
     return tour[::-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", MIG_MODELS)
 def test_every_layout_applies_from_every_other(tmp_path, model):
     layouts = valid_layouts(catalog()[model])
@@ -46,6 +48,21 @@ def test_every_layout_applies_from_every_other(tmp_path, model):
     tour = euler_tour(len(layouts))
     assert len(tour) == len(layouts) * (len(layouts) - 1) + 1
     for i in tour:
+        report = mm.apply(0, layouts[i])
+        assert report["result"] == "applied", (model, layouts[i], report)
+        assert sorted(mm.read(0).layout) == sorted(layouts[i])
+
+
+@pytest.mark.parametrize("model", MIG_MODELS)
+def test_a_seeded_sample_of_the_tour_applies(tmp_path, model):
+    """The default run's share of the exhaustive tour (``-m slow`` runs all of it): 60 steps of it
+    from a seed drawn per model, each one layout changed into another, as the tour does."""
+    layouts = valid_layouts(catalog()[model])
+    sim, mm = manager(tmp_path, model)
+    mm.audit = lambda report: None
+    tour = euler_tour(len(layouts))
+    start = random.Random(f"tour:{model}").randrange(max(1, len(tour) - 60))
+    for i in tour[start : start + 60]:
         report = mm.apply(0, layouts[i])
         assert report["result"] == "applied", (model, layouts[i], report)
         assert sorted(mm.read(0).layout) == sorted(layouts[i])
@@ -260,6 +277,7 @@ def test_mig_parted_round_trip_and_reference_examples(tmp_path):
         import_mig_parted(REFERENCE_EXAMPLE, "nope", h100)
 
 
+@pytest.mark.slow
 async def test_menu_walk_preview_cancel_then_apply(tmp_path):
     from console.nvml import NvmlReader
     from console.poller import Poller

@@ -80,6 +80,7 @@ def run_poller(seconds, clock, node, poller, profile_at=None):
     return frames
 
 
+@pytest.mark.slow
 def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
     clock = Clock()
     settings = demo_settings()
@@ -132,6 +133,7 @@ def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
 RECORD = [sys.executable, "-m", "console", "record", "--demo", "--interval", "0.05"]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_write_leaves_readable_recordings(tmp_path):
     out = tmp_path / "rec"
     for i in range(6):
@@ -166,6 +168,7 @@ def test_sigkill_mid_write_leaves_readable_recordings(tmp_path):
     assert len(samples) > 5
 
 
+@pytest.mark.slow
 def test_recording_an_hour_stays_under_20_mb(tmp_path):
     clock = Clock()
     settings = demo_settings()
@@ -182,7 +185,7 @@ def test_recording_an_hour_stays_under_20_mb(tmp_path):
     per_hour = size / 300 * 3600
     assert per_hour < 20 * 1024 * 1024, per_hour
     # the line `inferdeck record` keeps up to date on a terminal
-    from console.cli import record_progress
+    from console.commands.record import record_progress
 
     line = record_progress(rec, 300.4)
     assert line.startswith(f"recording: 300 frames, {size / 1024:.0f} KiB, 5:00 → ")
@@ -227,7 +230,7 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
         sim.add_gpu("l40s")
         sim.add_process(0, None, proc.pid, 1 << 30)
         time.sleep(0.5)
-        from console.cli import _recorder, _secrets
+        from console.compose import open_recorder, secrets_of
         from console.settings import load_settings, token_headers
 
         settings = load_settings(cfg)
@@ -237,7 +240,7 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
             NvmlReader(sim),
             plan=settings,
         )
-        poller.recorder = _recorder(str(tmp_path / "rec"), poller, settings)
+        poller.recorder = open_recorder(str(tmp_path / "rec"), poller, settings)
 
         async def go():
             try:
@@ -257,7 +260,7 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
             "redaction",
             {},
             svg=f"<svg>{api_key} {token}</svg>",
-            secrets=_secrets(poller),
+            secrets=secrets_of(poller),
         )
     finally:
         proc.kill()
@@ -273,6 +276,7 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
     assert any(b"--api-key ***" in b for b in blobs)
 
 
+@pytest.mark.slow
 async def test_pressing_s_saves_a_bundle_with_the_note(tmp_path):
     from screens.app import InferdeckApp
     from tests.frames import StaticSource

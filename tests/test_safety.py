@@ -60,6 +60,7 @@ def canary_setup(tmp_path):
     server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_no_canary_secret_reaches_any_surface(canary_setup, tmp_path):
     cfg, pw_url, env = canary_setup
@@ -109,6 +110,7 @@ def test_no_canary_secret_reaches_any_surface(canary_setup, tmp_path):
         assert secret not in blob, secret
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_the_tui_screen_shows_no_url_password(canary_setup):
     _, pw_url, env = canary_setup
@@ -121,6 +123,7 @@ def test_the_tui_screen_shows_no_url_password(canary_setup):
         os.close(master)
 
 
+@pytest.mark.slow
 def test_exit_codes_gate(tmp_path):
     res = run("check", "--no-gpu", "--config", str(_empty_config(tmp_path)))
     assert res.returncode == 3 and res.stdout.startswith("INFERDECK UNKNOWN")
@@ -141,6 +144,7 @@ def _empty_config(tmp_path: Path) -> Path:
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "ctrl-c"])
 def test_signals_and_ctrl_c_restore_the_terminal(how):
@@ -162,6 +166,7 @@ def test_signals_and_ctrl_c_restore_the_terminal(how):
         os.close(master)
 
 
+@pytest.mark.slow
 def test_bad_paths_and_files_get_one_sentence(tmp_path):
     afile = tmp_path / "f"
     afile.write_text("x")
@@ -186,6 +191,7 @@ def test_bad_paths_and_files_get_one_sentence(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_truncated_recording_says_where(tmp_path):
     res = run(
         "record", "--demo", "--out", str(tmp_path / "r.idrec.gz"), "--duration", "3", timeout=60
@@ -202,6 +208,7 @@ def test_a_truncated_recording_says_where(tmp_path):
         read(bad)
 
 
+@pytest.mark.slow
 def test_replay_times_outside_or_impossible_are_answered(tmp_path):
     run("record", "--demo", "--out", str(tmp_path / "r.idrec.gz"), "--duration", "2", timeout=60)
     header, samples = read(tmp_path / "r.idrec.gz")
@@ -222,6 +229,7 @@ def test_engine_names_are_unique():
     assert len({t.label for t in ts}) == 3
 
 
+@pytest.mark.slow
 def test_mig_import_of_binary_and_the_round_trip_of_export(tmp_path):
     env = {"XDG_STATE_HOME": str(tmp_path / "state")}
     binary = tmp_path / "b.yaml"
@@ -274,6 +282,7 @@ def test_a_malformed_mig_parted_config_names_file_and_line(tmp_path):
     assert res.returncode == 2 and f"{bad}:6" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_demo_mig_apply_writes_apart_marked_simulated_with_the_full_frame(tmp_path):
     import json
@@ -303,6 +312,7 @@ def test_demo_mig_apply_writes_apart_marked_simulated_with_the_full_frame(tmp_pa
         assert len(frame["engines"]) == 3 and len(frame["services"]) == 3
 
 
+@pytest.mark.slow
 def test_record_to_a_file_that_is_no_recording_or_cannot_be_written(tmp_path):
     junk = tmp_path / "x.idrec.gz"
     junk.write_bytes(os.urandom(300))

@@ -162,6 +162,7 @@ def agree(frame: Frame, plan: Plan, status: str) -> dict[str, object]:
     return s
 
 
+@pytest.mark.slow
 def test_healthy_steady_load_is_ok_on_every_surface_from_the_first_poll():
     """No false alarm at any poll: the first minute (partial windows) included."""
     node = Node({"chat": STEADY})
@@ -185,6 +186,7 @@ def test_saturation_is_critical_within_seconds_and_stays_so():
     assert "kv" in rules or "finding" in rules
 
 
+@pytest.mark.slow
 def test_a_latency_miss_with_no_errors_pages_through_the_burn():
     """Prefill too slow for a 1 s TTFT, no engine error, no queue: TTFT p95 ~1.5 s. The TTFT
     objective burns at 20x (every request late); once the 5m and 1h windows hold 5 minutes, fast burn is CRITICAL."""
@@ -199,6 +201,7 @@ def test_a_latency_miss_with_no_errors_pages_through_the_burn():
     assert any(v.rule == "burn" and v.source == "alert" for v in node.frame.verdict)
 
 
+@pytest.mark.slow
 def test_an_error_burst_burns_the_budget():
     """A fifth of requests failing: completion burns at 40x; CRITICAL once 5 minutes are held."""
     node = Node({"chat": replace(STEADY, error_share=0.2)})
@@ -208,6 +211,7 @@ def test_an_error_burst_burns_the_budget():
     assert burn.objective == "completion" and burn.burn > 14.4
 
 
+@pytest.mark.slow
 def test_an_engine_killed_and_back():
     """Down: CRITICAL at the next poll (engine_down holds 0 s). Back: OK again, its outage told."""
     node = Node({"chat": STEADY})

@@ -183,6 +183,7 @@ def test_discovers_a_running_engine_process_and_probes_ports():
         eng.stop()
 
 
+@pytest.mark.slow
 def test_snapshot_discovers_when_nothing_is_configured(tmp_path):
     code = (
         "import sys, time; from console.sim.engine import start_engine; "
@@ -217,6 +218,7 @@ def test_snapshot_discovers_when_nothing_is_configured(tmp_path):
         proc.kill()
 
 
+@pytest.mark.slow
 def test_an_operator_engines_file_adds_a_kind_without_editing_the_package(tmp_path):
     import json
     import subprocess

@@ -74,6 +74,7 @@ class Clock:
         return self.t
 
 
+@pytest.mark.slow
 def test_goodput_bounds_contain_the_simulators_truth():
     clock = Clock()
     spec = TrafficSpec(
@@ -126,6 +127,7 @@ def test_goodput_bounds_contain_the_simulators_truth():
     assert checked >= 5
 
 
+@pytest.mark.slow
 def test_burn_rate_alerts_fire_and_clear_on_an_error_burst():
     clock = Clock()
     spec = TrafficSpec(rate_rps=4, seed=5, abort_share=0.0, error_share=0.0, output_tokens=40)
@@ -157,6 +159,7 @@ def test_burn_rate_alerts_fire_and_clear_on_an_error_burst():
     assert not any(sev(145, 160))  # the burst left the 1-hour window: everything cleared
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_snapshot_demo_has_services_with_slo_and_cost():
     res = subprocess.run(

@@ -19,6 +19,7 @@ def load_soak():
     return mod
 
 
+@pytest.mark.slow
 def test_sixty_second_soak_with_chaos():
     stats = asyncio.run(load_soak().soak(60))
     assert stats["worker_alive"], stats
@@ -30,6 +31,7 @@ def test_sixty_second_soak_with_chaos():
     assert stats["resizes"] >= 20 and stats["shuffles"] >= 12 and stats["nvml_faults"] >= 15, stats
 
 
+@pytest.mark.slow
 async def test_keys_answer_within_100_ms_while_an_engine_hangs_and_nvml_is_slow():
     from console.nvml import NvmlReader
     from console.poller import EngineTarget, Poller

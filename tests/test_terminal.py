@@ -54,6 +54,7 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
+@pytest.mark.slow
 def test_sighup_exits_within_5_s():
     proc, master = start()
     try:
@@ -66,6 +67,7 @@ def test_sighup_exits_within_5_s():
         os.close(master)
 
 
+@pytest.mark.slow
 def test_closed_terminal_exits_within_5_s_without_spinning():
     proc, master = start()
     assert b"GPUs" in drain(master, 4)
@@ -82,6 +84,7 @@ def test_closed_terminal_exits_within_5_s_without_spinning():
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "env, args",
     [

@@ -111,6 +111,7 @@ def test_rates_never_negative(values):
     assert d.values[()][0] >= 0
 
 
+@pytest.mark.slow
 def test_the_grown_shortcut_equals_the_step_walk():
     """A kept history marks the signals whose every series only grew since the previous scrape;
     over such runs a window is newest - oldest. On 1 s scrapes for 20 minutes — two DP ranks, one

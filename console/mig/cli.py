@@ -157,7 +157,7 @@ def _snapshot(lib: Any, demo: bool, when: str, node: DemoNode | None = None) -> 
     import asyncio
 
     from console.bundle import write_bundle
-    from console.cli import _secrets, config_targets, discover_targets, sample
+    from console.compose import config_targets, discover_targets, sample, secrets_of
     from console.nvml import NvmlReader
     from console.poller import Poller
 
@@ -172,7 +172,7 @@ def _snapshot(lib: Any, demo: bool, when: str, node: DemoNode | None = None) -> 
         snapshots_dir(demo=demo),
         frame,
         f"mig {when}" + (" simulated" if demo else ""),
-        secrets=_secrets(poller),
+        secrets=secrets_of(poller),
     )
 
 

@@ -1,0 +1,1 @@
+"""One module per command of the command line (``console/cli.py`` parses and dispatches)."""

@@ -1,0 +1,175 @@
+"""The fleet commands: the fleet screen, and ``snapshot``/``check`` with ``--prometheus``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from console.compose import NoAnswer, UsageError, settings_from
+from console.scraper import (
+    UrlError,
+    check_url,
+    without_credentials,
+)
+from console.settings import (
+    ConfigError,
+    Settings,
+    load_settings,
+    token_headers,
+)
+from console.units import seconds
+
+if TYPE_CHECKING:
+    from console.fleet.source import FleetSource
+    from console.fleet.state import FleetState
+    from console.plan import Plan
+
+
+def fleet_source(args: argparse.Namespace) -> tuple[FleetSource, Settings, str]:
+    """The fleet's source (Prometheus client, node plans, cost) and the URL shown for it."""
+    from console.fleet.prom import PromClient
+    from console.fleet.source import FleetSource
+
+    settings = settings_from(args)
+    prom = settings.prometheus
+    url, auth = without_credentials(args.prometheus or (prom.url if prom else None) or "")
+    try:
+        check_url(url)
+    except UrlError as exc:
+        raise UsageError(f"--prometheus: {exc}") from None
+    headers = auth
+    verify = True
+    if prom is not None:
+        headers = token_headers(prom) or auth
+        verify = prom.verify_tls
+    client = PromClient(url.rstrip("/").removesuffix("/metrics"), headers=headers, verify=verify)
+    plans: dict[str, Plan] = {}
+    for node, path in settings.node_plans.items():
+        try:
+            plans[node] = load_settings(Path(path).expanduser())
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+    if settings.services and settings.node.name:
+        plans.setdefault(settings.node.name, settings)
+    source = FleetSource(client, window_s=settings.window_s, plans=plans, cost=settings.cost)
+    return source, settings, url
+
+
+def run_fleet(args: argparse.Namespace) -> int:
+    from screens.fleet import FleetApp
+
+    source, settings, _ = fleet_source(args)
+    FleetApp(source, interval_s=max(settings.interval_s, 5.0)).run(mouse=not args.no_mouse)
+    return 0
+
+
+def fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, str]:
+    """Poll Prometheus for ``wait`` seconds (at least once); every node's frame. Prometheus not
+    answering at all is one sentence and exit 3."""
+    source, settings, url = fleet_source(args)
+    # a headless look raises what holds at once: capping each `for` at the wait made the code
+    # depend on how many milliseconds the sampling fell short (the nodes' own exports hold theirs)
+    source.max_for_s = 0.0
+
+    async def run() -> FleetState:
+        try:
+            end = time.monotonic() + wait
+            state = await source.poll()
+            while time.monotonic() < end:
+                await asyncio.sleep(min(settings.interval_s, max(0.0, end - time.monotonic())))
+                state = await source.poll()
+            return state
+        finally:
+            await source.aclose()
+
+    state = asyncio.run(run())
+    if state.last_ok is None:
+        why = "; ".join(f"{k}: {v}" for k, v in list(state.errors.items())[:2])
+        raise NoAnswer(f"INFERDECK UNKNOWN - Prometheus at {url} did not answer ({why}).")
+    return state, url
+
+
+def fleet_snapshot(args: argparse.Namespace) -> int:
+    from console.fleet.state import node_row
+
+    state, url = fleet_headless(args, args.wait)
+    nodes = []
+    for name, f in sorted(state.nodes.items()):
+        row = node_row(name, f, state.summary.get(name))
+        row["active_alerts"] = [
+            {"severity": a.severity, "subject": a.subject, "message": a.message}
+            for a in f.alerts
+            if a.state == "active"
+        ]
+        # every figure the fleet screen draws: the GPUs and their MIG instances, and the exporter
+        row["gpu_exporter"] = f.gpu_source.note
+        row["gpu_figures"] = [
+            g.model_dump(mode="json", exclude={"processes", "unavailable"}) for g in f.gpus
+        ]
+        nodes.append(row)
+    taken = datetime.fromtimestamp(state.taken_at, tz=UTC).isoformat()
+    if args.format == "json":
+        doc = {
+            "schema": "inferdeck.fleet/1",
+            "prometheus": url,
+            "taken_at": taken,
+            "nodes": nodes,
+            "errors": state.errors,
+        }
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return 0
+    lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", ""]
+    lines += [
+        "| node | GPUs | MIG | engines | worst | TTFT p95 | TTFT≤target | tok/s | $/M good | alerts |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in nodes:
+        share = r["ttft_within_target"]
+        cost = r["usd_per_m_compliant_tokens_at_least"]
+        lines.append(
+            f"| {r['node']} | {r['gpus']} | {r['mig']} | {r['engines']} | {r['worst']} | "
+            f"{seconds(r['ttft'])} | {'n/a' if share is None else f'{share * 100:.1f}%'} | "
+            f"{r['tps']:,.0f} | {'n/a' if cost is None else f'≥${cost:,.2f}'} | {r['alerts']} |"
+        )
+    for r in nodes:
+        for a in r["active_alerts"]:
+            lines.append(f"- {r['node']}: {a['severity'].upper()} {a['subject']}: {a['message']}")
+    for q, why in state.errors.items():
+        lines.append(f"- query {q} failed: {why}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def fleet_check(args: argparse.Namespace) -> int:
+    """Exit by the worst node: 0 ok, 1 warning, 2 critical (3: Prometheus did not answer)."""
+    from console.alerts import SEVERITY_ORDER, worst
+
+    state, url = fleet_headless(args, args.wait)
+    if not state.nodes:
+        print(f"INFERDECK UNKNOWN - {url}: Prometheus holds no inferdeck-readable node")
+        return 3
+    details, levels = [], []
+    for name, f in sorted(state.nodes.items()):
+        active = [a for a in f.alerts if a.state == "active"]
+        active.sort(key=lambda a: SEVERITY_ORDER[a.severity])
+        details += [
+            (a.severity, f"{a.severity.upper()} {name} {a.subject}: {a.message}") for a in active
+        ]
+        levels.append(worst(active))
+    level = "critical" if "critical" in levels else "warning" if "warning" in levels else None
+    details.sort(key=lambda d: SEVERITY_ORDER[d[0]])
+    if level is None:
+        print(f"INFERDECK OK - {url}: {len(state.nodes)} nodes, no active alerts")
+    else:
+        head = details[0][1].split(" ", 1)[1].replace("|", "/")
+        more = f" (+{len(details) - 1} more)" if len(details) > 1 else ""
+        print(f"INFERDECK {level.upper()} - {head}{more}")
+    for _, line in details:
+        print(line)
+    return {"critical": 2, "warning": 1}.get(level or "", 0)

@@ -1,0 +1,133 @@
+"""The one-shot commands on this node: ``snapshot``, ``plan``, ``check``, ``example-config``,
+``simulate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from console.commands.fleet import fleet_check, fleet_snapshot
+from console.compose import (
+    UsageError,
+    build,
+    positive,
+    sample,
+    secrets_of,
+    settings_from,
+    writable_dir,
+)
+from console.keyseries import KeySeries
+
+
+def one_line(note: str) -> str:
+    if "\n" in note or "\r" in note:
+        raise UsageError("--note must be one line (it names the bundle and heads snapshot.md).")
+    return note.strip()
+
+
+def snapshot(args: argparse.Namespace) -> int:
+    positive(args.wait, "--wait", allow_zero=True)
+    if args.prometheus:
+        return fleet_snapshot(args)
+    note = one_line(args.note)
+    out = writable_dir(args.out, "--out") if args.out else None
+    poller, node, settings = build(args, args.demo)
+    keys = KeySeries()
+    try:
+        frame = asyncio.run(sample(poller, args.wait, settings.interval_s, keys))
+    finally:
+        if node is not None:
+            node.stop()
+    if out is not None:
+        from console.bundle import write_bundle
+
+        try:
+            path = write_bundle(out, frame, note, keys.export(), secrets=secrets_of(poller))
+        except OSError as exc:
+            raise UsageError(
+                f"--out {args.out}: cannot write the bundle there ({exc.strerror})."
+            ) from None
+        print(path)
+        return 0
+    if args.format == "md":
+        from console.snapshot import to_markdown
+
+        sys.stdout.write(to_markdown(frame))
+    else:
+        sys.stdout.write(frame.to_json() + "\n")
+    return 0
+
+
+def plan(args: argparse.Namespace) -> int:
+    from console.planreport import plan_fits, plan_json, plan_text
+
+    args.window = args.interval = None
+    settings = settings_from(args, args.demo)
+    if not settings.services:
+        raise UsageError(
+            "the config has no services to plan; add a services: list "
+            "(`inferdeck example-config` prints an example with every key)."
+        )
+    sys.stdout.write(plan_json(settings) if args.format == "json" else plan_text(settings))
+    verdict = plan_fits(settings)
+    if verdict is None:  # a deploy gate must not pass on "?"
+        print(
+            "inferdeck: fit cannot be decided: a device's capacity is unknown (name the node's "
+            "gpu_model in the config, or run where NVML reads the GPUs); exit 3",
+            file=sys.stderr,
+        )
+        return 3
+    return 1 if verdict is False else 0
+
+
+def check(args: argparse.Namespace) -> int:
+    """A Nagios plugin: the first line is the node's verdict with performance data, the details
+    follow; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. The verdict is the console's: alerts,
+    findings, and conditions that hold but whose hold has not elapsed (pending, a warning), so the
+    same state gives the same code however long the check sampled."""
+    from console.checkplugin import check_lines
+    from console.verdict import EXIT
+
+    positive(args.wait, "--wait", allow_zero=True)
+    if args.prometheus:
+        return fleet_check(args)
+    poller, node, settings = build(args, args.demo)
+    try:
+        frame = asyncio.run(sample(poller, args.wait, settings.interval_s))
+    finally:
+        if node is not None:
+            node.stop()
+    print("\n".join(check_lines(frame, settings)))
+    return EXIT[frame.status]
+
+
+def example_config() -> int:
+    from importlib import resources
+
+    sys.stdout.write(resources.files("config").joinpath("example.yaml").read_text("utf-8"))
+    return 0
+
+
+def simulate(args: argparse.Namespace) -> int:
+    from console.sim.engine import TrafficSpec, start_engine
+
+    try:
+        eng = start_engine(
+            args.sim_kind, TrafficSpec(rate_rps=args.rate, profile=args.profile), port=args.port
+        )
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); pick another --port."
+        ) from None
+    print(
+        f"simulated {args.sim_kind} ({args.profile}) serving {eng.url}  (Ctrl-C stops)", flush=True
+    )
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        eng.server.stop()
+    return 0

@@ -1,0 +1,107 @@
+"""``inferdeck record`` (headless, every poll) and ``inferdeck replay``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from console.compose import UsageError, build, open_recorder, positive, writable_dir
+
+if TYPE_CHECKING:
+    from console.recording import Recorder
+
+
+def record(args: argparse.Namespace) -> int:
+    import signal
+
+    if args.retention is not None:
+        positive(args.retention, "--retention")
+    if args.out and not args.out.endswith(".gz"):
+        writable_dir(args.out, "--out")
+    poller, node, settings = build(args, args.demo)
+    try:
+        poller.recorder = rec = open_recorder(args.out, poller, settings, args.retention)
+    except UsageError:
+        if node is not None:
+            node.stop()
+        raise
+    stop = {"now": False}
+
+    def halt(*_: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, halt)
+    signal.signal(signal.SIGINT, halt)
+
+    show = sys.stderr.isatty()  # progress on a terminal only (never into a pipe or a log)
+
+    async def loop() -> None:
+        begun = time.monotonic()
+        end = begun + args.duration if args.duration else None
+        try:
+            while not stop["now"] and (end is None or time.monotonic() < end):
+                started = time.monotonic()
+                await poller.poll()
+                if show:
+                    sys.stderr.write(f"\r{record_progress(rec, time.monotonic() - begun)}\033[K")
+                    sys.stderr.flush()
+                await asyncio.sleep(max(0.0, settings.interval_s - (time.monotonic() - started)))
+        finally:
+            if show:
+                sys.stderr.write("\r\033[K")
+            await poller.aclose()
+
+    print(
+        f"recording to {rec.out} every {settings.interval_s:g} s (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        asyncio.run(loop())
+    finally:
+        if node is not None:
+            node.stop()
+    print(f"recorded {rec.frames} frames to {rec.path}", file=sys.stderr)
+    return 0
+
+
+def record_progress(rec: Recorder, elapsed_s: float) -> str:
+    """One status line while recording: frames, file size, time, file."""
+    try:
+        size = rec.path.stat().st_size if rec.path is not None else 0
+    except OSError:
+        size = 0
+    minutes, seconds = divmod(int(elapsed_s), 60)
+    amount = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 1024:.0f} KiB"
+    return f"recording: {rec.frames:,} frames, {amount}, {minutes}:{seconds:02d} → {rec.path}"
+
+
+def replay(args: argparse.Namespace) -> int:
+    from console.recording import RecordingError, read
+    from console.replay import ReplaySource
+    from screens.app import InferdeckApp
+
+    try:
+        header, samples = read(Path(args.path).expanduser())
+    except RecordingError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{args.path}: cannot read it ({exc.strerror}).") from None
+    if not samples:
+        raise UsageError(f"{args.path}: the recording holds a header but no frames yet.")
+    for note in header.get("truncated", []):
+        print(f"inferdeck: {note}.", file=sys.stderr)
+    source = ReplaySource(header, samples)
+    source.origin = str(Path(args.path).expanduser())  # a bundle saved in the replay names it
+    InferdeckApp(
+        source,
+        interval_s=0.25,
+        title=f"inferdeck replay {header.get('host', '')}",
+        read_only=True,
+        replay=source,
+    ).run()
+    return 0

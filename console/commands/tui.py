@@ -1,0 +1,76 @@
+"""The console on this node (``inferdeck``, ``inferdeck demo``), or the fleet screen."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from pathlib import Path
+
+from console.commands.fleet import run_fleet
+from console.compose import build, open_recorder, secrets_of, settings_from
+from console.paths import mig_audit_log, snapshots_dir
+from console.poller import Poller
+
+
+def run_tui(args: argparse.Namespace, demo: bool) -> int:
+    if getattr(args, "prometheus", None) or (
+        not demo and settings_from(args).prometheus is not None
+    ):
+        return run_fleet(args)
+    poller, node, settings = build(args, demo)
+    from screens.app import InferdeckApp
+
+    if args.record is not None:
+        poller.recorder = open_recorder(args.record, poller, settings, flag="--record")
+    try:
+        mig = None
+        if poller.nvml is not None:  # read-only: the menu shows layouts, every apply refused
+            from console.mig.manager import MigManager
+
+            lib = poller.nvml.lib or (poller.nvml.read() and poller.nvml.lib)
+            snapdir = snapshots_dir(settings.snapshot_dir, demo)
+            mig = (
+                MigManager(
+                    lib,
+                    audit_path=mig_audit_log(demo),
+                    simulated=demo,
+                    snapshot=lambda when: mig_snapshot(poller, snapdir, when, demo),
+                )
+                if lib
+                else None
+            )
+        poller.budget_s = max(
+            0.2, settings.interval_s * 0.8
+        )  # a hung engine never holds the screen
+        app = InferdeckApp(
+            poller,
+            interval_s=settings.interval_s,
+            title="inferdeck demo" if demo else "inferdeck",
+            read_only=args.read_only,
+            snapshot_dir=snapshots_dir(settings.snapshot_dir),
+            secrets=secrets_of(poller),
+            mig=mig,
+        )
+        app.run(mouse=not args.no_mouse)
+    finally:
+        if node is not None:
+            node.stop()
+    return app.return_code or 0  # a crash inside the app is 1, never 0
+
+
+def mig_snapshot(poller: Poller, root: Path, when: str, simulated: bool = False) -> Path | None:
+    """The automatic bundle before and after a MIG change: the last frame, with the GPUs read
+    afresh after the change."""
+    from console.bundle import write_bundle
+
+    frame = poller.last_frame
+    if frame is None:
+        return None
+    if when == "after" and poller.nvml is not None:
+        source, gpus = poller.nvml.read()
+        frame = frame.model_copy(
+            update={"gpus": gpus, "gpu_source": source, "taken_at": datetime.now(tz=UTC)}
+        )
+    return write_bundle(
+        root, frame, f"mig {when}" + (" simulated" if simulated else ""), secrets=secrets_of(poller)
+    )
