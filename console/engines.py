@@ -72,6 +72,9 @@ class SignalSpec(Record):
     # each series the larger of it and the same series of another gauge (SGLang: KV use is the
     # fuller of the full-attention and sliding-window pools)
     max_with: str | None = None
+    # histogram series among ``series`` observed once per output token, not once per request
+    # (vLLM <= 0.10's TPOT): an SLO's attainment over them is a share of tokens
+    per_token: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _selectors(self) -> Self:
@@ -205,6 +208,13 @@ def _load(text: str, source: str) -> dict[str, EngineProfile]:
         except ValidationError as exc:
             raise ProfileError(str(config_error(Invalid.of(exc), where, (kind,)))) from None
     return out
+
+
+def per_token_series() -> frozenset[str]:
+    """Every profile's histogram series observed once per output token."""
+    return frozenset(
+        n for p in profiles().values() for sp in p.signals.values() for n in sp.per_token
+    )
 
 
 @cache

@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from console.engines import EngineProfile, Extract
+from console.engines import EngineProfile, Extract, per_token_series
 from console.enginestats import (
     covered,
     parse_window,
@@ -68,8 +68,6 @@ OBJECTIVES = {
     "tpot_s": "TPOT over its SLO",
     "e2e_s": "latency over its SLO",
 }
-# TPOT histograms observed once per output token (vLLM <= 0.10), not once per request
-PER_TOKEN_SERIES = ("vllm:time_per_output_token_seconds",)
 
 
 def default_slo(svc: Service) -> SloSpec:
@@ -203,7 +201,7 @@ def compliance(
             out["targets"][key] = entry
             continue
         if signal == "tpot" and any(
-            h[-1].series.get("tpot") in PER_TOKEN_SERIES for h in histories if h
+            h[-1].series.get("tpot") in per_token_series() for h in histories if h
         ):
             entry["counts"] = "tokens"
             entry["note"] = (
@@ -347,7 +345,7 @@ def latency_series(
     for signal, key in SIGNALS:
         limit = getattr(slo, key)
         hist = ex.histograms.get(signal)
-        if limit is None or hist is None or ex.series.get(signal) in PER_TOKEN_SERIES:
+        if limit is None or hist is None or ex.series.get(signal) in per_token_series():
             continue
         bounds = ex.bounds.get(signal, {})
         rows: dict[tuple[Any, ...], tuple[float, float]] = {}

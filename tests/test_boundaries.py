@@ -192,3 +192,46 @@ def test_importing_the_derivation_loads_no_textual_and_no_io():
 def test_files_exist_for_every_named_derivation():
     assert all((ROOT / p).is_file() for p in DERIVATIONS + SIM_USERS)
     assert Path(__file__).name == "test_boundaries.py"
+
+
+def engine_names_in_code(files: dict[str, str]) -> list[str]:
+    """Each string in ``console/`` code (not a docstring, not the simulators) that names an
+    engine's series by a family prefix its profile claims: engine knowledge lives in
+    config/engines.yaml."""
+    from console.engines import profiles
+
+    prefixes = tuple(p for prof in profiles().values() for p in prof.prefixes)
+    out = []
+    for path, source in files.items():
+        if not path.startswith("console/") or path.startswith("console/sim/"):
+            continue
+        tree = ast.parse(source)
+        docs = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+                and any(p in node.value for p in prefixes)
+            ):
+                out.append(f"{path}:{node.lineno}: {node.value[:60]!r}")
+    return out
+
+
+def test_engine_series_are_named_only_in_the_profiles():
+    assert engine_names_in_code(_project()) == []
+
+
+def test_a_planted_engine_name_in_code_is_found():
+    planted = {
+        "console/slo.py": '"""About vllm:e2e_request_latency_seconds."""\nX = ("vllm:e2e",)\n',
+        "console/sim/formats.py": 'Y = "sglang:num_running_reqs"\n',
+    }
+    assert engine_names_in_code(planted) == ["console/slo.py:2: 'vllm:e2e'"]

@@ -116,3 +116,17 @@ def success_query(window: str) -> str | None:
 def detect_query(prof: EngineProfile) -> str:
     names = "|".join(n for d in prof.detect for n in _names(d))
     return f'count by ({BY}) ({{__name__=~"{names}"}})'
+
+
+def model_query() -> str:
+    """Each target's model: the first series each profile with model labels detects by, grouped
+    by those labels."""
+    profs = [p for p in profiles().values() if p.model_labels]
+    names = "|".join(n for p in profs for n in _names(p.detect[0]))
+    labels = ", ".join(dict.fromkeys(lab for p in profs for lab in p.model_labels))
+    return f'group by ({BY}, {labels}) ({{__name__=~"{names}"}})'
+
+
+def model_labels() -> tuple[str, ...]:
+    """The labels a model's name may come in, in the profiles' order."""
+    return tuple(dict.fromkeys(lab for p in profiles().values() for lab in p.model_labels))

@@ -17,7 +17,13 @@ from console.alerts import AlertBook, Condition
 from console.cost import CostSpec, node_hourly, per_million
 from console.engines import profiles
 from console.fleet.prom import PromClient, PromError
-from console.fleet.promql import BY, detect_query, signal_query, success_query
+from console.fleet.promql import (
+    detect_query,
+    model_labels,
+    model_query,
+    signal_query,
+    success_query,
+)
 from console.fleet.state import FleetState, NodeSummary
 from console.frame import (
     Alert,
@@ -138,9 +144,7 @@ class FleetSource:
         queries["tpot:count"] = signal_query("tpot", "count", w)
         queries["success_rate"] = success_query(w)
         queries["ttft:within"] = signal_query("ttft", f"within{TTFT_TARGET_S:g}", w)
-        queries["model"] = (
-            f'group by ({BY}, model_name, model) ({{__name__=~"vllm:num_requests_running|vllm_num_requests_running|sglang:num_running_reqs|sglang_num_running_reqs|nv_inference_count"}})'
-        )
+        queries["model"] = model_query()
         for key, (old, new, _) in DCGM_FIELDS.items():
             queries[f"dcgm:{key}"] = f'{{__name__=~"{old}|{new}"}}'
         # what a node's `inferdeck export` says itself: its plan's alerts and its cost figure
@@ -248,7 +252,9 @@ class FleetSource:
         for labels, _ in got.get("model") or []:
             k = _key(labels)
             if k in engines:
-                engines[k]["model"] = labels.get("model_name") or labels.get("model")
+                engines[k]["model"] = next(
+                    (labels[n] for n in model_labels() if labels.get(n)), None
+                )
         nodes: dict[str, Frame] = {}
         by_node: dict[str, list[Engine]] = {}
         attain: dict[str, list[float]] = {}
