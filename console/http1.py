@@ -2,18 +2,23 @@
 
 A node's engines answer on 127.0.0.1 over plain HTTP every second; a general client spends more
 on each request (its request model, auth and redirect layers, its pool) than parsing the page.
-This reads exactly what a scrape needs — a status, Content-Length or chunked bodies, keep-alive —
-and says ``Unsupported`` for anything else (a redirect, a compressed body), which the scraper then
-fetches with httpx. HTTPS always goes through httpx.
+This sends one GET and reads the answer with h11 (the HTTP/1.1 framing httpx itself is built on:
+Content-Length, chunked bodies and their trailers, bodies that run to the end of the connection,
+keep-alive and ``Connection: close``), and says ``Unsupported`` for anything else (a redirect, a
+compressed body), which the scraper then fetches with httpx. HTTPS always goes through httpx.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import h11
+
 HEAD_LIMIT = 64 * 1024  # the status line and headers
+READ = 256 * 1024  # bytes asked of the socket at a time
 
 
 class Unsupported(Exception):
@@ -26,34 +31,53 @@ class TooLarge(Exception):
         self.size = size  # the declared length, when the server said it
 
 
+class Broken(ValueError):
+    """The answer broke off or is not HTTP/1.1."""
+
+
+class _Stale(ConnectionResetError):
+    """A kept-alive connection the server closed between scrapes (nothing of an answer came)."""
+
+
+@dataclass
+class _Conn:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    http: h11.Connection
+
+
 class Http1:
     def __init__(self) -> None:
-        self._conns: dict[tuple[str, int], tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+        self._conns: dict[tuple[str, int], _Conn] = {}
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     async def get(self, url: str, headers: dict[str, str], max_bytes: int) -> tuple[int, bytes]:
         """(status, body) of GET ``url`` (http only). Raises OSError and asyncio errors as the
-        connection does, TooLarge past ``max_bytes``, Unsupported for what it does not read."""
+        connection does, TooLarge past ``max_bytes``, Unsupported for what it does not read,
+        Broken (a ValueError) for an answer that is not HTTP/1.1 or stops short."""
         parts = urlsplit(url)
         host, port = parts.hostname or "", parts.port or 80
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         name = f"[{host}]" if ":" in host else host
-        lines = [f"GET {target} HTTP/1.1", f"Host: {name}:{port}"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
-        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        request = h11.Request(
+            method="GET", target=target, headers=[("Host", f"{name}:{port}"), *headers.items()]
+        )
         key = (host, port)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             reused = key in self._conns
             try:
                 return await self._exchange(key, request, max_bytes)
-            except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError):
+            except (_Stale, BrokenPipeError):
                 self._drop(key)
                 if not reused:
-                    raise
+                    raise Broken("the connection closed before an answer") from None
                 # the server closed a kept-alive connection between scrapes: once more, afresh
                 try:
                     return await self._exchange(key, request, max_bytes)
+                except _Stale:
+                    self._drop(key)
+                    raise Broken("the connection closed before an answer") from None
                 except BaseException:
                     self._drop(key)
                     raise
@@ -62,78 +86,74 @@ class Http1:
                 raise
 
     async def _exchange(
-        self, key: tuple[str, int], request: bytes, max_bytes: int
+        self, key: tuple[str, int], request: h11.Request, max_bytes: int
     ) -> tuple[int, bytes]:
         conn = self._conns.get(key)
         if conn is None:
-            conn = await asyncio.open_connection(key[0], key[1], limit=HEAD_LIMIT)
+            reader, writer = await asyncio.open_connection(key[0], key[1], limit=HEAD_LIMIT)
+            conn = _Conn(reader, writer, h11.Connection(h11.CLIENT, HEAD_LIMIT))
             self._conns[key] = conn
-        reader, writer = conn
-        writer.write(request)
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        version, _, rest = status_line.partition(" ")
-        status = int(rest[:3])
-        fields: dict[str, str] = {}
-        for line in header_lines:
-            if line:
-                k, _, v = line.partition(":")
-                fields[k.strip().lower()] = v.strip()
-        if 300 <= status < 400 or fields.get("content-encoding", "identity") != "identity":
+        http = conn.http
+        conn.writer.write(http.send(request) + http.send(h11.EndOfMessage()))
+        await conn.writer.drain()
+        status, body, size, answered = 0, [], 0, False
+        while True:
+            try:
+                event = http.next_event()
+            except h11.RemoteProtocolError as exc:
+                if not answered and _eof(http):
+                    raise _Stale() from None
+                raise Broken(str(exc)) from None
+            if event is h11.NEED_DATA:
+                http.receive_data(await conn.reader.read(READ))
+                continue
+            if isinstance(event, h11.ConnectionClosed):
+                raise _Stale()
+            answered = True
+            if isinstance(event, h11.InformationalResponse):
+                continue
+            if isinstance(event, h11.Response):
+                status = event.status_code
+                fields = {k.lower(): v.lower() for k, v in event.headers}
+                if (
+                    300 <= status < 400
+                    or fields.get(b"content-encoding", b"identity") != b"identity"
+                ):
+                    self._drop(key)
+                    raise Unsupported(status)
+                length = fields.get(b"content-length")
+                if length is not None and int(length) > max_bytes:
+                    self._drop(key)
+                    raise TooLarge(int(length))
+            elif isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > max_bytes:
+                    self._drop(key)
+                    raise TooLarge(None)
+                body.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                break
+        if http.our_state is h11.DONE and http.their_state is h11.DONE and not _eof(http):
+            http.start_next_cycle()  # kept alive for the next scrape
+        else:  # Connection: close, HTTP/1.0, or a body that ran to the end of the connection
             self._drop(key)
-            raise Unsupported(status)
-        if "chunked" in fields.get("transfer-encoding", "").lower():
-            body = await _chunked(reader, max_bytes)
-        elif "content-length" in fields:
-            length = int(fields["content-length"])
-            if length > max_bytes:
-                self._drop(key)
-                raise TooLarge(length)
-            body = await reader.readexactly(length)
-        else:  # the body runs to the end of the connection
-            body = await reader.read(max_bytes + 1)
-            while len(body) <= max_bytes:
-                more = await reader.read(max_bytes + 1 - len(body))
-                if not more:
-                    break
-                body += more
-            self._drop(key)
-            if len(body) > max_bytes:
-                raise TooLarge(None)
-            return status, body
-        close = fields.get("connection", "").lower()
-        if close == "close" or (version == "HTTP/1.0" and close != "keep-alive"):
-            self._drop(key)
-        return status, body
+        return status, b"".join(body)
 
     def _drop(self, key: tuple[str, int]) -> None:
         conn = self._conns.pop(key, None)
         if conn is not None:
-            conn[1].close()
+            conn.writer.close()
 
     async def aclose(self) -> None:
         # taken at once: a scrape being cancelled meanwhile may drop its own connection
         conns, self._conns = self._conns, {}
-        for _, writer in conns.values():
-            writer.close()
-        for _, writer in conns.values():
+        for c in conns.values():
+            c.writer.close()
+        for c in conns.values():
             with contextlib.suppress(Exception):
-                await writer.wait_closed()
+                await c.writer.wait_closed()
 
 
-async def _chunked(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        line = await reader.readuntil(b"\r\n")
-        n = int(line.split(b";", 1)[0].strip() or b"0", 16)
-        if n == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":
-                pass  # trailers
-            return b"".join(parts)
-        size += n
-        if size > max_bytes:
-            raise TooLarge(None)
-        parts.append(await reader.readexactly(n))
-        await reader.readexactly(2)
+def _eof(http: h11.Connection) -> bool:
+    """Whether the peer has closed the connection, every byte it sent read."""
+    return http.trailing_data == (b"", True)

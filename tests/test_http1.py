@@ -188,3 +188,72 @@ def test_closing_while_a_scrape_is_cancelled():
         return lean._conns
 
     assert asyncio.run(go()) == {}
+
+
+def test_trailers_close_http10_and_a_body_to_the_end_of_the_connection():
+    """The framing edge cases: a chunked body with trailers keeps the connection; ``Connection:
+    close`` and an HTTP/1.0 answer close it (the next scrape opens another); a 1xx answer first
+    is skipped; a body with neither length nor chunks runs to the end of the connection."""
+    trailers = chunked()[: -len(b"0\r\n\r\n")] + b"0\r\nX-Checksum: 1\r\n\r\n"
+    answers = [
+        trailers,
+        ok(),  # on the same connection: the trailers were read to their end
+        ok(extra=b"Connection: close\r\n"),
+        b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(PAGE), PAGE),
+        b"HTTP/1.1 100 Continue\r\n\r\n" + ok(),
+    ]
+
+    async def to_eof(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\n\r\n" + PAGE)
+        await writer.drain()
+        writer.close()
+
+    async def go():
+        server, url, seen = await serve(answers)
+        lean = Http1()
+        got = [await lean.get(url, {}, 1024) for _ in range(5)]
+        eof = await asyncio.start_server(to_eof, "127.0.0.1", 0)
+        port = eof.sockets[0].getsockname()[1]
+        got.append(await lean.get(f"http://127.0.0.1:{port}/metrics", {}, 1024))
+        left = [key[1] for key in lean._conns]
+        await lean.aclose()
+        server.close()
+        eof.close()
+        return got, seen, left, port
+
+    got, seen, left, eof_port = asyncio.run(go())
+    assert got == [(200, PAGE)] * 6
+    # trailers + next + close on one; HTTP/1.0 on the second; 1xx on the third, kept alive
+    assert seen["connections"] == 3
+    assert len(left) == 1 and eof_port not in left  # the body to the end closed its connection
+
+
+def test_a_body_cut_short_or_not_http_is_broken():
+    async def go():
+        out = []
+        for answer in (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort",
+            b"SSH-2.0-OpenSSH_9.6\r\n\r\n",
+        ):
+
+            async def once(reader, writer, answer=answer):
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(answer)  # then hangs up
+                await writer.drain()
+                writer.close()
+
+            server = await asyncio.start_server(once, "127.0.0.1", 0)
+            url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/metrics"
+            lean = Http1()
+            try:
+                await asyncio.wait_for(lean.get(url, {}, 1024), 5)
+                out.append(None)
+            except ValueError as exc:
+                out.append(type(exc).__name__)
+            await lean.aclose()
+            server.close()
+        return out
+
+    assert asyncio.run(go()) == ["Broken"] * 3
