@@ -13,13 +13,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from console.promtext import Labels, Page, label, without
-from console.records import Invalid, Record
+from console.records import Record
 from console.safetext import printable
 from console.window import Vector
-from console.yamlfile import ConfigError, config_error, load_yaml
+from console.yamlfile import ConfigError, load_entries
 
 _SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$")
 _PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)(=~|=)"([^"]*)"\s*(?:,|$)')
@@ -196,18 +196,9 @@ class ProfileError(ConfigError):
 
 def _load(text: str, source: str) -> dict[str, EngineProfile]:
     try:
-        raw, where = load_yaml(text, source)
+        return load_entries(text, source, EngineProfile, "engine kind to profile")
     except ConfigError as exc:
         raise ProfileError(str(exc)) from None
-    if not isinstance(raw, dict):
-        raise ProfileError(f"{source}: expected a mapping of engine kind to profile.")
-    out: dict[str, EngineProfile] = {}
-    for kind, body in raw.items():
-        try:
-            out[str(kind)] = EngineProfile.model_validate(body)
-        except ValidationError as exc:
-            raise ProfileError(str(config_error(Invalid.of(exc), where, (kind,)))) from None
-    return out
 
 
 def per_token_series() -> frozenset[str]:

@@ -130,14 +130,16 @@ def config_error(
     return ConfigError(text + (f"; {fix}." if fix else "."))
 
 
-def load_entries(text: str, source: str, cls: type[M]) -> dict[str, M]:
+def load_entries(
+    text: str, source: str, cls: type[M], what: str = "names to entries"
+) -> dict[str, M]:
     """A YAML mapping of names to ``cls`` entries (the shipped catalogues, a user's additions),
     each checked; the first problem is one sentence with file:line."""
     data, where = load_yaml(text, source)
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping of names to entries.")
+        raise ConfigError(f"{source}: expected a mapping of {what}.")
     out: dict[str, M] = {}
     for name, body in data.items():
         try:
