@@ -15,8 +15,11 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from console.charts import bundle_charts
 from console.frame import Frame
+from console.records import Invalid
 from console.redact import redact, secrets_in
 from console.snapshot import to_markdown
 
@@ -96,11 +99,49 @@ def _fill(
         _write(path / "screen.svg", redact(svg, secrets))
 
 
+class BundleFrame(Frame):
+    """A bundle's frame.json: the Frame, the operator's note and the key series kept with it."""
+
+    note: str | None = None
+    history: dict[str, Any] = {}
+
+
 def list_bundles(root: Path) -> list[dict[str, Any]]:
-    """Saved bundles, newest first: path, time, note, active alert count."""
+    """Saved bundles, newest first: path, time, note, active alert count. A frame.json pydantic
+    cannot read as a bundle's frame is listed with the reason in its note."""
     out: list[dict[str, Any]] = []
     if not root.is_dir():
         return out
+    for d in sorted(
+        (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), reverse=True
+    ):
+        try:
+            text = (d / "frame.json").read_text(encoding="utf-8")
+        except OSError:
+            continue  # not a bundle
+        try:
+            doc = BundleFrame.model_validate_json(text)
+        except ValidationError as exc:
+            out.append(
+                {
+                    "path": d,
+                    "taken_at": None,
+                    "note": f"unreadable frame.json: {Invalid.of(exc)}",
+                    "alerts": "?",
+                    "host": None,
+                }
+            )
+            continue
+        out.append(
+            {
+                "path": d,
+                "taken_at": doc.taken_at.isoformat(),
+                "note": doc.note or "",
+                "alerts": sum(1 for a in doc.alerts if a.state == "active"),
+                "host": doc.host,
+            }
+        )
+    return out
     for d in sorted(
         (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), reverse=True
     ):

@@ -8,11 +8,14 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, TypeAdapter, with_config
+
 from console.engines import Extract
 from console.frame import Gpu, GpuSource
 
 
 @dataclass
+@with_config(ConfigDict(extra="forbid"))  # a recording's engine, read back by pydantic
 class EngineSample:
     label: str
     url: str
@@ -44,12 +47,6 @@ def _pairs(values: dict[Any, Any]) -> list[Any]:
     ]
 
 
-def _unpairs(rows: list[Any], tuples: bool) -> dict[Any, Any]:
-    return {
-        tuple(tuple(p) for p in labels): (tuple(vec) if tuples else vec) for labels, vec in rows
-    }
-
-
 def extract_to_json(ex: Extract) -> dict[str, Any]:
     return {
         "t": ex.t,
@@ -65,18 +62,57 @@ def extract_to_json(ex: Extract) -> dict[str, Any]:
     }
 
 
+Pair = tuple[list[tuple[str, str]], float]  # label pairs, a gauge's value
+VectorPair = tuple[list[tuple[str, str]], list[float]]  # label pairs, a counter or buckets
+
+
+class _ExtractDoc(BaseModel):
+    """A recorded Extract as JSON holds it (label sets as lists of pairs), checked field by
+    field."""
+
+    model_config = ConfigDict(extra="forbid")
+    t: float
+    series: dict[str, str] = {}
+    model: str | None = None
+    hints: list[str] = []
+    problems: dict[str, str] = {}
+    gauges: dict[str, list[Pair]] = {}
+    counters: dict[str, list[VectorPair]] = {}
+    histograms: dict[str, list[VectorPair]] = {}
+    bounds: dict[str, list[VectorPair]] = {}
+    info: dict[str, list[tuple[str, str]]] = {}
+
+
+class _SampleDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    t: float
+    source: GpuSource
+    gpus: list[Gpu] = []
+    engines: list[dict[str, Any]] = []
+
+
+_ENGINE = TypeAdapter(EngineSample)
+
+
+def _labels(pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple(pairs)
+
+
 def extract_from_json(d: dict[str, Any]) -> Extract:
+    doc = _ExtractDoc.model_validate(d)
     return Extract(
-        t=d["t"],
-        series=d["series"],
-        model=d.get("model"),
-        hints=d.get("hints", []),
-        problems=d.get("problems", {}),
-        gauges={k: _unpairs(v, False) for k, v in d["gauges"].items()},
-        counters={k: _unpairs(v, True) for k, v in d["counters"].items()},
-        histograms={k: _unpairs(v, True) for k, v in d["histograms"].items()},
-        bounds={k: _unpairs(v, True) for k, v in d["bounds"].items()},
-        info={k: tuple(tuple(p) for p in v) for k, v in d["info"].items()},
+        t=doc.t,
+        series=doc.series,
+        model=doc.model,
+        hints=doc.hints,
+        problems=doc.problems,
+        gauges={k: {_labels(p): v for p, v in rows} for k, rows in doc.gauges.items()},
+        counters={k: {_labels(p): tuple(v) for p, v in rows} for k, rows in doc.counters.items()},
+        histograms={
+            k: {_labels(p): tuple(v) for p, v in rows} for k, rows in doc.histograms.items()
+        },
+        bounds={k: {_labels(p): tuple(v) for p, v in rows} for k, rows in doc.bounds.items()},
+        info={k: _labels(v) for k, v in doc.info.items()},
     )
 
 
@@ -95,16 +131,14 @@ def sample_to_json(s: Sample) -> dict[str, Any]:
     }
 
 
-def sample_from_json(d: dict[str, Any]) -> Sample:
+def sample_from_json(d: object) -> Sample:
+    """A recorded Sample, checked by pydantic field by field (a pydantic ValidationError, a
+    ValueError, for anything else)."""
+    doc = _SampleDoc.model_validate(d)
     engines = []
-    for e in d["engines"]:
+    for e in doc.engines:
         ex = e.get("extract")
-        engines.append(
-            EngineSample(**{**e, "extract": extract_from_json(ex) if ex is not None else None})
-        )
-    return Sample(
-        t=d["t"],
-        source=GpuSource.model_validate(d["source"]),
-        gpus=[Gpu.model_validate(g) for g in d["gpus"]],
-        engines=engines,
-    )
+        engine = _ENGINE.validate_python({**e, "extract": None})
+        engine.extract = extract_from_json(ex) if ex is not None else None
+        engines.append(engine)
+    return Sample(t=doc.t, source=doc.source, gpus=doc.gpus, engines=engines)

@@ -44,10 +44,10 @@ class SeriesChart(Widget):
     def render(self) -> RenderResult:
         key = (self._drawn, self.size, self.app.theme)
         if self._built is None or self._built[0] != key:
-            self._built = (key, self._build())
+            self._built = (key, self._draw())
         return self._built[1]
 
-    def _build(self) -> Text:
+    def _draw(self) -> Text:
         colors, red = self.COLORS, theme_colors(self.app.theme_variables)["error"]
         title, series, lines = self._chart
         xlim, ylim = self._limits

@@ -37,7 +37,7 @@ class AlertPane(Pane):
         lines = [] if active or others else [Text("No active alerts.", style=c["success"])]
         sev_of = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}
         for a in active:
-            lines.append(self._line(sev_of.get(a.severity, ("INFO", "")), a, c))
+            lines.append(self._alert_line(sev_of.get(a.severity, ("INFO", "")), a, c))
         for v in others:
             sev = sev_of.get(v.severity, ("INFO", ""))
             lines.append(
@@ -56,12 +56,12 @@ class AlertPane(Pane):
             sev = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}.get(
                 a.severity, ("INFO", "")
             )
-            lines.append(self._line(("OK  ", c["dim"]), a, c))
+            lines.append(self._alert_line(("OK  ", c["dim"]), a, c))
         text = Text("\n").join(lines)
         self.query_one("#alert-lines", Static).update(text)
 
     @staticmethod
-    def _line(sev: tuple[str, str], a: Alert, c: dict[str, str]) -> Text:
+    def _alert_line(sev: tuple[str, str], a: Alert, c: dict[str, str]) -> Text:
         when = f"{a.since:%H:%M:%S}" + (f"–{a.cleared_at:%H:%M:%S}" if a.cleared_at else "")
         return Text.assemble(
             (f"{sev[0]} ", f"bold {sev[1]}"),

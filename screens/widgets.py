@@ -7,15 +7,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 from textual.containers import Vertical
 from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
-from textual.widgets.data_table import RowKey
 
 from console.frame import Frame, Percentiles
 from console.keyseries import KeySeries
@@ -23,6 +20,7 @@ from console.keyseries import KeySeries
 if TYPE_CHECKING:  # the app imports these widgets
     from screens.app import InferdeckApp
 from console.units import FEW, NA, quantile_text
+from screens.tableshim import CachedDataTable
 
 BAR_FULL = "█"
 BAR_EMPTY = "░"
@@ -70,7 +68,7 @@ NUMBER = re.compile(r"([-+]?\d[\d,]*(?:\.\d+)?)\s*(ms|µs|us|s|K|M)?")
 SCALE = {"ms": 1e-3, "µs": 1e-6, "us": 1e-6, "K": 1e3, "M": 1e6}
 
 
-class KeyedTable(DataTable[Any]):
+class KeyedTable(CachedDataTable):
     """A DataTable updated by row key: changed cells only; order changes rebuild once. The cursor
     shows only while the table has focus, so level colours stay visible on every row.
 
@@ -87,163 +85,6 @@ class KeyedTable(DataTable[Any]):
         self.filtered_out = 0
         self.parent_of: Callable[[str], str | None] = lambda key: None
         self._last: list[tuple[str, Sequence[object]]] = []
-        # Textual keys its rendered-cell cache on one table-wide update count, so a single changed
-        # cell re-renders every cell. Here a cell is re-rendered when it changed (its version), or
-        # when rows or columns were rebuilt (the generation): most cells hold still between polls.
-        self._generation = 0
-        self._versions: dict[tuple[object, object], int] = {}
-        self._cells: dict[tuple[object, ...], Any] = {}
-
-    def clear(self, columns: bool = False) -> KeyedTable:
-        self._generation += 1
-        self._versions.clear()
-        self._cells.clear()
-        super().clear(columns)
-        return self
-
-    def add_column(self, *args: Any, **kwargs: Any) -> Any:
-        self._generation += 1
-        return super().add_column(*args, **kwargs)
-
-    def add_row(self, *args: Any, **kwargs: Any) -> Any:
-        self._generation += 1
-        return super().add_row(*args, **kwargs)
-
-    def update_cell(self, row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
-        super().update_cell(row_key, column_key, value, **kwargs)
-        self._changed(getattr(row_key, "value", row_key), getattr(column_key, "value", column_key))
-
-    def _changed(self, row: object, column: object) -> None:
-        self._versions[row, column] = self._versions.get((row, column), 0) + 1
-        self._versions[row, None] = self._versions.get((row, None), 0) + 1  # its row
-
-    def _render_line_in_row(
-        self,
-        row_key: Any,
-        line_no: int,
-        base_style: Any,
-        cursor_location: Any,
-        hover_location: Any,
-    ) -> Any:
-        """A row's line, kept until a cell of that row changes (Textual's own cache, keyed on the
-        table-wide update count, redraws every row whenever one cell changes)."""
-        row = getattr(row_key, "value", None)
-        key = (
-            "row",
-            row,
-            self._versions.get((row, None), 0),
-            self._generation,
-            line_no,
-            base_style,
-            cursor_location,
-            hover_location,
-            self.cursor_type,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self._pseudo_class_state,
-        )
-        return self._cached(
-            key,
-            lambda: super(KeyedTable, self)._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            ),
-        )
-
-    def _cached(self, key: tuple[object, ...], make: Callable[[], Any]) -> Any:
-        lines = self._cells.get(key)
-        if lines is None:
-            if len(self._cells) > 4096:
-                self._cells.clear()
-            lines = self._cells[key] = make()
-        return lines
-
-    def _render_cell(
-        self,
-        row_index: int,
-        column_index: int,
-        base_style: Any,
-        width: int,
-        cursor: bool = False,
-        hover: bool = False,
-    ) -> Any:
-        row = self._header_row_key if row_index == -1 else self._row_locations.get_key(row_index)
-        column = self._column_locations.get_key(column_index)
-        cell = (getattr(row, "value", None), getattr(column, "value", None))
-        key = (
-            cell,
-            self._versions.get(cell, 0),
-            self._generation,
-            row_index,
-            column_index,
-            base_style,
-            width,
-            cursor,
-            hover,
-            self._show_hover_cursor,
-            self._pseudo_class_state,
-        )
-        return self._cached(
-            key,
-            lambda: (
-                self._one_line_cell(row_index, column_index, base_style, width, cursor, hover)
-                or super(KeyedTable, self)._render_cell(
-                    row_index, column_index, base_style, width, cursor, hover
-                )
-            ),
-        )
-
-    def _one_line_cell(
-        self,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool,
-        hover: bool,
-    ) -> list[list[Segment]] | None:
-        """A one-line Text cell that fits its column, as the segments DataTable makes of it
-        (Rich's Padding and Styled render every cell through line splitting and cropping: most of
-        a table's drawing time), or None for anything else, which DataTable renders."""
-        if row_index < 0 or column_index < 0:
-            return None
-        row_key = self._row_locations.get_key(row_index)
-        row = self.rows.get(row_key) if row_key is not None else None
-        if row is None or row.height != 1:
-            return None
-        cells = self._get_row_renderables(row_index).cells
-        cell = cells[column_index] if column_index < len(cells) else None
-        pad = self.cell_padding
-        if (
-            not isinstance(cell, Text)
-            or cell.justify not in (None, "default")
-            or "\n" in cell.plain
-            or "\t" in cell.plain
-            or cell.cell_len > width - 2 * pad
-        ):
-            return None
-        component, post = self._get_styles_to_render_cell(
-            False,
-            False,
-            row_index < self.fixed_rows or column_index < self.fixed_columns,
-            hover,
-            cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self.cursor_foreground_priority == "css",
-            self.cursor_background_priority == "css",
-        )
-        pre = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component
-        blank = Style()
-        line = [Segment(" " * pad, blank)] if pad else []
-        console = self.app.console
-        if cell.spans:
-            line += cell.render(console, end="")
-        elif cell.plain:  # Text.render leaves out the text's own style when it has no spans
-            line.append(Segment(cell.plain, console.get_style(cell.style, default=Style.null())))
-        fill = width - pad - cell.cell_len
-        if fill > 0:
-            line.append(Segment(" " * fill, blank))
-        return [list(Segment.apply_style(line, pre, post))]
 
     def on_mount(self) -> None:
         self.show_cursor = self.has_focus
@@ -344,24 +185,7 @@ class KeyedTable(DataTable[Any]):
             if selected in keys:
                 self.move_cursor(row=keys.index(selected), animate=False)
             return
-        # changed cells set in place and only their rows repainted (update_cell repaints the whole
-        # table for each cell: every visible line through Textual's line pipeline, every poll)
-        columns = list(self.columns)
-        changed = False
-        for key, cells in rows:
-            row_key = RowKey(key)
-            data = self._data[row_key]
-            row_changed = False
-            for col, value in zip(columns, cells, strict=False):
-                if data.get(col) != value:
-                    data[col] = value
-                    self._changed(key, col.value)
-                    row_changed = True
-            if row_changed:
-                changed = True
-                self.refresh_row(self.get_row_index(row_key))
-        if changed:
-            self._update_count += 1  # Textual's row renderables are cached on it
+        self.set_cells(rows)
 
     def hidden_rows(self) -> tuple[int, int]:
         """Rows the table's height cuts off (it scrolls): (above the view, below it)."""

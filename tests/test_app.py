@@ -504,45 +504,6 @@ async def test_filter_sort_and_cut_rows_on_the_dashboard():
 
 
 @pytest.mark.slow
-async def test_table_cells_drawn_directly_match_datatables_own():
-    """KeyedTable draws a one-line cell that fits without Rich's Padding and Styled: character
-    for character and style for style what DataTable draws, cursor row included, for every cell
-    of every dashboard table of the demo node (and most cells take that way)."""
-    from rich.style import Style
-    from textual.widgets import DataTable
-
-    def cells(lines):
-        return [(ch, seg.style) for line in lines for seg in line for ch in seg.text]
-
-    node, poller = _planned_demo()
-    app = InferdeckApp(poller, interval_s=0.5)
-    try:
-        async with app.run_test(size=(160, 48)) as pilot:
-            await pilot.pause(1.5)
-            direct = compared = 0
-            for table in app.query(KeyedTable):
-                for row in range(table.row_count):
-                    for col, column in enumerate(table.ordered_columns):
-                        for cursor in (False, True):
-                            args = (
-                                row,
-                                col,
-                                Style(bgcolor="black"),
-                                column.get_render_width(table),
-                            )
-                            fast = table._one_line_cell(*args, cursor, False)
-                            slow = DataTable._render_cell(table, *args, cursor, False)
-                            compared += 1
-                            if fast is not None:
-                                direct += 1
-                                assert cells(fast) == cells(slow), (table.id, row, col)
-                                assert len(fast) == len(slow) == 1
-            assert compared > 100 and direct >= 0.8 * compared, (direct, compared)
-    finally:
-        node.stop()
-
-
-@pytest.mark.slow
 async def test_alerts_cut_on_the_dashboard_read_in_full_with_a():
     """At 80 columns the alert pane cuts a long line; `a` opens every alert in full, with when it
     began and how long it has held, and goes back."""

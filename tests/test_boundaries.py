@@ -235,3 +235,65 @@ def test_a_planted_engine_name_in_code_is_found():
         "console/sim/formats.py": 'Y = "sglang:num_running_reqs"\n',
     }
     assert engine_names_in_code(planted) == ["console/slo.py:2: 'vllm:e2e'"]
+
+
+SHIM = "screens/tableshim.py"
+
+
+def _textual_private_names() -> set[str]:
+    """Every private name Textual's own source uses (attributes and methods)."""
+    import textual
+
+    names: set[str] = set()
+    for path in Path(textual.__path__[0]).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = (
+                node.attr
+                if isinstance(node, ast.Attribute)
+                else node.name
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else ""
+            )
+            if name.startswith("_") and not name.startswith("__"):
+                names.add(name)
+    return names
+
+
+def private_textual_uses(files: dict[str, str], textual_names: set[str]) -> list[str]:
+    """Each attribute or method under ``screens/`` (outside the documented shim) named as one of
+    Textual's private names: reading one, or defining a method that may override one. A
+    module-level helper of the same name is no use of Textual's."""
+    out = []
+    for path, source in files.items():
+        if not path.startswith("screens/") or path == SHIM:
+            continue
+        tree = ast.parse(source)
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                name = node.attr
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(node) not in top:
+                name = node.name
+            else:
+                continue
+            if name in textual_names:
+                out.append(f"{path}:{node.lineno}: {name}")
+    return out
+
+
+def test_no_private_textual_name_outside_the_shim():
+    assert private_textual_uses(_project(), _textual_private_names()) == []
+
+
+def test_a_planted_private_textual_name_is_found():
+    planted = {
+        "screens/widgets.py": (
+            "def _render_cell(x):\n    return x\n\n"  # a module helper: not Textual's
+            "class T:\n    def _render_cell(self):\n        self._update_count += 1\n"
+        ),
+        SHIM: "def f(t):\n    return t._data\n",
+    }
+    assert private_textual_uses(planted, _textual_private_names()) == [
+        "screens/widgets.py:5: _render_cell",
+        "screens/widgets.py:6: _update_count",
+    ]

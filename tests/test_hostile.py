@@ -529,3 +529,46 @@ def test_generated_hostile_pages_pass_every_surface_without_an_exception(ops, fi
         _json.loads(surfaces[0])
         for s in surfaces[1:]:
             assert _clean(s)
+
+
+def test_a_recorded_frame_of_the_wrong_shape_is_a_gap_not_a_frame(tmp_path):
+    """Each recorded frame is checked by pydantic field by field: a mistyped figure, an unknown
+    key or a label set that is no list of pairs is damage (said where), never a frame of
+    garbage; the frames around it replay."""
+    import gzip
+    import json
+
+    from console.recording import SCHEMA, read
+    from console.sample import sample_from_json, sample_to_json
+
+    good = [sample_to_json(s) for s in _samples(6)]
+    good[0]["engines"][0]["extract"] = {
+        "t": good[0]["t"],
+        "series": {"running": "vllm:num_requests_running"},
+        "gauges": {"running": [[[["model_name", "m"]], 3.0]]},
+        "counters": {"tokens": [[[], [120.0]]]},
+    }
+    bad = [
+        {**good[2], "engines": [{**good[2]["engines"][0], "up": "maybe"}]},
+        {**good[3], "engines": [{**good[3]["engines"][0], "colour": "red"}]},
+        {
+            **good[4],
+            "engines": [
+                {**good[4]["engines"][0], "extract": {"t": 1.0, "gauges": {"x": [["model", 1.0]]}}}
+            ],
+        },
+    ]
+    for doc in bad:
+        with pytest.raises(ValueError):
+            sample_from_json(doc)
+    lines = [{"schema": SCHEMA, "host": "h"}, good[0], good[1], *bad, good[5]]
+    path = tmp_path / "r.idrec.gz"
+    path.write_bytes(gzip.compress("".join(json.dumps(x) + "\n" for x in lines).encode()))
+    header, samples = read(path)
+    assert [s.t for s in samples] == [good[0]["t"], good[1]["t"], good[5]["t"]]
+    first = samples[0].engines[0].extract
+    assert first is not None
+    assert first.gauges["running"] == {(("model_name", "m"),): 3.0}
+    assert first.counters["tokens"] == {(): (120.0,)}
+    (note,) = header["truncated"]
+    assert "damaged between" in note and "about 3 frames lost" in note

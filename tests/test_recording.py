@@ -61,6 +61,19 @@ def test_bundle_files_modes_and_markdown(tmp_path):
     )
     (b,) = list_bundles(tmp_path / "snaps")
     assert b["note"] == "INC-42 high TTFT" and b["alerts"] == 2
+    assert b["host"] == "node-a" and b["taken_at"].startswith("2026-11-29T12:00:00")
+    # frame.json is read back by pydantic: a damaged one is listed with why, not skipped
+    doc["gpus"][0]["index"] = "first"
+    broken = tmp_path / "snaps" / "20261129T130000Z-node-a-x"
+    broken.mkdir()
+    (broken / "frame.json").write_text(json.dumps(doc))
+    torn = tmp_path / "snaps" / "20261129T140000Z-node-a-y"
+    torn.mkdir()
+    (torn / "frame.json").write_text('{"schema": "inferdeck.fr')
+    t, x, ok = list_bundles(tmp_path / "snaps")
+    assert ok == b and x["path"] == broken and t["path"] == torn
+    assert x["note"].startswith("unreadable frame.json: gpus.0.index: "), x["note"]
+    assert t["note"].startswith("unreadable frame.json: "), t["note"]
 
 
 def run_poller(seconds, clock, node, poller, profile_at=None):

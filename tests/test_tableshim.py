@@ -1,0 +1,131 @@
+"""The DataTable shim (screens/tableshim.py): its caches and direct cells draw what DataTable
+draws, and a Textual without the private names it uses gets DataTable's own behaviour."""
+
+import pytest
+from rich.style import Style
+from textual.widgets import DataTable
+
+from console.nvml import NvmlReader
+from console.poller import Poller
+from console.settings import demo_settings
+from console.sim.demo import start_demo
+from screens import tableshim
+from screens.app import InferdeckApp
+from screens.tableshim import CachedDataTable
+from screens.widgets import KeyedTable
+
+
+def _demo_app() -> tuple[object, InferdeckApp]:
+    settings = demo_settings()
+    node = start_demo(settings)
+    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    return node, InferdeckApp(poller, interval_s=0.5)
+
+
+def _cells(lines):
+    return [(ch, seg.style) for line in lines for seg in line for ch in seg.text]
+
+
+def _screen_of(table: DataTable) -> list[list[tuple[str, object]]]:
+    return [[(s.text, s.style) for s in table.render_line(y)] for y in range(table.size.height)]
+
+
+def test_the_installed_textual_has_every_name_the_shim_uses():
+    table = CachedDataTable()
+    assert tableshim.probe(table) == []
+    assert table.fast
+
+
+def test_a_changed_private_signature_turns_the_caches_off(monkeypatch):
+    monkeypatch.setitem(tableshim.METHODS, "_render_cell", ("row_index", "width"))
+    table = CachedDataTable()
+    assert table.fast is False
+    assert tableshim.probe(table) == ["_render_cell('row_index', 'width')"]
+
+
+@pytest.mark.slow
+async def test_table_cells_drawn_directly_match_datatables_own():
+    """A one-line cell that fits is drawn without Rich's Padding and Styled: character for
+    character and style for style what DataTable draws, cursor row included, for every cell of
+    every dashboard table of the demo node (and most cells take that way)."""
+    node, app = _demo_app()
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause(1.5)
+            direct = compared = 0
+            for table in app.query(KeyedTable):
+                for row in range(table.row_count):
+                    for col, column in enumerate(table.ordered_columns):
+                        for cursor in (False, True):
+                            args = (
+                                row,
+                                col,
+                                Style(bgcolor="black"),
+                                column.get_render_width(table),
+                            )
+                            fast = table._one_line_cell(*args, cursor, False)
+                            slow = DataTable._render_cell(table, *args, cursor, False)
+                            compared += 1
+                            if fast is not None:
+                                direct += 1
+                                assert _cells(fast) == _cells(slow), (table.id, row, col)
+                                assert len(fast) == len(slow) == 1
+            assert compared > 100 and direct >= 0.8 * compared, (direct, compared)
+    finally:
+        node.stop()
+
+
+@pytest.mark.slow
+async def test_every_table_draws_the_same_lines_with_the_caches_off():
+    """Poll after poll (cells changing, the cursor moving, a sort), each dashboard table's lines
+    with the caches on are the lines DataTable draws with them off."""
+    node, app = _demo_app()
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            tables = list(app.query(KeyedTable))
+            assert tables and all(t.fast for t in tables)
+            for step in range(4):
+                await pilot.pause(0.7)
+                if step == 1:
+                    tables[0].focus()
+                    await pilot.press("down")
+                if step == 2:
+                    tables[-1].sort_by(str(tables[-1].ordered_columns[1].key.value))
+                    await pilot.pause(0.1)
+                for table in tables:
+                    cached = _screen_of(table)
+                    table.fast = False
+                    table.drop_caches()
+                    plain = _screen_of(table)
+                    table.fast = True
+                    table.drop_caches()
+                    assert cached == plain, (table.id, step)
+                    assert any(text.strip() for line in cached for text, _ in line), table.id
+    finally:
+        node.stop()
+
+
+async def test_a_table_without_the_caches_still_updates_its_cells(monkeypatch):
+    """With the private names absent (fast off), rows set again change only through DataTable's
+    public update_cell and the table shows the new values."""
+    from textual.app import App, ComposeResult
+
+    monkeypatch.setitem(tableshim.METHODS, "_render_cell", ())
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield KeyedTable(id="t")
+
+    app = One()
+    async with app.run_test(size=(40, 6)) as pilot:
+        table = app.query_one(KeyedTable)
+        assert table.fast is False
+        table.add_column("Name", key="name", width=8)
+        table.add_column("Value", key="value", width=8)
+        table.sync([("a", ["alpha", "1"]), ("b", ["beta", "2"])])
+        await pilot.pause()
+        table.sync([("a", ["alpha", "10"]), ("b", ["beta", "2"])])
+        await pilot.pause()
+        assert str(table.get_cell("a", "value")) == "10"
+        lines = ["".join(t for t, _ in line) for line in _screen_of(table)]
+        assert any("10" in line and "alpha" in line for line in lines), lines
