@@ -10,10 +10,11 @@ the bill does not already include facility overhead, x the tariff at that hour.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Self
 
 from pydantic import Field, model_validator
 
+from console.frame import EnergyReport
 from console.records import UserFile
 
 HORIZON_H = 3 * 365 * 24  # 26,280
@@ -82,13 +83,13 @@ def node_hourly(spec: CostSpec) -> float:
 
 def energy(
     spec: CostSpec, gpu_power_w: float | None, hour: int, node_share: float = 1.0
-) -> dict[str, Any]:
+) -> EnergyReport:
     """Power drawn, its basis, and what it costs per hour now. For a part of the node, pass its GPU
     power and its ``node_share`` of the host's (or the wall meter's) figure."""
     if spec.wall_power_w is not None:
         watts, basis = spec.wall_power_w * node_share, "wall meter"
     elif gpu_power_w is None:
-        return {"power_w": None, "basis": None, "usd_per_h": None}
+        return EnergyReport(power_w=None, basis=None, usd_per_h=None)
     elif spec.host_power_w is not None:
         watts, basis = gpu_power_w + spec.host_power_w * node_share, "GPU boards + host figure"
     else:
@@ -97,12 +98,12 @@ def energy(
         watts *= spec.pue
         basis += f" x PUE {spec.pue:g}"
     price = tariff_at(spec, hour)
-    return {
-        "power_w": watts,
-        "basis": basis,
-        "usd_per_kwh": price,
-        "usd_per_h": watts / 1000 * price if price is not None else None,
-    }
+    return EnergyReport(
+        power_w=watts,
+        basis=basis,
+        usd_per_kwh=price,
+        usd_per_h=watts / 1000 * price if price is not None else None,
+    )
 
 
 def slice_share(slices: int, full_slices: int) -> float:

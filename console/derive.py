@@ -11,7 +11,7 @@ from console import __version__
 from console.alerts import AlertBook
 from console.engines import profiles
 from console.enginestats import EngineHistory, by_model, derive, process_start
-from console.frame import Engine, Frame, LlamaSlot, NodeCost
+from console.frame import Engine, Frame
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.meters import service_meters
@@ -72,7 +72,7 @@ class Deriver:
             gpus=gpus,
             engines=engines,
             services=services,
-            cost=NodeCost.model_validate(node_cost) if node_cost is not None else None,
+            cost=node_cost,
             alerts=alerts,
         )
         return judged(frame, self.alerts.pending())
@@ -117,14 +117,12 @@ class Deriver:
             if profile.count_once_label:
                 d.fields["requests_by_model"] = by_model(tr.history.points, profile, self.window_s)
             if s.slots is not None:
-                got = dict(s.slots.get("fields", {}))
-                if got.get("slots") is not None:  # plain rows, as recorded
-                    got["slots"] = [LlamaSlot.model_validate(r) for r in got["slots"]]
+                got = dict(s.slots.fields) if s.slots.fields is not None else {}
                 d.fields.update(got)
                 for key in got:
                     d.unavailable.pop(key, None)
-                d.unavailable.update(s.slots.get("unavailable", {}))
-                series.update(s.slots.get("series", {}))
+                d.unavailable.update(s.slots.unavailable)
+                series.update(s.slots.series)
             tr.last = Engine(
                 name=s.label,
                 url=s.url,

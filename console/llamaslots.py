@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit, urlunsplit
 
+from console.frame import LlamaSlot
+
 
 def slots_url(metrics_url: str) -> str:
     parts = urlsplit(metrics_url)
@@ -12,14 +14,14 @@ def slots_url(metrics_url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-def slots_kv(text: str) -> tuple[float, float, list[dict[str, int | bool]]]:
+def slots_kv(text: str) -> tuple[float, float, list[LlamaSlot]]:
     """(usage 0..1, capacity tokens, one row per slot) from the per-slot context sizes and the tokens
     held by slots that are processing (prompt + decoded). Raises ValueError on an unexpected shape."""
     data = json.loads(text)
     if not isinstance(data, list) or not data:
         raise ValueError("expected a non-empty list of slots")
     capacity = used = 0.0
-    rows: list[dict[str, int | bool]] = []
+    rows: list[LlamaSlot] = []
     for i, slot in enumerate(data):
         if not isinstance(slot, dict) or "n_ctx" not in slot:
             raise ValueError("slot without n_ctx")
@@ -35,13 +37,13 @@ def slots_kv(text: str) -> tuple[float, float, list[dict[str, int | bool]]]:
             prompt = float(slot.get("n_prompt_tokens", 0))
             used += prompt + decoded
         rows.append(
-            {
-                "id": int(slot.get("id", i)),
-                "n_ctx": int(slot["n_ctx"]),
-                "processing": busy,
-                "prompt_tokens": int(prompt),
-                "decoded_tokens": int(decoded),
-            }
+            LlamaSlot(
+                id=int(slot.get("id", i)),
+                n_ctx=int(slot["n_ctx"]),
+                processing=busy,
+                prompt_tokens=int(prompt),
+                decoded_tokens=int(decoded),
+            )
         )
     if capacity <= 0:
         raise ValueError("slots report no context")

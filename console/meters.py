@@ -10,8 +10,16 @@ from typing import Any
 from console.alerts import Condition
 from console.cost import energy, node_hourly, per_million, slice_share
 from console.engines import EngineProfile, Extract
-from console.enginestats import restart_times
-from console.frame import CostReport, Gpu, ServiceStatus, SloReport
+from console.enginestats import parse_window, restart_times
+from console.frame import (
+    CostReport,
+    Gpu,
+    GpuCost,
+    NodeCost,
+    PriceRange,
+    ServiceStatus,
+    SloReport,
+)
 from console.plan import Plan, Service, parse_device
 from console.slo import (
     LatencyHistory,
@@ -77,42 +85,41 @@ def service_meters(
     burn_hist: dict[str, OutcomeHistory],
     gpus: list[Gpu],
     now: float,
-) -> tuple[list[ServiceStatus], dict[str, Any] | None, list[Condition]]:
+) -> tuple[list[ServiceStatus], NodeCost | None, list[Condition]]:
     conds: list[Condition] = []
     out = []
     hour = dt.datetime.fromtimestamp(now).hour
     spec = plan.cost
-    node: dict[str, Any] | None = None
+    node: NodeCost | None = None
     if spec is not None:
         total_w = sum(g.power_w for g in gpus if g.power_w is not None) if gpus else None
         hourly = node_hourly(spec)
         e = energy(spec, total_w, hour)
         per_gpu = []
-        for (
-            g
-        ) in gpus:  # each GPU on the node's basis: its board power, a GPU's share of the host, PUE
+        for g in gpus:  # each GPU on the node's basis: its board power, its share of the host, PUE
             ge = energy(spec, g.power_w, hour, node_share=1 / len(gpus))
             per_gpu.append(
-                {
-                    "gpu": g.index,
-                    "usd_per_h": hourly / len(gpus),
-                    "energy_usd_per_h": ge["usd_per_h"],
-                    "energy_basis": ge["basis"],
-                }
+                GpuCost(
+                    gpu=g.index,
+                    usd_per_h=hourly / len(gpus),
+                    energy_usd_per_h=ge.usd_per_h,
+                    energy_basis=ge.basis,
+                )
             )
-        node = {
-            "usd_per_h": hourly,
-            "horizon_h": spec.horizon_h,
-            "energy": e,
-            "total_usd_per_h": hourly + (e["usd_per_h"] or 0.0),
-            "per_gpu": per_gpu,
-        }
+        node = NodeCost(
+            usd_per_h=hourly,
+            horizon_h=spec.horizon_h,
+            energy=e,
+            total_usd_per_h=hourly + (e.usd_per_h or 0.0),
+            per_gpu=per_gpu,
+        )
     by_name = {s.name: s for s in plan.services}
     for status in services:
         svc = by_name[status.name]
         hists = [histories[n] for n in svc.engine_names if histories.get(n)]
         prof = next((profiles[n] for n in svc.engine_names if n in profiles), None)
-        slo_doc = compliance(svc, hists, prof) if prof is not None and hists else None
+        w_s = parse_window(default_slo(svc).window)
+        slo_doc = compliance(svc, hists, prof, w_s) if prof is not None and hists else None
         if slo_doc is not None and prof is not None:
             series: dict[tuple[Any, ...], tuple[float, float, float]] = {}
             restarted = set()
@@ -136,8 +143,9 @@ def service_meters(
                             )
                 for key, rows in late.items():
                     hist.latency.setdefault(key, LatencyHistory()).add(now, rows, restarted)
-                slo_doc["burn"] = burn_rates(hist, slo.completion, slo.percentile)
-                hit = burn_alert(slo_doc["burn"])
+                burn = burn_rates(hist, slo.completion, slo.percentile)
+                slo_doc = slo_doc.model_copy(update={"burn": burn})
+                hit = burn_alert(burn)
                 if hit is not None and plan.alerts.burn.enabled:
                     conds.append(
                         Condition(
@@ -150,53 +158,62 @@ def service_meters(
                             plan.alerts.burn.clear_s,
                         )
                     )
-        cost_doc: dict[str, Any] | None = None
-        if spec is not None and node is not None:
-            share = device_share(svc, plan, gpus)
-            hourly = node["usd_per_h"] * share
-            cost_doc = {"device_share": share, "usd_per_h": hourly}
-            from console.plan import live_device
-
-            _, _, _, parent = live_device(parse_device(svc.device), gpus)
-            if parent is not None and parent.power_w is not None:
-                gpu_part = share * (len(gpus) or 1)  # the service's fraction of its GPU
-                cost_doc["energy"] = energy(spec, parent.power_w * gpu_part, hour, node_share=share)
-            if slo_doc is not None and prof is not None:
-                w_s = _window_s(slo_doc["window"])
-                u = occupancy(hists, w_s)
-                cost_doc["occupancy"] = u
-                rate = slo_doc.get("output_tokens_per_s")
-                if rate:
-                    cost_doc["usd_per_m_output_tokens"] = per_million(hourly, rate, 1.0)
-                good = slo_doc.get("goodput_tokens_per_s")
-                if good:
-                    cost_doc["usd_per_m_compliant_tokens"] = {
-                        "low": per_million(
-                            hourly, good["high"], 1.0
-                        ),  # more good tokens -> cheaper
-                        "high": per_million(hourly, good["low"], 1.0),
-                    }
-                o = outcomes(hists, prof, w_s)
-                e = cost_doc.get("energy") or {}
-                if o is not None and e.get("power_w") and rate:
-                    cost_doc["joules_per_output_token"] = e["power_w"] / rate
-                    done = o.good + o.failed
-                    if done > 0 and o.span_s > 0:
-                        cost_doc["wh_per_1000_requests"] = (
-                            e["power_w"] * o.span_s / 3600 / done * 1000
-                        )
+        cost_doc = (
+            _cost(svc, plan, gpus, node, hists, prof, slo_doc, w_s, hour)
+            if spec is not None and node is not None
+            else None
+        )
         out.append(
             status.model_copy(
                 update={
-                    "slo": SloReport.model_validate(slo_doc) if slo_doc is not None else None,
-                    "cost": CostReport.model_validate(cost_doc) if cost_doc is not None else None,
+                    "slo": slo_doc,
+                    "cost": cost_doc,
                 }
             )
         )
     return out, node, conds
 
 
-def _window_s(label: str) -> float:
-    from console.enginestats import parse_window
+def _cost(
+    svc: Service,
+    plan: Plan,
+    gpus: list[Gpu],
+    node: NodeCost,
+    hists: list[Sequence[Extract]],
+    prof: EngineProfile | None,
+    slo: SloReport | None,
+    window_s: float,
+    hour: int,
+) -> CostReport:
+    """One service's cost meters: its share of the node, its energy, its per-token prices."""
+    from console.plan import live_device
 
-    return parse_window(label)
+    spec = plan.cost
+    assert spec is not None
+    share = device_share(svc, plan, gpus)
+    hourly = node.usd_per_h * share
+    _, _, _, parent = live_device(parse_device(svc.device), gpus)
+    power = None
+    if parent is not None and parent.power_w is not None:
+        gpu_part = share * (len(gpus) or 1)  # the service's fraction of its GPU
+        power = energy(spec, parent.power_w * gpu_part, hour, node_share=share)
+    fields: dict[str, Any] = {"device_share": share, "usd_per_h": hourly}
+    if power is not None:
+        fields["energy"] = power
+    if slo is not None and prof is not None:
+        rate = slo.output_tokens_per_s
+        fields["occupancy"] = occupancy(hists, window_s)
+        if rate:
+            fields["usd_per_m_output_tokens"] = per_million(hourly, rate, 1.0)
+        good = slo.goodput_tokens_per_s
+        if good:  # more good tokens: cheaper
+            fields["usd_per_m_compliant_tokens"] = PriceRange(
+                low=per_million(hourly, good.high, 1.0), high=per_million(hourly, good.low, 1.0)
+            )
+        o = outcomes(hists, prof, window_s)
+        if o is not None and power is not None and power.power_w and rate:
+            fields["joules_per_output_token"] = power.power_w / rate
+            done = o.good + o.failed
+            if done > 0 and o.span_s > 0:
+                fields["wh_per_1000_requests"] = power.power_w * o.span_s / 3600 / done * 1000
+    return CostReport.model_validate(fields)  # checked field by field; unset fields stay absent

@@ -25,7 +25,7 @@ from console.plan import Plan
 from console.promtext import MAX_LABEL_CHARS, MAX_SERIES, Page, parse
 from console.recording import Recorder
 from console.safetext import printable
-from console.sample import EngineSample, Sample
+from console.sample import EngineSample, Sample, SlotFigures, SlotsReading
 from console.scraper import ScrapeResult, fetch_top_models, scrape, without_credentials
 from console.triton import api_base
 from console.workload import kubelet_index, name_gpus
@@ -458,19 +458,17 @@ class Poller:
         )
 
     @staticmethod
-    def _slots(res: ScrapeResult) -> dict[str, Any]:
+    def _slots(res: ScrapeResult) -> SlotsReading:
         if res.text is None:
             why = res.error or "no answer"
             if "HTTP 501" in why or "HTTP 404" in why:
                 why = "llama.cpp /slots is off: start llama-server with --slots to see KV use"
-            return {"unavailable": {"kv_cache_usage": why, "kv_capacity_tokens": why}}
+            return SlotsReading(unavailable={"kv_cache_usage": why, "kv_capacity_tokens": why})
         try:
             usage, capacity, rows = slots_kv(res.text)
         except (ValueError, TypeError) as exc:
-            return {"unavailable": {"kv_cache_usage": f"unexpected /slots answer ({exc})"}}
-        return {
-            "fields": {"kv_cache_usage": usage, "kv_capacity_tokens": capacity, "slots": rows},
-            "series": {
-                "kv_cache_usage": "GET /slots (prompt + decoded tokens of busy slots / n_ctx)"
-            },
-        }
+            return SlotsReading(unavailable={"kv_cache_usage": f"unexpected /slots answer ({exc})"})
+        return SlotsReading(
+            fields=SlotFigures(kv_cache_usage=usage, kv_capacity_tokens=capacity, slots=rows),
+            series={"kv_cache_usage": "GET /slots (prompt + decoded tokens of busy slots / n_ctx)"},
+        )

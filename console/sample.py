@@ -11,7 +11,22 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter, with_config
 
 from console.engines import Extract
-from console.frame import Gpu, GpuSource
+from console.frame import Gpu, GpuSource, LlamaSlot
+from console.records import Record
+
+
+class SlotFigures(Record):
+    kv_cache_usage: float
+    kv_capacity_tokens: float
+    slots: list[LlamaSlot]
+
+
+class SlotsReading(Record):
+    """What llama.cpp's GET /slots said this poll: its figures, or why there are none."""
+
+    fields: SlotFigures | None = None
+    unavailable: dict[str, str] = {}
+    series: dict[str, str] = {}
 
 
 @dataclass
@@ -28,7 +43,7 @@ class EngineSample:
     error: str | None = None
     kind: str | None = None
     extract: Extract | None = None
-    slots: dict[str, Any] | None = None  # llama.cpp /slots: fields, unavailable, series
+    slots: SlotsReading | None = None  # llama.cpp /slots
     top_models: list[str] | None = None  # Triton: models no ensemble calls (API or config)
 
 
@@ -123,7 +138,8 @@ def sample_to_json(s: Sample) -> dict[str, Any]:
         "gpus": [g.model_dump(mode="json", exclude_defaults=True) for g in s.gpus],
         "engines": [
             {
-                **{k: v for k, v in e.__dict__.items() if k != "extract"},
+                **{k: v for k, v in e.__dict__.items() if k not in ("extract", "slots")},
+                "slots": e.slots.model_dump(exclude_defaults=True) if e.slots else None,
                 "extract": extract_to_json(e.extract) if e.extract is not None else None,
             }
             for e in s.engines

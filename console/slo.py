@@ -36,7 +36,15 @@ from console.enginestats import (
     summed_buckets,
     window_label,
 )
-from console.frame import Severity
+from console.frame import (
+    BurnReport,
+    BurnWindow,
+    CompletionReport,
+    RangeReport,
+    Severity,
+    SloReport,
+    TargetReport,
+)
 from console.plan import Service, SloSpec, shape
 from console.promtext import label
 from console.thresholds import at_least
@@ -170,22 +178,15 @@ def compliance(
     histories: Sequence[Sequence[Extract]],
     profile: EngineProfile,
     window_s: float | None = None,
-) -> dict[str, Any]:
-    """SLO figures for one service over its evaluation window (JSON-ready)."""
+) -> SloReport:
+    """SLO figures for one service over its evaluation window (the plan's, or ``window_s``)."""
     slo = default_slo(svc)
     w = window_s or parse_window(slo.window)
     q = slo.percentile
-    qname = f"p{q * 100:g}"
-    out: dict[str, Any] = {
-        "window": window_label(w),
-        "percentile": qname,
-        "targets": {},
-        "unavailable": {},
-    }
     watched = max((c for h in histories if (c := covered(h, w)) is not None), default=None)
     part = watched if partial(watched, w) else None
-    if part is not None:
-        out["covered_s"] = part
+    targets: dict[str, TargetReport] = {}
+    unavailable: dict[str, str] = {}
     attain: list[float] = []
     unknown: list[str] = []
     approx_any = False
@@ -193,13 +194,12 @@ def compliance(
         limit = getattr(slo, key)
         if limit is None:
             continue
-        entry: dict[str, Any] = {"target_s": limit}
         spec = profile.signals.get(signal)
         if spec is not None and spec.parts:
-            entry.update(_approx_target(histories, signal, limit, q, w, out["unavailable"], key))
+            targets[key] = _approx_target(histories, signal, limit, q, w, unavailable, key)
             unknown.append(key)
-            out["targets"][key] = entry
             continue
+        entry: dict[str, Any] = {"target_s": limit}
         if signal == "tpot" and any(
             h[-1].series.get("tpot") in per_token_series() for h in histories if h
         ):
@@ -212,7 +212,7 @@ def compliance(
         total = buckets[-1][1] if buckets else 0.0
         entry["requests"] = total
         if not buckets or total <= 0:
-            out["unavailable"][key] = (
+            unavailable[key] = (
                 "engine exports no such histogram"
                 if not buckets
                 else f"no requests in the last {window_label(w)}"
@@ -242,44 +242,56 @@ def compliance(
                 attain.append(share)
             else:
                 unknown.append(key)
-        out["targets"][key] = entry
+        targets[key] = TargetReport.model_validate(entry)
     out_ok = outcomes(histories, profile, w)
     c = out_ok.completion if out_ok else None
-    out["completion"] = {
-        "target": slo.completion,
-        "observed": c,
-        "requests": (out_ok.good + out_ok.failed) if out_ok else 0.0,
-        "aborted": out_ok.aborted if out_ok else None,
-        "met": c is not None and c >= slo.completion,
-    }
+    completion = CompletionReport(
+        target=slo.completion,
+        observed=c,
+        requests=(out_ok.good + out_ok.failed) if out_ok else 0.0,
+        aborted=out_ok.aborted if out_ok else None,
+        met=c is not None and c >= slo.completion,
+    )
     if c is None:
-        out["unavailable"]["completion"] = (
+        unavailable["completion"] = (
             "engine exports no request outcomes"
             if out_ok is None
             else f"no requests finished in the last {window_label(w)}"
         )
+    good: RangeReport | None = None
     if (attain or unknown) and c is not None:
         # an SLO whose attainment is unknown could be met by none: the lower bound falls to 0
         lo = c * max(0.0, sum(attain) - (len(attain) - 1)) if not unknown else 0.0
         hi = c * min(attain) if attain else c
-        out["good_share"] = {"low": lo, "high": hi, "approx": approx_any}
+        good = RangeReport(low=lo, high=hi, approx=approx_any)
         if unknown:
-            out["good_share"]["unknown"] = unknown
+            good = good.model_copy(update={"unknown": unknown})
     else:
-        out["good_share"] = None
-        out["unavailable"]["good_share"] = "needs an attainment and a completion rate"
+        unavailable["good_share"] = "needs an attainment and a completion rate"
     tokens = counter_rate(histories, "generation_tokens", w)
+    report = SloReport(
+        window=window_label(w),
+        percentile=f"p{q * 100:g}",
+        targets=targets,
+        unavailable=unavailable,
+        completion=completion,
+        good_share=good,
+        goodput_tokens_per_s=(
+            RangeReport(
+                low=tokens * good.low,
+                high=tokens * good.high,
+                note="tokens/s scaled by the good-request share bounds",
+            )
+            if tokens is not None and good is not None
+            else None
+        ),
+    )
+    extra: dict[str, float] = {}
+    if part is not None:
+        extra["covered_s"] = part
     if tokens is not None:
-        out["output_tokens_per_s"] = tokens
-    if tokens is not None and out["good_share"] is not None:
-        out["goodput_tokens_per_s"] = {
-            "low": tokens * out["good_share"]["low"],
-            "high": tokens * out["good_share"]["high"],
-            "note": "tokens/s scaled by the good-request share bounds",
-        }
-    else:
-        out["goodput_tokens_per_s"] = None
-    return out
+        extra["output_tokens_per_s"] = tokens
+    return report.model_copy(update=extra) if extra else report
 
 
 def _approx_target(
@@ -288,9 +300,9 @@ def _approx_target(
     limit: float,
     q: float,
     w: float,
-    unavailable: dict[str, Any],
+    unavailable: dict[str, str],
     key: str,
-) -> dict[str, Any]:
+) -> TargetReport:
     """An SLO on a figure the engine has no histogram of (TGI's TTFT = queue + validation + prefill
     quantiles): the observed figure is approximate and its attainment unknown."""
     summed: float | None = 0.0
@@ -302,18 +314,21 @@ def _approx_target(
         parts += 1
     if parts == 0 or summed is None:
         unavailable[key] = "no observations of its parts in the window"
-        return {"observed_s": None, "headroom_s": None, "attainment": None, "approx": True}
+        return TargetReport(
+            target_s=limit, observed_s=None, headroom_s=None, attainment=None, approx=True
+        )
     unavailable[key + "_attainment"] = (
         "no histogram of this figure: attainment unknown (observed is a sum of quantiles)"
     )
-    return {
-        "observed_s": summed,
-        "headroom_s": limit - summed,
-        "met": summed <= limit,
-        "approx": True,
-        "attainment": None,
-        "note": "approx.: sum of its parts' quantiles",
-    }
+    return TargetReport(
+        target_s=limit,
+        observed_s=summed,
+        headroom_s=limit - summed,
+        met=summed <= limit,
+        approx=True,
+        attainment=None,
+        note="approx.: sum of its parts' quantiles",
+    )
 
 
 # --- error budget and burn rate --------------------------------------------------------------
@@ -471,29 +486,25 @@ class OutcomeHistory:
 
 def _burn_entry(
     share: float | None, n: float, budget: float, watched: float, enough: bool
-) -> dict[str, Any]:
-    return {
-        "bad_share": share,
-        "requests": n,
-        "burn": (share / budget) if share is not None and budget > 0 else None,
-        "covered_s": watched,
-        "ready": enough and n >= MIN_BURN_REQUESTS,
-    }
+) -> BurnWindow:
+    return BurnWindow(
+        bad_share=share,
+        requests=n,
+        burn=(share / budget) if share is not None and budget > 0 else None,
+        covered_s=watched,
+        ready=enough and n >= MIN_BURN_REQUESTS,
+    )
 
 
 def burn_rates(
     history: OutcomeHistory, completion_target: float, percentile: float = 0.95
-) -> dict[str, Any]:
+) -> BurnReport:
     """Burn per window: overall (the worst objective's) and per objective (``completion`` and each
     latency SLO the history keeps, whose budget is ``1 - percentile``)."""
     budget = 1.0 - completion_target
     late_budget = 1.0 - percentile
-    out: dict[str, Any] = {
-        "error_budget": budget,
-        "period_days": BUDGET_PERIOD_S / 86400,
-        "windows": {},
-        "objectives": {},
-    }
+    windows: dict[str, BurnWindow] = {}
+    objectives: dict[str, dict[str, BurnWindow]] = {}
     for w in BURN_WINDOWS_S:
         label = window_label(w)
         watched = history.covered(w)
@@ -505,32 +516,45 @@ def burn_rates(
             share, seen = lat.miss_share(w)
             each[key] = _burn_entry(share, seen, late_budget, watched, enough)
         for key, e in each.items():
-            out["objectives"].setdefault(key, {})[label] = e
-        burns = [e for e in each.values() if e["burn"] is not None]
-        worst = max(burns, key=lambda e: (e["ready"], e["burn"]), default=each["completion"])
-        misses = [e["bad_share"] for k, e in each.items() if k != "completion"]
-        misses = [m for m in misses if m is not None]
+            objectives.setdefault(key, {})[label] = e
+        burns = [(k, e) for k, e in each.items() if e.burn is not None]
+        worst_key, worst = max(
+            burns,
+            key=lambda ke: (bool(ke[1].ready), ke[1].burn or 0.0),
+            default=("completion", each["completion"]),
+        )
+        misses = [e.bad_share for k, e in each.items() if k != "completion"]
+        missed = [m for m in misses if m is not None]
         f = failed if failed is not None else 0.0
-        combined = f + (1 - f) * max(misses) if misses else failed
-        out["windows"][label] = {
-            **worst,
-            "bad_share": combined,
-            "requests": n if n > 0 else worst["requests"],
-            "objective": next(k for k, e in each.items() if e is worst),
-        }
-    return out
+        combined = f + (1 - f) * max(missed) if missed else failed
+        windows[label] = worst.model_copy(
+            update={
+                "bad_share": combined,
+                "requests": n if n > 0 else worst.requests,
+                "objective": worst_key,
+            }
+        )
+    return BurnReport(
+        error_budget=budget,
+        period_days=BUDGET_PERIOD_S / 86400,
+        windows=windows,
+        objectives=objectives,
+    )
 
 
-def burn_alert(burn: dict[str, Any]) -> tuple[Severity, str] | None:
+def burn_alert(burn: BurnReport) -> tuple[Severity, str] | None:
     """(severity, message) for the multi-window burn-rate rules, or None."""
-    w = burn["windows"]
+    w = burn.windows
 
     def rate(k: str) -> float:  # a window without enough coverage or requests never alerts
-        v = w.get(k, {}).get("burn")
-        return v if v is not None and w[k].get("ready", True) else 0.0
+        e = w.get(k)
+        if e is None or e.burn is None or e.ready is False:
+            return 0.0
+        return e.burn
 
     def what(k: str) -> str:
-        name = str(w.get(k, {}).get("objective", "completion"))
+        e = w.get(k)
+        name = (e.objective if e is not None else None) or "completion"
         return OBJECTIVES.get(name, name)
 
     if at_least(rate("5m"), FAST_BURN) and at_least(rate("1h"), FAST_BURN):

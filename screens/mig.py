@@ -4,7 +4,7 @@ blocks the change), confirm by typing the GPU index, and watch the apply step by
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -21,7 +21,7 @@ from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
 
 if TYPE_CHECKING:  # the manager drives NVML: screens only hold it
     from console.mig.layouts import Instance
-    from console.mig.manager import GpuMig, MigManager
+    from console.mig.manager import ApplyReport, GpuMig, MigManager
     from console.plan import Plan
 
 
@@ -266,13 +266,13 @@ class MigScreen(DeckScreen):
             self.busy = False
         self.app.call_from_thread(self._done, index, report)
 
-    def _done(self, index: int, report: dict[str, Any]) -> None:
-        ok = report["result"] == "applied"
-        text = f"{report['result']}: {report['before']} -> {report.get('after')}"
-        if report.get("error"):
-            text += f"\nfailure: {report['error']}"
-        if report.get("next"):
-            text += f"\nnext: {report['next']}"
+    def _done(self, index: int, report: ApplyReport) -> None:
+        ok = report.result == "applied"
+        text = f"{report.result}: {report.before} -> {report.after}"
+        if report.error:
+            text += f"\nfailure: {report.error}"
+        if report.next:
+            text += f"\nnext: {report.next}"
         self.query_one("#mig-log", Static).update(text)
         self.notify(
             text.splitlines()[0],

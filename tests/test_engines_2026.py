@@ -317,14 +317,14 @@ def test_llamacpp_newer_counters_and_slots():
     )
     usage, capacity, rows = slots_kv(slots)
     assert capacity == 8192 and usage == pytest.approx(1024 / 8192)
-    assert rows[0] == {
+    assert rows[0].model_dump() == {
         "id": 0,
         "n_ctx": 4096,
         "processing": True,
         "prompt_tokens": 1000,
         "decoded_tokens": 24,
     }
-    assert rows[1]["processing"] is False and rows[1]["prompt_tokens"] == 0  # idle: holds nothing
+    assert rows[1].processing is False and rows[1].prompt_tokens == 0  # idle: holds nothing
 
 
 def test_llamacpp_spec_counters():

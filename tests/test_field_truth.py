@@ -174,7 +174,7 @@ def test_every_windowed_figure_equals_prometheus_semantics(
         assert near(d.fields["success_rate"], ref["good"] / done)
     # the SLO block over the same history: attainment, completion, output tokens/s, burn
     svc = service(SloSpec(ttft_s=0.5, tpot_s=None, window=f"{window:g}s"))
-    doc = compliance(svc, [hist.points], VLLM)
+    doc = compliance(svc, [hist.points], VLLM).model_dump()
     if ref["buckets"][-1][1] > 0:
         assert near(
             doc["targets"]["ttft_s"]["attainment"], promref.share_at_or_below(0.5, ref["buckets"])
@@ -208,7 +208,7 @@ def test_a_restarted_good_counter_beside_a_steady_failed_one():
         hist.add(float(k), {("e", "good"): (good, 1.0, 0.0), ("e", "failed"): (1.0 * k, 0.0, 1.0)})
     share, n = hist.bad_share(300)
     assert n == pytest.approx(80 * 299) and share == pytest.approx(1 / 80)
-    assert burn_rates(hist, 0.9)["windows"]["5m"]["burn"] == pytest.approx(0.125)
+    assert burn_rates(hist, 0.9).windows["5m"].burn == pytest.approx(0.125)
 
 
 def test_burn_rates_compute_and_alert_at_a_1s_poll_for_6_hours():
@@ -226,16 +226,13 @@ def test_burn_rates_compute_and_alert_at_a_1s_poll_for_6_hours():
             burn = burn_rates(hist, 0.995)
             if k == 3600:
                 for w in ("5m", "1h"):
-                    assert (
-                        burn["windows"][w]["requests"] > 0
-                        and burn["windows"][w]["burn"] is not None
-                    )
+                    assert burn.windows[w].requests > 0 and burn.windows[w].burn is not None
             hit = burn_alert(burn)
             if hit:
                 fired[hit[0]].append(k / 3600)
     burn = burn_rates(hist, 0.995)
     # 21,599 one-second steps in the last 6 h; the burst's 1,800 steps finished 10, not 10.01
-    assert burn["windows"]["6h"]["requests"] == pytest.approx(21599 * 10.01 - 1800 * 0.01, rel=1e-9)
+    assert burn.windows["6h"].requests == pytest.approx(21599 * 10.01 - 1800 * 0.01, rel=1e-9)
     # fast burn once the 1 h window holds ~9 minutes of the burst; it ends 5 minutes after the burst
     assert (
         fired["critical"]
@@ -256,7 +253,7 @@ def test_slo_and_cost_use_the_engine_s_span_after_a_restart():
         hist.add(Extract(t=float(k), counters={"generation_tokens": {eng(0): (v,)}}))
     d = derive(hist.points, VLLM, 60)
     svc = service(SloSpec(window="1m"))
-    doc = compliance(svc, [hist.points], VLLM)
+    doc = compliance(svc, [hist.points], VLLM).model_dump()
     assert d.fields["generation_tokens_per_s"] == pytest.approx(536.0)
     assert doc["output_tokens_per_s"] == d.fields["generation_tokens_per_s"]
 
@@ -386,7 +383,7 @@ def test_tgi_time_to_first_token_with_no_traffic_is_not_zero_and_the_slo_uses_it
         )
     )
     svc = service(SloSpec(ttft_s=1.0, window="1m"))
-    doc = compliance(svc, [hist.points], tgi)
+    doc = compliance(svc, [hist.points], tgi).model_dump()
     entry = doc["targets"]["ttft_s"]
     assert (
         entry["approx"]
@@ -408,7 +405,7 @@ def test_the_goodput_lower_bound_is_zero_when_an_slo_has_no_data():
             )
         )
     svc = service(SloSpec(ttft_s=1.0, tpot_s=0.05, window="1m"))
-    doc = compliance(svc, [hist.points], VLLM)
+    doc = compliance(svc, [hist.points], VLLM).model_dump()
     assert doc["good_share"]["low"] == 0.0 and doc["good_share"]["high"] == pytest.approx(0.9)
     assert doc["good_share"]["unknown"] == ["tpot_s"]
 
@@ -426,11 +423,12 @@ def test_per_gpu_energy_uses_the_node_basis():
     )
     gpus = [Gpu(index=i, power_w=300.0) for i in range(2)]
     _, node, _ = service_meters(plan, [], {}, {}, {}, gpus, 0.0)
-    assert node["energy"]["usd_per_h"] == pytest.approx((600 + 400) * 1.5 / 1000 * 0.1)
-    assert sum(g["energy_usd_per_h"] for g in node["per_gpu"]) == pytest.approx(
-        node["energy"]["usd_per_h"]
+    assert node is not None
+    assert node.energy.usd_per_h == pytest.approx((600 + 400) * 1.5 / 1000 * 0.1)
+    assert sum(g.energy_usd_per_h or 0.0 for g in node.per_gpu) == pytest.approx(
+        node.energy.usd_per_h
     )
-    assert node["per_gpu"][0]["energy_basis"] == node["energy"]["basis"]
+    assert node.per_gpu[0].energy_basis == node.energy.basis
 
 
 def test_what_if_goodput_is_per_serving_second():
@@ -485,7 +483,7 @@ def test_per_token_tpot_is_said_and_scaled_bounds_stay_exact():
             )
         )
     svc = service(SloSpec(ttft_s=None, tpot_s=0.05, window="1m"))
-    entry = compliance(svc, [hist.points], VLLM)["targets"]["tpot_s"]
+    entry = compliance(svc, [hist.points], VLLM).model_dump()["targets"]["tpot_s"]
     assert entry["counts"] == "tokens" and "token" in entry["note"]
 
 
@@ -683,9 +681,9 @@ def test_burn_windows_say_how_much_they_hold_and_never_alert_on_too_little():
 
     assert BURN_READY_S == {300.0: 300.0, 3600.0: 300.0, 21600.0: 3600.0}
     burn = burn_rates(_burning(20, 0.035), 0.995)  # 7x
-    for name, w in burn["windows"].items():
-        assert w["burn"] == pytest.approx(7.0) and w["covered_s"] == 20.0, name
-        assert w["ready"] is False
+    for name, w in burn.windows.items():
+        assert w.burn == pytest.approx(7.0) and w.covered_s == 20.0, name
+        assert w.ready is False
     assert burn_alert(burn) is None
     # 20x for 299 s: still nothing; at 300 s the 5m and 1h windows hold 5 minutes: critical
     assert burn_alert(burn_rates(_burning(299, 0.1), 0.995)) is None
@@ -705,6 +703,6 @@ def test_a_burn_window_with_too_few_requests_never_alerts():
         n = float(k // 60)
         hist.add(float(k), {("e", "err"): (n, 0.0, 1.0), ("e", "ok"): (0.0, 1.0, 0.0)})
     burn = burn_rates(hist, 0.995)
-    assert burn["windows"]["5m"]["requests"] < MIN_BURN_REQUESTS
-    assert burn["windows"]["5m"]["burn"] == pytest.approx(200.0)
-    assert burn["windows"]["5m"]["ready"] is False and burn_alert(burn) is None
+    assert burn.windows["5m"].requests < MIN_BURN_REQUESTS
+    assert burn.windows["5m"].burn == pytest.approx(200.0)
+    assert burn.windows["5m"].ready is False and burn_alert(burn) is None

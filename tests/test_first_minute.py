@@ -81,14 +81,15 @@ def test_one_comparison_meets_a_threshold_exactly_despite_float_error():
     assert not at_least(5.99, 6.0) and below(0.2999, 0.3) and not below(0.3, 0.3)
 
 
-def _burn(windows: dict[str, float], budget: float) -> dict:
-    return {
-        "error_budget": budget,
-        "windows": {
-            w: {"burn": b, "ready": True, "requests": 1000.0, "covered_s": 21600.0}
+def _burn(windows: dict[str, float], budget: float) -> BurnReport:
+    return BurnReport(
+        error_budget=budget,
+        period_days=30.0,
+        windows={
+            w: BurnWindow(burn=b, ready=True, requests=1000.0, covered_s=21600.0)
             for w, b in windows.items()
         },
-    }
+    )
 
 
 @pytest.mark.parametrize("target", [0.99, 0.995, 0.999])
@@ -109,7 +110,7 @@ def test_the_burn_rate_of_a_6x_share_at_a_99_target_fires():
     for k in range(21601):
         hist.add(float(k), {("e", "ok"): (94.0 * k, 1.0, 0.0), ("e", "err"): (6.0 * k, 0.0, 1.0)})
     burn = burn_rates(hist, 0.99)
-    assert burn["windows"]["1h"]["burn"] < 6.0  # 5.999999999999995
+    assert burn.windows["1h"].burn < 6.0  # 5.999999999999995
     hit = burn_alert(burn)
     assert hit is not None and hit[0] == "warning"
 

@@ -49,7 +49,7 @@ def test_every_layout_applies_from_every_other(tmp_path, model):
     assert len(tour) == len(layouts) * (len(layouts) - 1) + 1
     for i in tour:
         report = mm.apply(0, layouts[i])
-        assert report["result"] == "applied", (model, layouts[i], report)
+        assert report.result == "applied", (model, layouts[i], report)
         assert sorted(mm.read(0).layout) == sorted(layouts[i])
 
 
@@ -64,7 +64,7 @@ def test_a_seeded_sample_of_the_tour_applies(tmp_path, model):
     start = random.Random(f"tour:{model}").randrange(max(1, len(tour) - 60))
     for i in tour[start : start + 60]:
         report = mm.apply(0, layouts[i])
-        assert report["result"] == "applied", (model, layouts[i], report)
+        assert report.result == "applied", (model, layouts[i], report)
         assert sorted(mm.read(0).layout) == sorted(layouts[i])
 
 
@@ -118,14 +118,16 @@ def test_a_fault_at_every_step_ends_old_or_new_with_rollback_and_audit(tmp_path,
         sim.faults.clear()
         now = sorted(mm.read(0).layout)
         assert now in (sorted(before), sorted(after)), (k, report)
-        if report["result"] == "applied":
+        if report.result == "applied":
             assert now == sorted(after)
             mm.apply(0, before)
         else:
             assert (
-                report["result"] == "rolled back" and "error" in report and now == sorted(before)
+                report.result == "rolled back"
+                and report.error is not None
+                and now == sorted(before)
             ), report
-        outcomes.add(report["result"])
+        outcomes.add(report.result)
     assert "rolled back" in outcomes
     entries = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     rolled = [e for e in entries if e["result"] == "rolled back"]
@@ -148,7 +150,7 @@ def test_processes_block_only_affected_instances(tmp_path):
     report = mm.apply(
         0, parse_layout("1g.24gb@0,1g.24gb@3,1g.24gb@6,1g.24gb@9", catalog()["rtx-pro-6000-se"])
     )
-    assert report["result"] == "applied"
+    assert report.result == "applied"
     with pytest.raises(
         MigError, match=r"process 4242 \(vllm serve m; engine big\) runs on 1g.24gb@9"
     ):
@@ -167,13 +169,11 @@ def test_read_only_and_pending_mode_block(tmp_path):
     with pytest.raises(MigError, match="read-only"):
         mm.apply(0, "enable", read_only=True)
     report = mm.apply(0, "enable")
-    assert report["result"] == "pending: needs a GPU reset" and "reset the GPU" in report["next"]
+    assert report.result == "pending: needs a GPU reset" and "reset the GPU" in report.next
     with pytest.raises(MigError, match="mode change pending"):
         mm.apply(0, "disable")
     sim.reset_gpu(0)
-    assert (
-        mm.apply(0, parse_layout("3g.40gb+4g.40gb", catalog()["a100-80gb"]))["result"] == "applied"
-    )
+    assert mm.apply(0, parse_layout("3g.40gb+4g.40gb", catalog()["a100-80gb"])).result == "applied"
 
 
 def test_a_layout_on_a_mig_off_gpu_is_blocked_and_a_rollback_to_nothing_says_so(tmp_path):
@@ -187,14 +187,14 @@ def test_a_layout_on_a_mig_off_gpu_is_blocked_and_a_rollback_to_nothing_says_so(
     layout = parse_layout("7g.80gb", model)
     with pytest.raises(MigError, match=r"MIG mode off: enable it first \(inferdeck mig apply 0"):
         mm.apply(0, layout)
-    assert mm.apply(0, "enable")["result"] == "applied"  # Hopper: at once
+    assert mm.apply(0, "enable").result == "applied"  # Hopper: at once
     said: list[str] = []
     sim.inject(
         pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES, function="nvmlGpuInstanceCreateComputeInstance"
     )
     report = mm.apply(0, layout, progress=said.append)
     sim.faults.clear()
-    assert report["result"] == "rolled back", report
+    assert report.result == "rolled back", report
     assert any(m.endswith("rolling back to no MIG instances") for m in said), said
     lines = report_lines(report, tmp_path / "audit.jsonl")
     assert lines[0] == "rolled back: GPU 0 was no MIG instances, now no MIG instances."
@@ -203,8 +203,8 @@ def test_a_layout_on_a_mig_off_gpu_is_blocked_and_a_rollback_to_nothing_says_so(
 
 def test_hopper_mode_change_applies_at_once_and_in_use_is_reported(tmp_path):
     sim, mm = manager(tmp_path, "h100-80gb", mig=None)
-    assert mm.apply(0, "enable")["result"] == "applied"
-    assert mm.apply(0, "disable")["result"] == "applied"
+    assert mm.apply(0, "enable").result == "applied"
+    assert mm.apply(0, "disable").result == "applied"
     sim.add_process(0, None, 777, 1 << 30)
     with pytest.raises(MigError, match="process 777"):
         mm.apply(0, "enable")
@@ -259,7 +259,7 @@ def test_mig_parted_round_trip_and_reference_examples(tmp_path):
         mm.apply(i, "enable")
     targets = import_mig_parted(text, "snap", [mm.read(i) for i in range(2)])
     for i, target in targets.items():
-        assert mm.apply(i, target)["result"] == "applied"
+        assert mm.apply(i, target).result == "applied"
     for i in range(2):
         from collections import Counter
 

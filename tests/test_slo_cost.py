@@ -34,7 +34,7 @@ def test_cost_seed_numbers():
 
 def test_energy_basis_and_pue():
     spec = CostSpec(system_cost_usd=48_000, usd_per_kwh=0.1447)
-    assert energy(spec, 1000, 12) == {
+    assert energy(spec, 1000, 12).model_dump() == {
         "power_w": 1000,
         "basis": "GPU only",
         "usd_per_kwh": 0.1447,
@@ -49,12 +49,11 @@ def test_energy_basis_and_pue():
     )
     e = energy(spec, 1000, 3)
     assert (
-        e["power_w"] == pytest.approx(1500 * 1.54)
-        and e["basis"] == "GPU boards + host figure x PUE 1.54"
+        e.power_w == pytest.approx(1500 * 1.54) and e.basis == "GPU boards + host figure x PUE 1.54"
     )
     by_hour = CostSpec(hourly_usd=1, tariff_by_hour=[0.05] * 8 + [0.2] * 16)
-    assert energy(by_hour, 1000, 7)["usd_per_h"] == pytest.approx(0.05)
-    assert energy(by_hour, 1000, 9)["usd_per_h"] == pytest.approx(0.2)
+    assert energy(by_hour, 1000, 7).usd_per_h == pytest.approx(0.05)
+    assert energy(by_hour, 1000, 9).usd_per_h == pytest.approx(0.2)
     with pytest.raises(ValueError, match="system_cost_usd .* or hourly_usd"):
         CostSpec(usd_per_kwh=0.1)
 
@@ -105,7 +104,7 @@ def test_goodput_bounds_contain_the_simulators_truth():
         hist.add(extract(parse(page_for("vllm", model)), prof, clock.t))
         if step % 150 or step < 400:
             continue
-        doc = compliance(svc, [hist.points], prof)
+        doc = compliance(svc, [hist.points], prof).model_dump()
         lo, hi = doc["good_share"]["low"], doc["good_share"]["high"]
         start = clock.t - 300
         done = [
@@ -153,7 +152,7 @@ def test_burn_rate_alerts_fire_and_clear_on_an_error_burst():
     assert not any(sev(0, 70))
     assert all("critical" in s for s in sev(76, 80))  # fast burn: 5 m and 1 h both >= 14.4
     at_78 = next(b for m, _, b in timeline if m >= 78)
-    assert at_78["windows"]["5m"]["burn"] >= 14.4 and at_78["windows"]["1h"]["burn"] >= 14.4
+    assert at_78.windows["5m"].burn >= 14.4 and at_78.windows["1h"].burn >= 14.4
     assert all("critical" not in s for s in sev(88, 160))  # cleared once the 5-minute burn fell
     assert all(s == {"warning"} for s in sev(90, 125))  # slow burn: 1 h and 6 h still >= 6
     assert not any(sev(145, 160))  # the burst left the 1-hour window: everything cleared

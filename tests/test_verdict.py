@@ -59,11 +59,11 @@ def test_a_latency_miss_with_no_errors_burns_the_budget_and_pages():
     """TTFT p95 78 s against 1 s, 0 % good, no engine error: burn read 0.0 and nothing fired.
     The TTFT objective's budget is 5 % (p95): every request late is 20x."""
     burn = burn_rates(_history(400, 1.0), 0.995, 0.95)
-    five = burn["windows"]["5m"]
-    assert five["objective"] == "ttft_s" and five["burn"] == pytest.approx(20.0)
-    assert five["bad_share"] == pytest.approx(1.0)
-    assert burn["objectives"]["completion"]["5m"]["burn"] == 0.0
-    assert burn["objectives"]["ttft_s"]["1h"]["burn"] == pytest.approx(20.0)
+    five = burn.windows["5m"]
+    assert five.objective == "ttft_s" and five.burn == pytest.approx(20.0)
+    assert five.bad_share == pytest.approx(1.0)
+    assert burn.objectives["completion"]["5m"].burn == 0.0
+    assert burn.objectives["ttft_s"]["1h"].burn == pytest.approx(20.0)
     hit = burn_alert(burn)
     assert hit is not None and hit[0] == "critical" and "TTFT over its SLO" in hit[1]
 
@@ -71,7 +71,7 @@ def test_a_latency_miss_with_no_errors_burns_the_budget_and_pages():
 def test_a_service_meeting_its_percentile_does_not_burn_past_budget():
     """4 % late against a p95 SLO is within its 5 % budget: 0.8x, no alert."""
     burn = burn_rates(_history(400, 0.04), 0.995, 0.95)
-    assert burn["objectives"]["ttft_s"]["5m"]["burn"] == pytest.approx(0.8)
+    assert burn.objectives["ttft_s"]["5m"].burn == pytest.approx(0.8)
     assert burn_alert(burn) is None
 
 
@@ -79,9 +79,9 @@ def test_failures_and_misses_combine_into_one_bad_share():
     """2 % failed and 10 % of the rest late: at least 2 % + 98 % x 10 % of requests were bad; the
     service burns as its worst objective (TTFT: 10 % / 5 % = 2x; errors: 2 % / 0.5 % = 4x)."""
     burn = burn_rates(_history(400, 0.1, failed_share=0.02), 0.995, 0.95)
-    five = burn["windows"]["5m"]
-    assert five["bad_share"] == pytest.approx(0.02 + 0.98 * 0.1)
-    assert five["objective"] == "completion" and five["burn"] == pytest.approx(4.0)
+    five = burn.windows["5m"]
+    assert five.bad_share == pytest.approx(0.02 + 0.98 * 0.1)
+    assert five.objective == "completion" and five.burn == pytest.approx(4.0)
 
 
 def test_a_cache_full_in_bursts_is_judged_over_the_window():

@@ -16,7 +16,7 @@ from console.mig.layouts import (
     placements,
     valid_layouts,
 )
-from console.mig.manager import GpuMig, MigManager
+from console.mig.manager import ApplyReport, GpuMig, MigManager
 from console.mig.parted import export_mig_parted, import_mig_parted
 from console.mig.script import nvidia_smi
 
@@ -242,23 +242,24 @@ def _apply(
     report = mm.apply(g.index, target, progress=lambda m: print(f"  .. {m}"))
     for line in report_lines(report, mm.audit_path):
         print(f"  {line}")
-    return 0 if report["result"] == "applied" or str(report["result"]).startswith("pending") else 1
+    return 0 if report.result == "applied" or str(report.result).startswith("pending") else 1
 
 
-def report_lines(report: dict[str, Any], audit: Path | None) -> list[str]:
+def report_lines(report: ApplyReport, audit: Path | None) -> list[str]:
     """An apply's outcome in sentences (the audit log keeps the whole record, steps included)."""
-    result = str(report.get("result"))
-    after = report.get("after") or "no MIG instances"
     lines = [
-        f"{result}: GPU {report['gpu']} was {report.get('before') or 'no MIG instances'}, "
-        f"now {after}."
+        f"{report.result}: GPU {report.gpu} was {report.before or 'no MIG instances'}, "
+        f"now {report.after or 'no MIG instances'}."
     ]
-    for key, label in (("error", "error"), ("rollback_error", "rollback error"), ("next", "next")):
-        if report.get(key):
-            lines.append(f"{label}: {report[key]}")
-    for key in ("snapshot_before", "snapshot_after"):
-        if report.get(key):
-            lines.append(f"{key.replace('_', ' ')}: {report[key]}")
+    for label, said in (
+        ("error", report.error),
+        ("rollback error", report.rollback_error),
+        ("next", report.next),
+        ("snapshot before", report.snapshot_before),
+        ("snapshot after", report.snapshot_after),
+    ):
+        if said:
+            lines.append(f"{label}: {said}")
     if audit is not None:
         lines.append(f"the whole record, every step, is in the audit log {audit}")
     return lines

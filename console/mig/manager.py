@@ -21,12 +21,45 @@ from pathlib import Path
 from typing import Any
 
 import pynvml
+from pydantic import BaseModel, ConfigDict
 
 from console.gpucatalog import GpuModel, MigProfile, MigSpec, catalog, mig_profile_name
 from console.mig.layouts import Instance, MigError, diff, placements
 from console.paths import mig_audit_log
+from console.records import Record
 
 CI_INDEX = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
+
+
+class MigStep(Record):
+    """One NVML call of an apply, as the audit log keeps it."""
+
+    t: str
+    step: str
+    result: str
+    status: int | None = None  # nvmlDeviceSetMigMode's answer
+
+
+class ApplyReport(BaseModel):
+    """What one apply did. Filled in as it goes (each assignment checked); the audit log and
+    ``to_json`` hold the fields that were set."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    gpu: int
+    uuid: str | None
+    before: str
+    steps: list[MigStep]
+    result: str | None
+    user: str
+    after: str | None = None
+    error: str | None = None
+    rollback_error: str | None = None
+    next: str | None = None  # what the operator does next (a reset for a pending mode change)
+    snapshot_before: str | None = None
+    snapshot_after: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)
 
 
 @dataclass
@@ -263,7 +296,7 @@ class MigManager:
         progress: Callable[[str], None] | None = None,
         read_only: bool = False,
         commands: dict[int, str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ApplyReport:
         """Change the layout (or mode). Returns a report; raises MigError on a blocked change."""
         say = progress or (lambda _msg: None)
         g = self.read(index)
@@ -271,55 +304,55 @@ class MigManager:
         if problems:
             raise MigError(" ".join(problems))
         before = list(g.layout)
-        report: dict[str, Any] = {
-            "gpu": index,
-            "uuid": g.uuid,
-            "before": placements(before),
-            "steps": [],
-            "result": None,
-            "user": self.user,
-        }
+        report = ApplyReport(
+            gpu=index,
+            uuid=g.uuid,
+            before=placements(before),
+            steps=[],
+            result=None,
+            user=self.user,
+        )
         if self.snapshot:
-            report["snapshot_before"] = str(self.snapshot("before") or "")
+            report.snapshot_before = str(self.snapshot("before") or "")
         if isinstance(target, str):
             return self._mode(g, target, report, say)
-        steps: list[dict[str, Any]] = report["steps"]
+        steps = report.steps
         try:
             self._converge(index, target, steps, say)
             after = self.read(index).layout
             if sorted(after) != sorted(target):
                 raise MigError(f"verification failed: the GPU reads back {placements(after)}")
-            report["result"] = "applied"
-            report["after"] = placements(after)
+            report.result = "applied"
+            report.after = placements(after)
         except Exception as exc:  # noqa: BLE001 - any failure rolls back
-            report["error"] = f"{type(exc).__name__}: {exc}"
+            report.error = f"{type(exc).__name__}: {exc}"
             say(
-                f"failed: {report['error']}; rolling back to "
+                f"failed: {report.error}; rolling back to "
                 f"{placements(before) or 'no MIG instances'}"
             )
             try:
                 self._converge(index, before, steps, say, rollback=True)
                 after = self.read(index).layout
                 ok = sorted(after) == sorted(before)
-                report["result"] = "rolled back" if ok else "rollback FAILED"
-                report["after"] = placements(after)
+                report.result = "rolled back" if ok else "rollback FAILED"
+                report.after = placements(after)
             except Exception as exc2:  # noqa: BLE001
-                report["result"] = "rollback FAILED"
-                report["rollback_error"] = f"{type(exc2).__name__}: {exc2}"
+                report.result = "rollback FAILED"
+                report.rollback_error = f"{type(exc2).__name__}: {exc2}"
         self._finish(report)
         return report
 
-    def _finish(self, report: dict[str, Any]) -> None:
+    def _finish(self, report: ApplyReport) -> None:
         if self.snapshot:
-            report["snapshot_after"] = str(self.snapshot("after") or "")
+            report.snapshot_after = str(self.snapshot("after") or "")
         self.audit(report)
 
     def _mode(
-        self, g: GpuMig, target: str, report: dict[str, Any], say: Callable[[str], None]
-    ) -> dict[str, Any]:
+        self, g: GpuMig, target: str, report: ApplyReport, say: Callable[[str], None]
+    ) -> ApplyReport:
         lib = self.lib
         want = target == "enable"
-        steps = report["steps"]
+        steps = report.steps
         try:
             if not want and g.layout:
                 self._converge(g.index, [], steps, say)
@@ -329,46 +362,47 @@ class MigManager:
                 self._step(f"set MIG mode {'on' if want else 'off'}", "ok", status=int(status))
             )
             cur, pend = lib.nvmlDeviceGetMigMode(h)
-            report["after"] = (
+            report.after = (
                 f"mode current {'on' if cur else 'off'}, pending {'on' if pend else 'off'}"
             )
             if status == lib.NVML_ERROR_IN_USE:
-                report["result"] = "pending: the GPU is in use"
-                report["next"] = (
+                report.result = "pending: the GPU is in use"
+                report.next = (
                     "the mode change could not take effect because the GPU is busy: stop every process "
                     "on it, then reset the GPU (nvidia-smi -r) or reboot."
                 )
             elif status == lib.NVML_ERROR_RESET_REQUIRED or bool(cur) != want:
-                report["result"] = "pending: needs a GPU reset"
-                report["next"] = (
+                report.result = "pending: needs a GPU reset"
+                report.next = (
                     f"reset the GPU (nvidia-smi -r -i {g.index}) or reboot; inferdeck never does."
                 )
             else:
-                report["result"] = "applied"
-                report["next"] = (
+                report.result = "applied"
+                report.next = (
                     "MIG is on: choose a layout to create instances." if want else "MIG is off."
                 )
         except Exception as exc:  # noqa: BLE001
-            report["result"] = "failed"
-            report["error"] = f"{type(exc).__name__}: {exc}"
+            report.result = "failed"
+            report.error = f"{type(exc).__name__}: {exc}"
             if g.layout and not want:
                 try:
                     self._converge(g.index, g.layout, steps, say, rollback=True)
-                    report["result"] = "rolled back"
+                    report.result = "rolled back"
                 except Exception as exc2:  # noqa: BLE001
-                    report["rollback_error"] = f"{type(exc2).__name__}: {exc2}"
-                    report["result"] = "rollback FAILED"
+                    report.rollback_error = f"{type(exc2).__name__}: {exc2}"
+                    report.result = "rollback FAILED"
         self._finish(report)
         return report
 
-    def _step(self, what: str, result: str, **extra: Any) -> dict[str, Any]:
-        return {"t": datetime.now(tz=UTC).isoformat(), "step": what, "result": result, **extra}
+    def _step(self, what: str, result: str, status: int | None = None) -> MigStep:
+        step = MigStep(t=datetime.now(tz=UTC).isoformat(), step=what, result=result)
+        return step if status is None else step.model_copy(update={"status": status})
 
     def _converge(
         self,
         index: int,
         target: list[Instance],
-        steps: list[dict[str, Any]],
+        steps: list[MigStep],
         say: Callable[[str], None],
         rollback: bool = False,
     ) -> None:
@@ -437,11 +471,11 @@ class MigManager:
             out += list(arr[: n.value])
         return out
 
-    def audit(self, report: dict[str, Any]) -> None:
+    def audit(self, report: ApplyReport) -> None:
         self.audit_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         entry = {
             "t": datetime.now(tz=UTC).isoformat(),
-            **report,
+            **report.to_json(),
             **({"simulated": True} if self.simulated else {}),
         }
         fd = os.open(self.audit_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
