@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.engines import kinds
-from console.enginestats import parse_window
 from console.frame import Frame
 from console.keyseries import KeySeries
 from console.nvml import NvmlReader
@@ -37,6 +36,7 @@ from console.settings import (
     load_settings,
     token_headers,
 )
+from console.windowed import parse_window
 
 if TYPE_CHECKING:
     from console.recording import Recorder

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from console import __version__
 from console.alerts import AlertBook
 from console.engines import profiles
-from console.enginestats import EngineHistory, by_model, derive, process_start
+from console.enginestats import by_model, derive
 from console.frame import Engine, Frame
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
@@ -20,6 +20,7 @@ from console.sample import EngineSample, Sample
 from console.slo import OutcomeHistory
 from console.triton import count_once
 from console.verdict import judged
+from console.windowed import EngineHistory, process_start
 
 
 def _utc(t: float) -> datetime:

@@ -10,7 +10,6 @@ from typing import Any
 from console.alerts import Condition
 from console.cost import energy, node_hourly, per_million, slice_share
 from console.engines import EngineProfile, Extract
-from console.enginestats import parse_window, restart_times
 from console.frame import (
     CostReport,
     Gpu,
@@ -30,8 +29,8 @@ from console.slo import (
     default_slo,
     latency_series,
     outcome_series,
-    outcomes,
 )
+from console.windowed import Windowed, parse_window, restart_times
 
 
 def occupancy(histories: Sequence[Sequence[Extract]], window_s: float) -> float | None:
@@ -210,10 +209,11 @@ def _cost(
             fields["usd_per_m_compliant_tokens"] = PriceRange(
                 low=per_million(hourly, good.high, 1.0), high=per_million(hourly, good.low, 1.0)
             )
-        o = outcomes(hists, prof, window_s)
+        win = Windowed(hists, window_s)
+        o = win.outcomes(prof)
         if o is not None and power is not None and power.power_w and rate:
             fields["joules_per_output_token"] = power.power_w / rate
-            done = o.good + o.failed
-            if done > 0 and o.span_s > 0:
-                fields["wh_per_1000_requests"] = power.power_w * o.span_s / 3600 / done * 1000
+            done, span = o.good + o.failed, win.span()
+            if done > 0 and span > 0:
+                fields["wh_per_1000_requests"] = power.power_w * span / 3600 / done * 1000
     return CostReport.model_validate(fields)  # checked field by field; unset fields stay absent

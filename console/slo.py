@@ -23,19 +23,10 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from console.engines import EngineProfile, Extract, per_token_series
-from console.enginestats import (
-    covered,
-    parse_window,
-    partial,
-    signal_delta,
-    summed_buckets,
-    window_label,
-)
 from console.frame import (
     BurnReport,
     BurnWindow,
@@ -50,13 +41,18 @@ from console.promtext import label
 from console.thresholds import at_least
 from console.window import (
     JITTER,
-    Delta,
     fraction_at_or_below,
     histogram_quantile,
     quantile_bucket,
-    rate,
     wide,
     window_start,
+)
+from console.windowed import (
+    Windowed,
+    covered,
+    parse_window,
+    partial,
+    window_label,
 )
 
 BUDGET_PERIOD_S = 30 * 24 * 3600.0
@@ -90,89 +86,6 @@ def default_slo(svc: Service) -> SloSpec:
     )
 
 
-def _window_deltas(
-    histories: Sequence[Sequence[Extract]], kind: str, signal: str, window_s: float
-) -> Iterator[tuple[Sequence[Extract], Delta]]:
-    """(history, its windowed delta) for every replica that exposes the signal."""
-    for hist in histories:
-        delta = signal_delta(hist, kind, signal, window_s)
-        if delta is not None:
-            yield hist, delta
-
-
-def merged_buckets(
-    histories: Sequence[Sequence[Extract]], signal: str, window_s: float
-) -> tuple[list[tuple[float, float]], bool]:
-    """Bucket increases over the window, summed by ``le`` across replicas; (buckets, since_start)."""
-    per_le: dict[float, float] = {}
-    since_start = False
-    for hist, delta in _window_deltas(histories, "histograms", signal, window_s):
-        since_start |= delta.since_start
-        for le, c in summed_buckets(delta, hist[-1].bounds.get(signal, {})):
-            per_le[le] = per_le.get(le, 0.0) + c
-    return sorted(per_le.items()), since_start
-
-
-def counter_increase(
-    histories: Sequence[Sequence[Extract]], signal: str, window_s: float, by: str | None = None
-) -> dict[str, float] | None:
-    out: dict[str, float] | None = None
-    for _, delta in _window_deltas(histories, "counters", signal, window_s):
-        out = out if out is not None else {}
-        for lab, vec in delta.values.items():
-            if not math.isnan(vec[0]):
-                key = (label(lab, by) or "") if by else ""
-                out[key] = out.get(key, 0.0) + vec[0]
-    return out
-
-
-def counter_rate(
-    histories: Sequence[Sequence[Extract]], signal: str, window_s: float
-) -> float | None:
-    """``sum(rate(signal[W]))`` across replicas: the same figure as each engine's own rate."""
-    rates = [
-        r
-        for _, d in _window_deltas(histories, "counters", signal, window_s)
-        if not d.since_start and (r := rate(d)) is not None
-    ]
-    return sum(rates) if rates else None
-
-
-@dataclass
-class Outcomes:
-    good: float  # completed requests (engine's notion: not aborted, not failed)
-    failed: float
-    aborted: float
-    span_s: float
-
-    @property
-    def completion(self) -> float | None:
-        done = self.good + self.failed
-        return self.good / done if done > 0 else None
-
-
-def outcomes(
-    histories: Sequence[Sequence[Extract]], profile: EngineProfile, window_s: float
-) -> Outcomes | None:
-    spec = profile.success
-    if spec is None:
-        return None
-    totals = [0.0, 0.0, 0.0]  # good, failed, aborted: the profile's one classification
-    for i, (signal, weigh) in enumerate(spec.rules()):
-        sums = counter_increase(histories, signal, window_s, by=spec.label)
-        if sums is None:
-            if i == 0:
-                return None
-            continue
-        for key, v in sums.items():
-            for j, w in enumerate(weigh(key)):
-                totals[j] += w * v
-    spans = [
-        h[-1].t - h[window_start([x.t for x in h], window_s)].t for h in histories if len(h) > 1
-    ]
-    return Outcomes(max(0.0, totals[0]), totals[1], totals[2], max(spans, default=0.0))
-
-
 def compliance(
     svc: Service,
     histories: Sequence[Sequence[Extract]],
@@ -183,6 +96,7 @@ def compliance(
     slo = default_slo(svc)
     w = window_s or parse_window(slo.window)
     q = slo.percentile
+    win = Windowed(histories, w)
     watched = max((c for h in histories if (c := covered(h, w)) is not None), default=None)
     part = watched if partial(watched, w) else None
     targets: dict[str, TargetReport] = {}
@@ -196,7 +110,7 @@ def compliance(
             continue
         spec = profile.signals.get(signal)
         if spec is not None and spec.parts:
-            targets[key] = _approx_target(histories, signal, limit, q, w, unavailable, key)
+            targets[key] = _approx_target(win, histories, signal, limit, q, unavailable, key)
             unknown.append(key)
             continue
         entry: dict[str, Any] = {"target_s": limit}
@@ -208,7 +122,7 @@ def compliance(
                 "this engine's TPOT histogram counts every output token, not requests: the "
                 "attainment is a share of tokens"
             )
-        buckets, since_start = merged_buckets(histories, signal, w)
+        buckets, since_start = win.buckets(signal)
         total = buckets[-1][1] if buckets else 0.0
         entry["requests"] = total
         if not buckets or total <= 0:
@@ -243,7 +157,7 @@ def compliance(
             else:
                 unknown.append(key)
         targets[key] = TargetReport.model_validate(entry)
-    out_ok = outcomes(histories, profile, w)
+    out_ok = win.outcomes(profile)
     c = out_ok.completion if out_ok else None
     completion = CompletionReport(
         target=slo.completion,
@@ -268,7 +182,7 @@ def compliance(
             good = good.model_copy(update={"unknown": unknown})
     else:
         unavailable["good_share"] = "needs an attainment and a completion rate"
-    tokens = counter_rate(histories, "generation_tokens", w)
+    tokens = win.rate("generation_tokens")
     report = SloReport(
         window=window_label(w),
         percentile=f"p{q * 100:g}",
@@ -295,11 +209,11 @@ def compliance(
 
 
 def _approx_target(
+    win: Windowed,
     histories: Sequence[Sequence[Extract]],
     signal: str,
     limit: float,
     q: float,
-    w: float,
     unavailable: dict[str, str],
     key: str,
 ) -> TargetReport:
@@ -308,7 +222,7 @@ def _approx_target(
     summed: float | None = 0.0
     parts = 0
     while any(f"{signal}#{parts}" in h[-1].histograms for h in histories if h):
-        buckets, _ = merged_buckets(histories, f"{signal}#{parts}", w)
+        buckets, _ = win.buckets(f"{signal}#{parts}")
         value, ge = histogram_quantile(q, buckets) if buckets else (None, False)
         summed = None if value is None or summed is None or ge else summed + value
         parts += 1

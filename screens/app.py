@@ -20,12 +20,12 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from console.enginestats import WINDOWS_S, window_label
 from console.frame import Frame
 from console.keyseries import KeySeries
 from console.paths import snapshots_dir
 from console.plan import Plan
 from console.units import window_text, workload_text
+from console.windowed import WINDOWS_S, window_label
 from screens.charts import ChartStrip
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane

@@ -14,10 +14,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from console.enginestats import window_label
 from console.fleet.state import FleetState, NodeSummary, node_row
 from console.keyseries import KeySeries
 from console.units import seconds
+from console.windowed import window_label
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
 from screens.panes import AlertPane

@@ -10,12 +10,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
 from console.cost import crossover, serving_goodput
-from console.enginestats import parse_window
 from console.findings import strays
 from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetReport
 from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN
 from console.thresholds import at_least
 from console.units import FEW, NA, PARTIAL, seconds, share_range, target_text
+from console.windowed import parse_window
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import DeckScreen, KeyBar, KeyedTable, Pane, Quiet, theme_colors
 

@@ -15,6 +15,7 @@ from tests.conftest import ROOT
 DERIVATIONS = (
     "console/window.py",
     "console/enginestats.py",
+    "console/windowed.py",
     "console/slo.py",
     "console/cost.py",
     "console/headroom.py",

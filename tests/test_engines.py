@@ -1,8 +1,9 @@
 import pytest
 
 from console.engines import ProfileError, _load, detect_kind, extract, profiles
-from console.enginestats import EngineHistory, derive
+from console.enginestats import derive
 from console.promtext import parse
+from console.windowed import EngineHistory
 from tests.conftest import fixture_text
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from console.cost import CostSpec, serving_goodput
 from console.derive import Deriver
 from console.engines import Extract, gauge_value, profiles
-from console.enginestats import EngineHistory, derive
+from console.enginestats import derive
 from console.frame import Gpu, GpuSource, Percentiles, RangeReport
 from console.meters import service_meters
 from console.plan import Plan, Service, SloSpec
@@ -23,6 +23,7 @@ from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outc
 from console.snapshot import to_markdown
 from console.units import quantile_text, share_range
 from console.window import fraction_at_or_below
+from console.windowed import EngineHistory
 from tests import promref
 from tests.frames import engine_sample, service
 

@@ -10,7 +10,7 @@ from array import array
 import pytest
 
 from console.engines import Extract, detect_kind, extract, needed_families, profiles
-from console.enginestats import EngineHistory, derive, imbalance
+from console.enginestats import derive, imbalance
 from console.findings import findings, strays
 from console.frame import (
     BurnReport,
@@ -27,6 +27,7 @@ from console.slo import OutcomeHistory, burn_alert, burn_rates
 from console.thresholds import at_least, below
 from console.units import quantile_text
 from console.window import wide
+from console.windowed import EngineHistory
 from tests.conftest import fixture_text
 from tests.test_findings import frame as _frame
 

@@ -9,12 +9,12 @@ import pytest
 from console.alerts import AlertBook, Condition
 from console.cost import CostSpec, crossover, energy, hourly_cost, per_million, slice_share
 from console.engines import extract, profiles
-from console.enginestats import EngineHistory
 from console.plan import Service, SloSpec
 from console.promtext import parse
 from console.sim.engine import TrafficModel, TrafficSpec, page_for
 from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcome_series
 from console.window import fraction_at_or_below
+from console.windowed import EngineHistory
 from tests.conftest import ROOT
 
 INF = float("inf")

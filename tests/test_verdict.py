@@ -88,9 +88,10 @@ def test_a_cache_full_in_bursts_is_judged_over_the_window():
     """KV >= 90 % for 3 s in every 10, 50 % between, preemptions in the window: the gauge at one
     instant missed it (38 of 146 s full on a real vLLM never showed)."""
     from console.engines import profiles
-    from console.enginestats import EngineHistory, derive
+    from console.enginestats import derive
     from console.findings import findings
     from console.frame import Engine
+    from console.windowed import EngineHistory
 
     vllm = profiles()["vllm"]
     hist = EngineHistory()

@@ -121,13 +121,7 @@ def test_the_grown_shortcut_equals_the_step_walk():
     from array import array
 
     from console.engines import Extract
-    from console.enginestats import (
-        EngineHistory,
-        _points,
-        _window_points,
-        restart_times,
-        signal_delta,
-    )
+    from console.windowed import EngineHistory, _points, restart_times, signal_delta, window_points
 
     rng = random.Random(7)
     hist = EngineHistory()
@@ -164,8 +158,49 @@ def test_the_grown_shortcut_equals_the_step_walk():
     shortcut = sum(("counters", "requests") in ex.grew for ex in hist.points)
     assert 800 < shortcut < len(hist.points)  # both paths were taken
     # long after the last break a window is found by bisecting the scrape times: its two ends
-    points, grew, scrapes = _window_points(hist.points, "counters", "requests", 300.0)
+    points, grew, scrapes = window_points(hist.points, "counters", "requests", 300.0)
     assert grew and len(points) == 2 and scrapes == 300  # (t - 300, t] at 1 s
     # a signal no kept scrape holds: nothing, without walking the history
-    assert _window_points(hist.points, "counters", "absent", 60.0) == ([], False, 0)
+    assert window_points(hist.points, "counters", "absent", 60.0) == ([], False, 0)
     assert signal_delta(hist.points, "counters", "absent", 60.0) is None
+
+
+def test_windowed_figures_sum_replicas_each_with_its_own_restart():
+    """One home for windowed history: a counter's increase, a histogram's buckets and the
+    requests' outcomes summed over two replicas, one of which restarted (hand-computed)."""
+    from console.engines import Extract, profiles
+    from console.windowed import Windowed
+
+    def scrape(t, ok, failed, le1, inf):
+        return Extract(
+            t=t,
+            counters={"ok": {(): (ok,)}, "bad": {(): (failed,)}},
+            histograms={"ttft": {(): (le1, inf, 0.5 * inf)}},  # buckets, then the sum
+            bounds={"ttft": {(): (1.0, math.inf)}},
+        )
+
+    a = [scrape(t, 10.0 * k, 1.0 * k, 8.0 * k, 10.0 * k) for k, t in enumerate((0.0, 10, 20, 30))]
+    # b restarts between 10 s and 20 s: 100 -> 110, then 5 -> 15 (+10 +5 +10 = 25)
+    b = [scrape(0.0, 100, 4, 90, 100), scrape(10, 110, 4, 99, 110)]
+    b += [scrape(20, 5, 1, 5, 5), scrape(30, 15, 1, 15, 15)]
+    win = Windowed([a, b, []], 60.0)
+    sums, deltas = win.increase("ok")
+    assert sums == {"": 30.0 + 25.0} and len(deltas) == 2
+    buckets, since_start = win.buckets("ttft")
+    # le=1: a 24; b 9 + 5 + 10 = 24 -> 48; +Inf: a 30, b 25 -> 55
+    assert buckets == [(1.0, 48.0), (math.inf, 55.0)] and since_start is False
+    assert win.span() == 30.0
+    assert win.rate("absent") is None and win.increase("absent") == (None, [])
+    spec = profiles()["tgi"].success  # ok vs failed counters, by name
+    assert spec is not None and spec.ok and spec.failed
+    renamed = [
+        [
+            Extract(t=x.t, counters={spec.ok: x.counters["ok"], spec.failed: x.counters["bad"]})
+            for x in h
+        ]
+        for h in (a, b)
+    ]
+    done = Windowed(renamed, 60.0).outcomes(profiles()["tgi"])
+    # failed: a 3; b 0 then 1 after its restart (a reset to 1 counts 1) -> 4
+    assert done is not None and (done.good, done.failed, done.aborted) == (55.0, 4.0, 0.0)
+    assert done.completion == pytest.approx(55 / 59)
