@@ -11,7 +11,7 @@ from console import __version__
 from console.alerts import AlertBook
 from console.engines import profiles
 from console.enginestats import by_model, derive
-from console.frame import Engine, Frame
+from console.frame import Engine, Frame, Limits
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.meters import service_meters
@@ -75,6 +75,7 @@ class Deriver:
             services=services,
             cost=node_cost,
             alerts=alerts,
+            limits=Limits(kv_usage_critical=self.plan.alerts.kv_usage_critical),
         )
         return judged(frame, self.alerts.pending())
 

@@ -13,7 +13,7 @@ from console.frame import Engine, Frame, MemoryLine, ServiceStatus
 from console.slo import FAST_BURN, OBJECTIVES
 from console.slo import SLOW_BURN as BURN_SLOW
 from console.thresholds import at_least, below
-from console.units import GIB, basis, counted, seconds
+from console.units import GIB, basis, counted, gib, num, pct, seconds
 
 RANK = {"critical": 0, "warning": 1, "info": 2}
 QUEUE_SHARE = 0.5  # queueing holds at least half of the TTFT p95
@@ -52,8 +52,8 @@ def findings(frame: Frame) -> list[Finding]:
                     "clocks held back by " + ", ".join(sorted(hot or {"power cap"})),
                     [
                         f"clock events: {', '.join(sorted(events))}",
-                        f"power {g.power_w or 0:.0f} of {g.power_limit_w or 0:.0f} W, "
-                        f"{g.temperature_c or 0:.0f} °C (slowdown {g.temperature_slowdown_c or 0:.0f})",
+                        f"power {num(g.power_w)} of {num(g.power_limit_w)} W, "
+                        f"{num(g.temperature_c)} °C (slowdown {num(g.temperature_slowdown_c)})",
                         f"SM clock {g.clock_sm_mhz} of {g.clock_sm_max_mhz} MHz",
                     ],
                     "check cooling and airflow"
@@ -89,7 +89,7 @@ def _engine(e: Engine) -> list[Finding]:
         low, high = queue.buckets["p95"] if "p95" in queue.wide else (queue.p95, queue.p95)
         evidence = [
             f"TTFT p95 {seconds(ttft.p95)} ({basis(ttft.window)}), queue p95 {seconds(queue.p95)}",
-            f"waiting {e.requests_waiting or 0:.0f}, running {e.requests_running or 0:.0f}",
+            f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
         ]
         if at_least(low / ttft.p95, QUEUE_SHARE):
             out.append(
@@ -132,8 +132,8 @@ def _engine(e: Engine) -> list[Finding]:
                 f"KV cache {peak * 100:.0f}% full with {waiting:.0f} requests waiting: saturated",
                 [
                     f"KV use {used * 100:.1f}% now, at or above {KV_FULL * 100:.0f}% in "
-                    f"{(e.kv_full_share or 0) * 100:.0f}% of the window's scrapes",
-                    f"waiting {waiting:.0f}, running {e.requests_running or 0:.0f}",
+                    f"{pct(e.kv_full_share)} of the window's scrapes",
+                    f"waiting {waiting:.0f}, running {num(e.requests_running)}",
                 ],
                 f"add a replica or shed load; lower {k.max_len} if requests are shorter than it",
                 waiting,
@@ -154,7 +154,7 @@ def _engine(e: Engine) -> list[Finding]:
                         if e.kv_full_share is not None
                         else ""
                     )
-                    + f" of {e.kv_capacity_tokens or 0:,.0f} tokens",
+                    + f" of {num(e.kv_capacity_tokens)} tokens",
                     counted(e.preemptions, k.preemptions)
                     + (
                         f", {e.preemptions_per_request:.2f} per finished request"
@@ -287,8 +287,8 @@ def _service(s: ServiceStatus, engine_kind: str | None = None) -> list[Finding]:
                 s.name,
                 f"the engine holds {-kv.drift_bytes / GIB:.1f} GiB less KV cache than planned",
                 [
-                    f"KV planned {(kv.planned_bytes or 0) / GIB:.2f} GiB, engine "
-                    f"{(kv.engine_bytes or 0) / GIB:.2f} GiB ({kv.source})"
+                    f"KV planned {gib(kv.planned_bytes, 2)} GiB, engine "
+                    f"{gib(kv.engine_bytes, 2)} GiB ({kv.source})"
                 ],
                 f"raise {knobs(engine_kind).memory}, or lower {knobs(engine_kind).max_len}",
                 -kv.drift_bytes,
@@ -302,8 +302,8 @@ def _service(s: ServiceStatus, engine_kind: str | None = None) -> list[Finding]:
                 s.name,
                 f"the engine uses {total.drift_bytes / GIB:.1f} GiB more memory than planned",
                 [
-                    f"planned {(total.planned_bytes or 0) / GIB:.2f} GiB, engine "
-                    f"{(total.engine_bytes or 0) / GIB:.2f} GiB ({total.source})"
+                    f"planned {gib(total.planned_bytes, 2)} GiB, engine "
+                    f"{gib(total.engine_bytes, 2)} GiB ({total.source})"
                 ],
                 "update the plan's runtime reserve, or cap the engine's memory",
                 total.drift_bytes,
@@ -325,7 +325,7 @@ def _service(s: ServiceStatus, engine_kind: str | None = None) -> list[Finding]:
                     s.name,
                     f"error budget burning {hour.burn:.1f}x over 1h",
                     [
-                        f"{(hour.bad_share or 0) * 100:.2f}% of {hour.requests:,.0f} requests "
+                        f"{pct(hour.bad_share, 2)} of {hour.requests:,.0f} requests "
                         f"failed or missed a latency SLO against a {burn.error_budget * 100:.2f}% "
                         f"budget; the worst objective: {OBJECTIVES.get(obj, obj)}"
                     ],

@@ -516,6 +516,12 @@ class ServiceStatus(Record):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
+class Limits(Record):
+    """The plan's thresholds the screens colour by, so a cell turns as its alert would."""
+
+    kv_usage_critical: float = 0.90  # KV use at which the KV alert fires (the plan's alerts)
+
+
 class Frame(Record):
     schema_: str = Field(SCHEMA, alias="schema")
     taken_at: datetime
@@ -533,6 +539,7 @@ class Frame(Record):
     # the one verdict every surface reads (console.verdict): worst first, and the node's status
     verdict: list[Concern] = Field(default_factory=list)
     status: State = "unknown"
+    limits: Limits = Field(default_factory=Limits)
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent)

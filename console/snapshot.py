@@ -9,6 +9,7 @@ from console.units import (
     NA,
     PARTIAL,
     gib,
+    money,
     num,
     pct,
     quantile_text,
@@ -36,10 +37,6 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return out
-
-
-def _money(v: float | None, digits: int = 2) -> str:
-    return NA if v is None else f"${v:,.{digits}f}"
 
 
 def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -> str:
@@ -240,7 +237,7 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         if frame.cost:
             node_energy = frame.cost.energy
             lines.append(
-                f"node {_money(frame.cost.usd_per_h, 3)}/h; energy {_money(node_energy.usd_per_h, 3)}/h "
+                f"node {money(frame.cost.usd_per_h, 3)}/h; energy {money(node_energy.usd_per_h, 3)}/h "
                 f"({num(node_energy.power_w)} W, {node_energy.basis or NA})"
             )
             lines.append("")
@@ -251,9 +248,9 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
                 rows.append(
                     [
                         s.name,
-                        _money(k.usd_per_h if k else None, 3),
-                        _money(k.usd_per_m_output_tokens if k else None),
-                        f"{_money(good.low if good else None)}–{_money(good.high if good else None)}",
+                        money(k.usd_per_h if k else None, 3),
+                        money(k.usd_per_m_output_tokens if k else None),
+                        f"{money(good.low if good else None)}–{money(good.high if good else None)}",
                         pct(k.occupancy if k else None),
                     ]
                 )

@@ -12,8 +12,8 @@ NA = "n/a"
 FEW = 20  # fewer requests than this behind a figure: shown with their count, dimmed
 
 
-def gib(n: float | None) -> str:
-    return NA if n is None else f"{n / GIB:.1f}"
+def gib(n: float | None, digits: int = 1) -> str:
+    return NA if n is None else f"{n / GIB:.{digits}f}"
 
 
 def pct(frac: float | None, digits: int = 0) -> str:
@@ -22,6 +22,10 @@ def pct(frac: float | None, digits: int = 0) -> str:
 
 def num(v: float | None, digits: int = 0) -> str:
     return NA if v is None else f"{v:,.{digits}f}"
+
+
+def money(v: float | None, digits: int = 2) -> str:
+    return NA if v is None else f"${v:,.{digits}f}"
 
 
 def seconds(v: float | None, lower_bound: bool = False) -> str:

@@ -11,8 +11,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console.charts import slo_lines
-from console.frame import Engine, Frame, Percentiles
-from console.plan import AlertRules, SloSpec
+from console.frame import Engine, Frame, Limits, Percentiles
+from console.plan import SloSpec
 from console.units import FEW, NA, basis, num, pct, quantile_text, seconds
 from console.verdict import worst_for
 from screens.charts import ChartRow, SeriesChart
@@ -28,8 +28,7 @@ from screens.widgets import (
     theme_colors,
 )
 
-# the plan's defaults, so the colours agree with the alerts and SLOs an unconfigured plan uses
-KV_CRITICAL = AlertRules().kv_usage_critical
+# an engine no planned service names is held to the default SLO's completion target
 COMPLETION_TARGET = SloSpec().completion
 
 Cell = Callable[[Engine, dict[str, str], "EnginePane"], Text]
@@ -54,11 +53,30 @@ def _name(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     return t
 
 
+def _limits(pane: EnginePane) -> Limits:
+    """The plan's thresholds, from the frame the pane shows (the defaults before one arrives)."""
+    frame = getattr(pane, "frame", None)
+    return frame.limits if frame is not None else Limits()
+
+
+def _completion_target(e: Engine, pane: EnginePane) -> float:
+    """The strictest completion target of the services the engine serves (their SLO reports,
+    in the frame), or the default one."""
+    frame = getattr(pane, "frame", None)
+    targets = [
+        s.slo.completion.target
+        for s in (frame.services if frame is not None else [])
+        if s.engine == e.name and s.slo is not None and s.slo.completion is not None
+    ]
+    return max(targets, default=COMPLETION_TARGET)
+
+
 def _kv(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     if e.kv_cache_usage is None:
         return Text(NA, style=c["dim"])
     return Text.assemble(
-        bar(e.kv_cache_usage, 3, c, KV_CRITICAL, 0.97), f"{e.kv_cache_usage * 100:4.0f}%"
+        bar(e.kv_cache_usage, 3, c, _limits(pane).kv_usage_critical, 0.97),
+        f"{e.kv_cache_usage * 100:4.0f}%",
     )
 
 
@@ -69,7 +87,7 @@ def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
         c["error"]
         if e.success_rate < 0.99
         else c["warning"]
-        if e.success_rate < COMPLETION_TARGET
+        if e.success_rate < _completion_target(e, pane)
         else ""
     )
     finished = e.requests_finished or 0

@@ -63,7 +63,7 @@ def activity_text(a: GpmActivity) -> str:
         if v is not None
     ]
     if a.pcie_tx_mib_s is not None or a.pcie_rx_mib_s is not None:
-        parts.append(f"PCIe out/in {a.pcie_tx_mib_s or 0:,.0f}/{a.pcie_rx_mib_s or 0:,.0f} MiB/s")
+        parts.append(f"PCIe out/in {num(a.pcie_tx_mib_s)}/{num(a.pcie_rx_mib_s)} MiB/s")
     return ", ".join(parts) + f" (over {a.interval_s:.1f} s)"
 
 

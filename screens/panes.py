@@ -8,10 +8,8 @@ from textual.widgets import Static
 
 from console.findings import strays
 from console.frame import Alert, Frame, Headroom, MemoryLine
-from console.units import NA
+from console.units import GIB, NA, gib
 from screens.widgets import KeyedTable, Pane, Quiet, TablePane
-
-GIB = 2**30
 
 
 class AlertPane(Pane):
@@ -95,11 +93,10 @@ def drift_cell(lines: list[MemoryLine], c: dict[str, str]) -> Text:
     if not known:
         return Text("-", style=c["dim"])
     m = max(known, key=lambda m: abs(m.drift_bytes or 0.0))
-    drift = m.drift_bytes or 0.0
+    drift = m.drift_bytes or 0.0  # known: only lines with a drift are compared
     bad = strays(m)
     return Text(
-        f"{m.name} {(m.engine_bytes or 0) / GIB:.1f}/{(m.planned_bytes or 0) / GIB:.1f} "
-        f"{drift / GIB:+.1f}",
+        f"{m.name} {gib(m.engine_bytes)}/{gib(m.planned_bytes)} {drift / GIB:+.1f}",
         style=c["warning"] if bad else "",
     )
 

@@ -14,7 +14,7 @@ from console.findings import strays
 from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetReport
 from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN
 from console.thresholds import at_least
-from console.units import FEW, NA, PARTIAL, seconds, share_range, target_text
+from console.units import FEW, NA, PARTIAL, money, num, pct, seconds, share_range, target_text
 from console.windowed import parse_window
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import DeckScreen, KeyBar, KeyedTable, Pane, Quiet, theme_colors
@@ -60,10 +60,6 @@ def _burn(slo: SloReport | None, c: dict[str, str]) -> Text:
         ),
         style=c["error"] if hot else "",
     )
-
-
-def _money(v: float | None, digits: int = 2) -> str:
-    return NA if v is None else f"${v:,.{digits}f}"
 
 
 class SloPane(Pane):
@@ -142,7 +138,7 @@ class CostPane(Pane):
         node = frame.cost
         if node:
             self.set_title(
-                f"Cost: node {_money(node.usd_per_h)}/h + energy {_money(node.energy.usd_per_h)}/h "
+                f"Cost: node {money(node.usd_per_h)}/h + energy {money(node.energy.usd_per_h)}/h "
                 f"({node.energy.basis or 'no power reading'})"
             )
         rows = []
@@ -150,7 +146,7 @@ class CostPane(Pane):
             k = s.cost or CostReport(device_share=0.0, usd_per_h=0.0)  # no cost: every cell n/a
             good = k.usd_per_m_compliant_tokens
             good_text = (
-                f"{_money(good.low)}–{_money(good.high)}"
+                f"{money(good.low)}–{money(good.high)}"
                 if good and good.low is not None and good.high is not None
                 else NA
             )
@@ -160,10 +156,10 @@ class CostPane(Pane):
                     f"cost:{s.name}",
                     [
                         Text(s.name[:12]),
-                        Text(_money(k.usd_per_h if s.cost else None)),
-                        Text(_money(k.energy.usd_per_h if k.energy else None, 3)),
+                        Text(money(k.usd_per_h if s.cost else None)),
+                        Text(money(k.energy.usd_per_h if k.energy else None, 3)),
                         Text(f"{k.occupancy * 100:.0f}%" if k.occupancy is not None else NA),
-                        Text(_money(k.usd_per_m_output_tokens)),
+                        Text(money(k.usd_per_m_output_tokens)),
                         Text(good_text),
                         Text(f"{jtok:.1f}" if jtok else NA, style="" if jtok else c["dim"]),
                     ],
@@ -268,22 +264,22 @@ class ServiceDetailScreen(DeckScreen):
         if k is not None:
             t.append("\ncost\n", style="bold")
             t.append(
-                f"  {_money(k.usd_per_h, 3)}/h for its {k.device_share * 100:.1f}% of the node\n"
+                f"  {money(k.usd_per_h, 3)}/h for its {k.device_share * 100:.1f}% of the node\n"
             )
             e = k.energy
             if e is not None and e.power_w is not None:
                 basis = f" ({e.basis})" if e.basis else ""
-                t.append(f"  energy {e.power_w:.0f} W{basis} = {_money(e.usd_per_h, 3)}/h\n")
+                t.append(f"  energy {e.power_w:.0f} W{basis} = {money(e.usd_per_h, 3)}/h\n")
             good = k.usd_per_m_compliant_tokens
             t.append(
-                f"  per million output tokens {_money(k.usd_per_m_output_tokens)}; compliant "
-                f"{_money(good.low if good else None)}–{_money(good.high if good else None)}; busy "
-                f"{(k.occupancy or 0) * 100:.0f}% of the window\n"
+                f"  per million output tokens {money(k.usd_per_m_output_tokens)}; compliant "
+                f"{money(good.low if good else None)}–{money(good.high if good else None)}; busy "
+                f"{pct(k.occupancy)} of the window\n"
             )
             if k.joules_per_output_token:
                 t.append(
                     f"  {k.joules_per_output_token:.2f} J per output token; "
-                    f"{k.wh_per_1000_requests or 0:.1f} Wh per 1,000 requests\n"
+                    f"{num(k.wh_per_1000_requests, 1)} Wh per 1,000 requests\n"
                 )
         self.query_one("#svc-body", Static).update(t)
         self._whatif(frame)
@@ -296,13 +292,13 @@ class ServiceDetailScreen(DeckScreen):
             t.append(
                 f"  {key[:-2].upper():<6} observed {target_text(entry, ranges=True)} vs target "
                 f"{seconds(entry.target_s)}, headroom {seconds(entry.headroom_s)}, "
-                f"within limit {mark}{_pct(entry.attainment)}% of {entry.requests or 0:,.0f} requests\n"
+                f"within limit {mark}{_pct(entry.attainment)}% of {num(entry.requests)} requests\n"
             )
         comp = slo.completion
         if comp is not None:
             t.append(
                 f"  completion {_pct(comp.observed)}% (target {_pct(comp.target)}%) of "
-                f"{comp.requests:,.0f}; aborted by clients {comp.aborted or 0:,.0f}\n"
+                f"{comp.requests:,.0f}; aborted by clients {num(comp.aborted)}\n"
             )
         if slo.good_share:
             t.append(
@@ -312,7 +308,7 @@ class ServiceDetailScreen(DeckScreen):
         gp = slo.goodput_tokens_per_s
         if gp:
             t.append(
-                f"  goodput {gp.low:,.0f}–{gp.high:,.0f} tok/s of {slo.output_tokens_per_s or 0:,.0f}\n"
+                f"  goodput {gp.low:,.0f}–{gp.high:,.0f} tok/s of {num(slo.output_tokens_per_s)}\n"
             )
         if slo.burn:
             ws = ", ".join(
@@ -324,7 +320,7 @@ class ServiceDetailScreen(DeckScreen):
                     else ""
                 )
                 + (
-                    f" (partial: {v.covered_s or 0:.0f} s of {k})"
+                    f" (partial: {num(v.covered_s)} s of {k})"
                     if v.ready is False and (v.covered_s or 0) < BURN_READY_S[parse_window(k)]
                     else f" (only {v.requests:.0f} requests)"
                     if v.ready is False
