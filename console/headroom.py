@@ -304,6 +304,8 @@ def _service(
     cond: CondFn,
     replicas: list[Engine] | None = None,
 ) -> ServiceStatus:
+    """One planned service: its fit on paper, and each live headroom against the plan's budget
+    (engine, memory, KV, queue, then the parent GPU's power and thermal), raising conditions."""
     ref = parse_device(svc.device)
     device_id, capacity, used, parent = live_device(ref, gpus)
     source = "driver"
@@ -313,234 +315,35 @@ def _service(
         source = "catalog" if capacity is not None else "unknown"
     f = fit(svc, capacity, source, label)
     na: dict[str, str] = {}
-    heads: list[Headroom] = []
-    subject = svc.name
     model_name = svc.model if isinstance(svc.model, str) else (svc.model.title or "inline model")
-
-    # engine found and up
-    down_since = None
-    if engine is None:
-        heads.append(
-            Headroom(
-                name="engine",
-                state="critical",
-                detail=f"no engine named {svc.engine_name!r} is watched",
-            )
-        )
-        cond(
-            f"service-engine:{svc.name}",
-            "critical",
-            subject,
-            f"engine {svc.engine_name!r} is not found: add it to engines in the config (or check its name)",
-            "engine_down",
-        )
-    elif not engine.up:
-        began = state.down_since.get(engine.name, now)
-        down_since = _utc(began)
-        heads.append(
-            Headroom(
-                name="engine",
-                state="critical",
-                value=now - began,
-                unit="s down",
-                detail=engine.error or "",
-            )
-        )
-        cond(
-            f"service-down:{svc.name}",
-            "critical",
-            subject,
-            f"engine {engine.name} down for {now - began:.0f} s: {engine.error}",
-            "engine_down",
-        )
-    else:
-        heads.append(Headroom(name="engine", state="ok", detail="up"))
+    down_since, engine_head = _engine_headroom(svc, engine, state, now, cond)
+    heads = [engine_head]
     recovered = state.recovered.get(engine.name) if engine is not None else None
     if engine is not None and recovered is not None and now - recovered[0] < 300:
         cond(
             f"service-recovered:{svc.name}",
             "info",
-            subject,
+            svc.name,
             f"engine {engine.name} recovered after {recovered[1]:.0f} s down",
             "engine_down",
         )
-
-    # memory: device used vs planned required
     if device_id is None and gpus:
         na["device"] = f"planned device {svc.device} is not on this node"
         cond(
             f"service-device:{svc.name}",
             "critical",
-            subject,
+            svc.name,
             f"planned device {svc.device} is not on this node: check the MIG layout or the plan's device",
             "memory",
         )
-    if used is not None:
-        head = f.required_bytes - used
-        margin = f.margin_bytes
-        st: Literal["ok", "warning", "critical"] = (
-            "critical" if head < 0 else "warning" if head < margin else "ok"
-        )
-        heads.append(
-            Headroom(
-                name="memory",
-                value=head / GIB,
-                budget=margin / GIB,
-                unit="GiB",
-                state=st,
-                detail=f"{_fmt_gib(used)} used of {_fmt_gib(f.required_bytes)} planned",
-            )
-        )
-        if st != "ok":
-            cond(
-                f"memory:{svc.name}",
-                st,
-                subject,
-                f"memory headroom {head / GIB:.1f} GiB on {device_id} < planned margin {margin / GIB:.1f} GiB "
-                f"({_fmt_gib(used)} used, plan {_fmt_gib(f.required_bytes)}): check other processes on the device "
-                "and the engine's memory settings",
-                "memory",
-            )
-    else:
-        heads.append(Headroom(name="memory", state="unknown", detail="device memory not readable"))
-
-    # KV capacity and use
+    heads.append(_memory_headroom(svc, f, device_id, used, cond))
     if engine is not None and engine.up:
-        seqs_needed = svc.concurrent_sequences
-        # separate replicas (endpoints) each hold their own KV cache: their capacities add up
-        caps = [
-            e.kv_capacity_tokens for e in (replicas or [engine]) if e.up and e.kv_capacity_tokens
-        ]
-        if caps:
-            seqs = sum(caps) / svc.tokens_per_sequence
-            st = "warning" if seqs < seqs_needed else "ok"
-            detail = f"{seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens (plan {seqs_needed})"
-            if len(caps) > 1:
-                detail += f", summed over {len(caps)} replicas"
-            usage = engine.kv_cache_usage
-            prev = state.prev_waiting.get(engine.name)
-            queued = engine.requests_waiting or 0.0
-            growing = queued > 0 and prev is not None and queued >= prev
-            value = seqs - seqs_needed
-            # full over the window (its peak), so a cache that fills in bursts is not missed
-            full = usage is not None and at_least(
-                max(usage, engine.kv_cache_usage_peak or 0.0), plan.alerts.kv_usage_critical
-            )
-            if full and usage is not None:
-                # live use binds, not the plan: the figure is what is free now, and value,
-                # severity and alert text all speak of the full cache
-                value = max(0.0, 1.0 - usage) * sum(caps) / svc.tokens_per_sequence
-                detail = f"cache {usage * 100:.0f}% full: {value:.1f} seqs free now"
-            preempted = 0.0 if engine.preemptions_since_start else (engine.preemptions or 0.0)
-            if full and usage is not None and (growing or preempted > 0):
-                st = "critical"
-                k = knobs(engine.kind)
-                cond(
-                    f"kv:{svc.name}",
-                    "critical",
-                    subject,
-                    f"KV cache {usage * 100:.0f}% full with "
-                    + ("a growing queue" if growing else counted(engine.preemptions, k.preemptions))
-                    + f" ({queued:.0f} waiting): shed load, add a replica, or lower {k.max_seqs}",
-                    "kv",
-                )
-            elif full and usage is not None:
-                st = "warning"
-                cond(
-                    f"kv:{svc.name}",
-                    "warning",
-                    subject,
-                    f"KV cache {usage * 100:.0f}% full ({value:.1f} seqs free now), no queue "
-                    "growth or preemption yet: the next burst will queue",
-                    "kv",
-                )
-            elif seqs < seqs_needed:
-                cond(
-                    f"kv:{svc.name}",
-                    "warning",
-                    subject,
-                    f"KV capacity {seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens < plan "
-                    f"{seqs_needed}: lower {knobs(engine.kind).max_len} or raise "
-                    f"{knobs(engine.kind).memory}",
-                    "kv",
-                )
-            heads.append(
-                Headroom(
-                    name="kv",
-                    value=value,
-                    budget=float(seqs_needed),
-                    unit="seqs",
-                    state=st,
-                    detail=detail,
-                )
-            )
-        else:
-            heads.append(
-                Headroom(
-                    name="kv",
-                    state="unknown",
-                    detail=engine.unavailable.get(
-                        "kv_capacity_tokens", "engine reports no KV capacity"
-                    ),
-                )
-            )
-        waiting = engine.requests_waiting
-        state.prev_waiting[engine.name] = waiting or 0.0
-        if waiting is not None:
-            st = "warning" if waiting > 0 else "ok"
-            heads.append(
-                Headroom(
-                    name="queue",
-                    value=waiting,
-                    budget=0.0,
-                    unit="waiting",
-                    state=st,
-                    detail=f"{waiting:.0f} waiting",
-                )
-            )
-            if waiting > 0:
-                cond(
-                    f"queue:{svc.name}",
-                    "warning",
-                    subject,
-                    f"{waiting:.0f} requests waiting for over {plan.alerts.queue.for_s:.0f} s: the service is at "
-                    "capacity; check KV use and the arrival rate",
-                    "queue",
-                )
-
-    # the parent GPU's power and thermal headroom, for the pulse view
-    if parent is not None:
-        if parent.power_w is not None and parent.power_limit_w:
-            lim = parent.power_limit_w
-            st = (
-                "warning"
-                if at_least(parent.power_w, lim * (1 - plan.alerts.power_within_pct / 100))
-                else "ok"
-            )
-            heads.append(
-                Headroom(
-                    name="power",
-                    value=lim - parent.power_w,
-                    budget=lim * plan.alerts.power_within_pct / 100,
-                    unit="W",
-                    state=st,
-                    detail=f"{parent.power_w:.0f} of {lim:.0f} W",
-                )
-            )
-        if parent.temperature_c is not None and parent.temperature_slowdown_c:
-            head = parent.temperature_slowdown_c - parent.temperature_c
-            hot = bool(set(parent.clock_events or []) & THERMAL_EVENTS)
-            st = "critical" if hot else "warning" if head <= plan.alerts.thermal_within_c else "ok"
-            heads.append(
-                Headroom(
-                    name="thermal",
-                    value=head,
-                    budget=plan.alerts.thermal_within_c,
-                    unit="°C",
-                    state=st,
-                    detail=f"{parent.temperature_c:.0f} °C, slowdown {parent.temperature_slowdown_c:.0f} °C",
-                )
-            )
+        heads.append(_kv_headroom(svc, plan, engine, replicas or [engine], state, cond))
+        queue = _queue_headroom(svc, plan, engine, state, cond)
+        if queue is not None:
+            heads.append(queue)
+    if parent is not None:  # the parent GPU's power and thermal headroom, for the pulse view
+        heads += [h for h in (_power_headroom(parent, plan), _thermal_headroom(parent, plan)) if h]
     shape(svc)  # validated already; keeps the catalog warm
     return ServiceStatus(
         name=svc.name,
@@ -560,4 +363,204 @@ def _service(
         headroom=heads,
         memory=memory_lines(f, engine, gpus),
         unavailable=na,
+    )
+
+
+def _engine_headroom(
+    svc: Service, engine: Engine | None, state: HeadroomState, now: float, cond: CondFn
+) -> tuple[datetime | None, Headroom]:
+    """Whether the service's engine is watched and up: (down since, its headroom)."""
+    if engine is None:
+        cond(
+            f"service-engine:{svc.name}",
+            "critical",
+            svc.name,
+            f"engine {svc.engine_name!r} is not found: add it to engines in the config (or check its name)",
+            "engine_down",
+        )
+        return None, Headroom(
+            name="engine",
+            state="critical",
+            detail=f"no engine named {svc.engine_name!r} is watched",
+        )
+    if not engine.up:
+        began = state.down_since.get(engine.name, now)
+        cond(
+            f"service-down:{svc.name}",
+            "critical",
+            svc.name,
+            f"engine {engine.name} down for {now - began:.0f} s: {engine.error}",
+            "engine_down",
+        )
+        return _utc(began), Headroom(
+            name="engine",
+            state="critical",
+            value=now - began,
+            unit="s down",
+            detail=engine.error or "",
+        )
+    return None, Headroom(name="engine", state="ok", detail="up")
+
+
+def _memory_headroom(
+    svc: Service, f: Fit, device_id: str | None, used: float | None, cond: CondFn
+) -> Headroom:
+    """Device memory used against the plan's required bytes, with the plan's margin."""
+    if used is None:
+        return Headroom(name="memory", state="unknown", detail="device memory not readable")
+    head = f.required_bytes - used
+    margin = f.margin_bytes
+    st: Literal["ok", "warning", "critical"] = (
+        "critical" if head < 0 else "warning" if head < margin else "ok"
+    )
+    if st != "ok":
+        cond(
+            f"memory:{svc.name}",
+            st,
+            svc.name,
+            f"memory headroom {head / GIB:.1f} GiB on {device_id} < planned margin {margin / GIB:.1f} GiB "
+            f"({_fmt_gib(used)} used, plan {_fmt_gib(f.required_bytes)}): check other processes on the device "
+            "and the engine's memory settings",
+            "memory",
+        )
+    return Headroom(
+        name="memory",
+        value=head / GIB,
+        budget=margin / GIB,
+        unit="GiB",
+        state=st,
+        detail=f"{_fmt_gib(used)} used of {_fmt_gib(f.required_bytes)} planned",
+    )
+
+
+def _kv_headroom(
+    svc: Service,
+    plan: Plan,
+    engine: Engine,
+    replicas: list[Engine],
+    state: HeadroomState,
+    cond: CondFn,
+) -> Headroom:
+    """KV capacity in sequences against the plan's concurrency, and a cache full over the window
+    with a growing queue or preemptions (critical) or without them yet (warning)."""
+    seqs_needed = svc.concurrent_sequences
+    # separate replicas (endpoints) each hold their own KV cache: their capacities add up
+    caps = [e.kv_capacity_tokens for e in replicas if e.up and e.kv_capacity_tokens]
+    if not caps:
+        return Headroom(
+            name="kv",
+            state="unknown",
+            detail=engine.unavailable.get("kv_capacity_tokens", "engine reports no KV capacity"),
+        )
+    seqs = sum(caps) / svc.tokens_per_sequence
+    st: Literal["ok", "warning", "critical"] = "warning" if seqs < seqs_needed else "ok"
+    detail = f"{seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens (plan {seqs_needed})"
+    if len(caps) > 1:
+        detail += f", summed over {len(caps)} replicas"
+    usage = engine.kv_cache_usage
+    prev = state.prev_waiting.get(engine.name)
+    queued = engine.requests_waiting or 0.0
+    growing = queued > 0 and prev is not None and queued >= prev
+    value = seqs - seqs_needed
+    # full over the window (its peak), so a cache that fills in bursts is not missed
+    full = usage is not None and at_least(
+        max(usage, engine.kv_cache_usage_peak or 0.0), plan.alerts.kv_usage_critical
+    )
+    if full and usage is not None:
+        # live use binds, not the plan: the figure is what is free now, and value,
+        # severity and alert text all speak of the full cache
+        value = max(0.0, 1.0 - usage) * sum(caps) / svc.tokens_per_sequence
+        detail = f"cache {usage * 100:.0f}% full: {value:.1f} seqs free now"
+    preempted = 0.0 if engine.preemptions_since_start else (engine.preemptions or 0.0)
+    if full and usage is not None and (growing or preempted > 0):
+        st = "critical"
+        k = knobs(engine.kind)
+        cond(
+            f"kv:{svc.name}",
+            "critical",
+            svc.name,
+            f"KV cache {usage * 100:.0f}% full with "
+            + ("a growing queue" if growing else counted(engine.preemptions, k.preemptions))
+            + f" ({queued:.0f} waiting): shed load, add a replica, or lower {k.max_seqs}",
+            "kv",
+        )
+    elif full and usage is not None:
+        st = "warning"
+        cond(
+            f"kv:{svc.name}",
+            "warning",
+            svc.name,
+            f"KV cache {usage * 100:.0f}% full ({value:.1f} seqs free now), no queue "
+            "growth or preemption yet: the next burst will queue",
+            "kv",
+        )
+    elif seqs < seqs_needed:
+        cond(
+            f"kv:{svc.name}",
+            "warning",
+            svc.name,
+            f"KV capacity {seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens < plan "
+            f"{seqs_needed}: lower {knobs(engine.kind).max_len} or raise "
+            f"{knobs(engine.kind).memory}",
+            "kv",
+        )
+    return Headroom(
+        name="kv", value=value, budget=float(seqs_needed), unit="seqs", state=st, detail=detail
+    )
+
+
+def _queue_headroom(
+    svc: Service, plan: Plan, engine: Engine, state: HeadroomState, cond: CondFn
+) -> Headroom | None:
+    """Requests waiting (the budget is none); remembers the count to tell a growing queue."""
+    waiting = engine.requests_waiting
+    state.prev_waiting[engine.name] = waiting or 0.0  # unread counts as no queue to grow from
+    if waiting is None:
+        return None
+    if waiting > 0:
+        cond(
+            f"queue:{svc.name}",
+            "warning",
+            svc.name,
+            f"{waiting:.0f} requests waiting for over {plan.alerts.queue.for_s:.0f} s: the service is at "
+            "capacity; check KV use and the arrival rate",
+            "queue",
+        )
+    return Headroom(
+        name="queue",
+        value=waiting,
+        budget=0.0,
+        unit="waiting",
+        state="warning" if waiting > 0 else "ok",
+        detail=f"{waiting:.0f} waiting",
+    )
+
+
+def _power_headroom(parent: Gpu, plan: Plan) -> Headroom | None:
+    if parent.power_w is None or not parent.power_limit_w:
+        return None
+    lim = parent.power_limit_w
+    near = at_least(parent.power_w, lim * (1 - plan.alerts.power_within_pct / 100))
+    return Headroom(
+        name="power",
+        value=lim - parent.power_w,
+        budget=lim * plan.alerts.power_within_pct / 100,
+        unit="W",
+        state="warning" if near else "ok",
+        detail=f"{parent.power_w:.0f} of {lim:.0f} W",
+    )
+
+
+def _thermal_headroom(parent: Gpu, plan: Plan) -> Headroom | None:
+    if parent.temperature_c is None or not parent.temperature_slowdown_c:
+        return None
+    head = parent.temperature_slowdown_c - parent.temperature_c
+    hot = bool(set(parent.clock_events or []) & THERMAL_EVENTS)
+    return Headroom(
+        name="thermal",
+        value=head,
+        budget=plan.alerts.thermal_within_c,
+        unit="°C",
+        state="critical" if hot else "warning" if head <= plan.alerts.thermal_within_c else "ok",
+        detail=f"{parent.temperature_c:.0f} °C, slowdown {parent.temperature_slowdown_c:.0f} °C",
     )
