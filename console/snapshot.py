@@ -40,9 +40,27 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -> str:
+    """The snapshot as Markdown for an incident note: each section in the order an operator
+    reads it, the figures as the screens show them."""
     note = " ".join(note.split())  # one line: a note never adds headings or rows
+    lines = _header(frame, note)
+    lines += _verdict(frame) + _alerts(frame) + _findings(frame)
+    if charts:
+        lines += ["", "## Charts (last 15 minutes; alerts marked in red)", ""]
+        lines += [f"![{name.removesuffix('.svg')}](charts/{name})" for name in charts]
+    lines += _gpus(frame) + _engines(frame)
+    if frame.services:
+        lines += _slo(frame) + _cost(frame) + _plan(frame)
+    lines += _recent(frame)
+    # nothing from an engine or a note controls a terminal
+    return printable("\n".join(lines) + "\n")
+
+
+def _header(frame: Frame, note: str) -> list[str]:
+    """The title, the note, when, which driver and the window."""
+    lines: list[str] = []
     src = frame.gpu_source
-    lines = [f"# inferdeck snapshot — {frame.host}" + (f" — {note}" if note else ""), ""]
+    lines += [f"# inferdeck snapshot — {frame.host}" + (f" — {note}" if note else ""), ""]
     if note:
         lines += [f"- note: {note}"]
     lines += [
@@ -58,6 +76,12 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         ),
         "",
     ]
+    return lines
+
+
+def _verdict(frame: Frame) -> list[str]:
+    """The one verdict every surface reads."""
+    lines: list[str] = []
     lines += [f"## Verdict: {frame.status.upper()}", ""]
     if frame.verdict:
         lines += _table(
@@ -66,6 +90,12 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         ) + [""]
     else:
         lines += ["Nothing to report: no alert, no pending condition, no finding.", ""]
+    return lines
+
+
+def _alerts(frame: Frame) -> list[str]:
+    """Alerts active now."""
+    lines: list[str] = []
     active = [a for a in frame.alerts if a.state == "active"]
     lines += [f"## Active alerts ({len(active)})", ""]
     if active:
@@ -75,6 +105,12 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         )
     else:
         lines.append("none")
+    return lines
+
+
+def _findings(frame: Frame) -> list[str]:
+    """What the console found, with its evidence and the knob to turn."""
+    lines: list[str] = []
     found = findings(frame)
     lines += ["", f"## Findings ({len(found)})", ""]
     for f in found:
@@ -83,9 +119,13 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         lines.append(f"  - consider: {_cell(f.knob)}")
     if not found:
         lines.append("none")
-    if charts:
-        lines += ["", "## Charts (last 15 minutes; alerts marked in red)", ""]
-        lines += [f"![{name.removesuffix('.svg')}](charts/{name})" for name in charts]
+    return lines
+
+
+def _gpus(frame: Frame) -> list[str]:
+    """Each GPU and its MIG devices and processes."""
+    lines: list[str] = []
+    src = frame.gpu_source
     lines += ["", "## GPUs", ""]
     if src.error:
         lines.append(src.error)
@@ -136,6 +176,12 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
             ["gpu", "name", "memory", "util", "power", "temp (clock events)", "MIG / processes"],
             rows,
         )
+    return lines
+
+
+def _engines(frame: Frame) -> list[str]:
+    """Each engine's queue, KV use, throughput and latency."""
+    lines: list[str] = []
     lines += ["", "## Engines", ""]
     rows = []
     for e in frame.engines:
@@ -192,92 +238,114 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         )
     else:
         lines.append("no engines configured")
-    if frame.services:
-        lines += ["", "## SLO compliance", ""]
+    return lines
+
+
+def _slo(frame: Frame) -> list[str]:
+    """Each service's SLO figures over its window."""
+    lines: list[str] = []
+    lines += ["", "## SLO compliance", ""]
+    rows = []
+    for s in frame.services:
+        slo = s.slo
+        targets = slo.targets if slo else {}
+
+        def obs(key: str, targets: dict[str, TargetReport] = targets) -> str:
+            e = targets.get(key)
+            if e is None or e.observed_s is None:
+                return NA
+            return f"{target_text(e, ranges=True)} / {seconds(e.target_s)} ({'met' if e.met else 'MISSED'})"
+
+        comp = slo.completion.observed if slo and slo.completion else None
+        rows.append(
+            [
+                s.name,
+                slo.window if slo else NA,
+                obs("ttft_s"),
+                obs("tpot_s"),
+                pct(comp, 2),
+                share_range(slo.good_share if slo else None),
+            ]
+        )
+    lines += _table(
+        [
+            "service",
+            "window",
+            "TTFT observed / target",
+            "TPOT observed / target",
+            "completion",
+            "good share",
+        ],
+        rows,
+    )
+    lines += [
+        "",
+        "Marks: `*` since the engine started (one scrape), `≥` the rank fell in +Inf (a lower bound), "
+        "`~` approximate, `≈` attainment interpolated between bucket bounds, `(a–b)` the bucket the figure "
+        "lies in when it is wide, `·N` only N requests behind the figure.",
+    ]
+    return lines
+
+
+def _cost(frame: Frame) -> list[str]:
+    """The node's and each service's cost meters."""
+    lines: list[str] = []
+    lines += ["", "## Cost", ""]
+    if frame.cost:
+        node_energy = frame.cost.energy
+        lines.append(
+            f"node {money(frame.cost.usd_per_h, 3)}/h; energy {money(node_energy.usd_per_h, 3)}/h "
+            f"({num(node_energy.power_w)} W, {node_energy.basis or NA})"
+        )
+        lines.append("")
         rows = []
         for s in frame.services:
-            slo = s.slo
-            targets = slo.targets if slo else {}
-
-            def obs(key: str, targets: dict[str, TargetReport] = targets) -> str:
-                e = targets.get(key)
-                if e is None or e.observed_s is None:
-                    return NA
-                return f"{target_text(e, ranges=True)} / {seconds(e.target_s)} ({'met' if e.met else 'MISSED'})"
-
-            comp = slo.completion.observed if slo and slo.completion else None
+            k = s.cost
+            good = k.usd_per_m_compliant_tokens if k else None
             rows.append(
                 [
                     s.name,
-                    slo.window if slo else NA,
-                    obs("ttft_s"),
-                    obs("tpot_s"),
-                    pct(comp, 2),
-                    share_range(slo.good_share if slo else None),
+                    money(k.usd_per_h if k else None, 3),
+                    money(k.usd_per_m_output_tokens if k else None),
+                    f"{money(good.low if good else None)}–{money(good.high if good else None)}",
+                    pct(k.occupancy if k else None),
                 ]
             )
         lines += _table(
-            [
-                "service",
-                "window",
-                "TTFT observed / target",
-                "TPOT observed / target",
-                "completion",
-                "good share",
-            ],
-            rows,
+            ["service", "$/h", "$/M output tokens", "$/M compliant tokens", "busy"], rows
         )
-        lines += [
-            "",
-            "Marks: `*` since the engine started (one scrape), `≥` the rank fell in +Inf (a lower bound), "
-            "`~` approximate, `≈` attainment interpolated between bucket bounds, `(a–b)` the bucket the figure "
-            "lies in when it is wide, `·N` only N requests behind the figure.",
-        ]
-        lines += ["", "## Cost", ""]
-        if frame.cost:
-            node_energy = frame.cost.energy
-            lines.append(
-                f"node {money(frame.cost.usd_per_h, 3)}/h; energy {money(node_energy.usd_per_h, 3)}/h "
-                f"({num(node_energy.power_w)} W, {node_energy.basis or NA})"
-            )
-            lines.append("")
-            rows = []
-            for s in frame.services:
-                k = s.cost
-                good = k.usd_per_m_compliant_tokens if k else None
-                rows.append(
-                    [
-                        s.name,
-                        money(k.usd_per_h if k else None, 3),
-                        money(k.usd_per_m_output_tokens if k else None),
-                        f"{money(good.low if good else None)}–{money(good.high if good else None)}",
-                        pct(k.occupancy if k else None),
-                    ]
-                )
-            lines += _table(
-                ["service", "$/h", "$/M output tokens", "$/M compliant tokens", "busy"], rows
-            )
-        else:
-            lines.append("no cost inputs in the config")
-        lines += ["", "## Plan fit and headroom", ""]
-        rows = []
-        for s in frame.services:
-            heads = "; ".join(
-                f"{h.name} {h.state}"
-                + (f" ({h.value:.1f} {h.unit})" if h.value is not None else "")
-                for h in s.headroom
-            )
-            cap = f"{s.capacity_bytes / 2**30:.2f}" if s.capacity_bytes else "?"
-            rows.append(
-                [
-                    s.name,
-                    f"{s.device} → {s.device_id or 'not found'}",
-                    f"{s.required_bytes / 2**30:.2f} / {cap} GiB",
-                    {True: "yes", False: "NO", None: "?"}[s.fits],
-                    heads,
-                ]
-            )
-        lines += _table(["service", "device", "required / capacity", "fits", "headroom"], rows)
+    else:
+        lines.append("no cost inputs in the config")
+    return lines
+
+
+def _plan(frame: Frame) -> list[str]:
+    """Each service's fit on paper and its live headroom."""
+    lines: list[str] = []
+    lines += ["", "## Plan fit and headroom", ""]
+    rows = []
+    for s in frame.services:
+        heads = "; ".join(
+            f"{h.name} {h.state}" + (f" ({h.value:.1f} {h.unit})" if h.value is not None else "")
+            for h in s.headroom
+        )
+        cap = f"{s.capacity_bytes / 2**30:.2f}" if s.capacity_bytes else "?"
+        rows.append(
+            [
+                s.name,
+                f"{s.device} → {s.device_id or 'not found'}",
+                f"{s.required_bytes / 2**30:.2f} / {cap} GiB",
+                {True: "yes", False: "NO", None: "?"}[s.fits],
+                heads,
+            ]
+        )
+    lines += _table(["service", "device", "required / capacity", "fits", "headroom"], rows)
+    return lines
+
+
+def _recent(frame: Frame) -> list[str]:
+    """Cleared alerts and info events."""
+    lines: list[str] = []
     recent = [a for a in frame.alerts if a.state == "cleared" or a.severity == "info"]
     lines += ["", "## Recent events", ""]
     if recent:
@@ -290,9 +358,7 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
         lines += _table(["when", "severity", "subject", "event"], rows)
     else:
         lines.append("none in the last 10 minutes")
-    return printable(
-        "\n".join(lines) + "\n"
-    )  # nothing from an engine or a note controls a terminal
+    return lines
 
 
 def _proc(p: GpuProcess) -> str:
