@@ -213,7 +213,43 @@ class FleetSource:
         return out
 
     def _frames(self, got: dict[str, Any], now: float) -> dict[str, Frame]:
+        """One Frame per node from the fleet's query answers: its engines, its GPUs (DCGM), and
+        the alerts its own inferdeck export and Prometheus' up say it has."""
         taken = datetime.fromtimestamp(now, tz=UTC)
+        by_node, attain = self._engines(got)
+        gpus, canonical = self._gpus(got)
+        exported, named, node_cost = _exported(got)
+        nodes: dict[str, Frame] = {}
+        for node in sorted(set(by_node) | set(gpus) | set(exported)):
+            engines = by_node.get(node, [])
+            alerts = list(named.get(node, []))
+            if node not in named:
+                alerts += _counted_alerts(exported.get(node, []), taken)
+            alerts += _seen_alerts(engines, gpus.get(node, []), taken)
+            self.state.summary[node] = self._summary(engines, attain.get(node), node_cost.get(node))
+            nodes[node] = Frame(
+                taken_at=taken,
+                host=node,
+                inferdeck_version=__version__,
+                window_s=self.window_s,
+                gpu_source=GpuSource(
+                    kind="none",
+                    error=None
+                    if gpus.get(node)
+                    else "no DCGM exporter series for this node in Prometheus",
+                    note=GENERATION[canonical[node]] if node in canonical else None,
+                ),
+                gpus=gpus.get(node, []),
+                engines=engines,
+                alerts=alerts,
+            )
+        return nodes
+
+    def _engines(
+        self, got: dict[str, Any]
+    ) -> tuple[dict[str, list[Engine]], dict[str, list[float]]]:
+        """Every node's engines from the query answers, and per node each engine's share of
+        requests within the TTFT target."""
         engines: dict[tuple[str, str], dict[str, Any]] = {}
         kinds: dict[tuple[str, str], str] = {}
         for name, rows in got.items():
@@ -255,7 +291,6 @@ class FleetSource:
                 engines[k]["model"] = next(
                     (labels[n] for n in model_labels() if labels.get(n)), None
                 )
-        nodes: dict[str, Frame] = {}
         by_node: dict[str, list[Engine]] = {}
         attain: dict[str, list[float]] = {}
         for (node, inst), v in sorted(engines.items()):
@@ -309,115 +344,25 @@ class FleetSource:
                 unavailable=unavailable if v.get("up") else {},
             )
             by_node.setdefault(node, []).append(eng)
-        gpus, canonical = self._gpus(got)
-        exported: dict[str, list[tuple[dict[str, str], float]]] = {}
-        for labels, value in got.get("x:alerts") or []:
-            exported.setdefault(_node(labels), []).append((labels, value))
-        node_cost: dict[str, float] = {}
-        for labels, value in got.get("x:cost") or []:
-            n = _node(labels)
-            if not math.isnan(value):
-                node_cost[n] = min(value, node_cost.get(n, value))
-        named: dict[str, list[Alert]] = {}
-        heads = {
-            (_node(lab), lab.get("service", ""), lab.get("rule", "")): (v, lab.get("unit", ""))
-            for lab, v in got.get("x:headroom") or []
-        }
-        for labels, since in got.get("x:alert") or []:
-            severity = labels.get("severity", "")
-            if severity not in ("warning", "critical"):
-                continue
-            rule, subject = labels.get("rule", "?"), labels.get("subject", "node")
-            head = heads.get((_node(labels), subject, rule))
-            value = f" (headroom {head[0]:g} {head[1]})" if head is not None else ""
-            named.setdefault(_node(labels), []).append(
-                Alert(
-                    key=f"exported:{rule}:{subject}",
-                    rule=rule,
-                    severity=severity,
-                    subject=subject,
-                    message=f"{rule} alert{value} on the node since "
-                    f"{datetime.fromtimestamp(since, tz=UTC):%H:%M:%S}Z (its inferdeck export)",
-                    since=datetime.fromtimestamp(since, tz=UTC),
-                )
-            )
-        for node in sorted(set(by_node) | set(gpus) | set(exported)):
-            alerts = list(named.get(node, []))
-            for labels, count in exported.get(node, []) if node not in named else []:
-                severity = labels.get("severity", "")
-                sev: Severity | None = (
-                    "warning"
-                    if severity == "warning"
-                    else "critical"
-                    if severity == "critical"
-                    else None
-                )
-                if sev is not None and count > 0:
-                    rule = labels.get("rule", "?")
-                    alerts.append(
-                        Alert(
-                            key=f"exported:{rule}:{severity}",
-                            rule=rule,
-                            severity=sev,
-                            subject="node",
-                            message=f"{count:.0f} {rule} alert(s) active on the node "
-                            "(its inferdeck export, its plan)",
-                            since=taken,
-                        )
-                    )
-            for e in by_node.get(node, []):
-                if not e.up:
-                    alerts.append(
-                        Alert(
-                            key=f"engine-down:{e.name}",
-                            severity="critical",
-                            subject=e.name,
-                            message=f"down: {e.error}",
-                            since=taken,
-                        )
-                    )
-            for g in gpus.get(node, []):
-                if g.unavailable.get("xid"):
-                    alerts.append(
-                        Alert(
-                            key=f"xid:{g.index}",
-                            severity="critical",
-                            subject=f"GPU {g.index}",
-                            message=g.unavailable["xid"],
-                            since=taken,
-                        )
-                    )
-            shares = attain.get(node)
-            tps = sum(e.generation_tokens_per_s or 0.0 for e in by_node.get(node, []))
-            worst_share = min(shares) if shares else None
-            good = tps * (worst_share if worst_share is not None else 1.0)
-            self.state.summary[node] = NodeSummary(
-                ttft_within_target=worst_share,
-                ttft_target_s=TTFT_TARGET_S,
-                usd_per_m_compliant_tokens_at_least=node_cost[node]
-                if node in node_cost
-                else per_million(node_hourly(self.cost), good, 1.0)
-                if self.cost is not None
-                else None,
-                cost_from_node=node in node_cost,
-            )
-            nodes[node] = Frame(
-                taken_at=taken,
-                host=node,
-                inferdeck_version=__version__,
-                window_s=self.window_s,
-                gpu_source=GpuSource(
-                    kind="none",
-                    error=None
-                    if gpus.get(node)
-                    else "no DCGM exporter series for this node in Prometheus",
-                    note=GENERATION[canonical[node]] if node in canonical else None,
-                ),
-                gpus=gpus.get(node, []),
-                engines=by_node.get(node, []),
-                alerts=alerts,
-            )
-        return nodes
+        return by_node, attain
+
+    def _summary(
+        self, engines: list[Engine], shares: list[float] | None, node_cost: float | None
+    ) -> NodeSummary:
+        """A node's line of the fleet: its worst TTFT share and its price per good token."""
+        tps = sum(e.generation_tokens_per_s or 0.0 for e in engines)
+        worst_share = min(shares) if shares else None
+        good = tps * (worst_share if worst_share is not None else 1.0)
+        return NodeSummary(
+            ttft_within_target=worst_share,
+            ttft_target_s=TTFT_TARGET_S,
+            usd_per_m_compliant_tokens_at_least=node_cost
+            if node_cost is not None
+            else per_million(node_hourly(self.cost), good, 1.0)
+            if self.cost is not None
+            else None,
+            cost_from_node=node_cost is not None,
+        )
 
     @staticmethod
     def _gpus(got: dict[str, Any]) -> tuple[dict[str, list[Gpu]], dict[str, bool]]:
@@ -523,3 +468,94 @@ class FleetSource:
                 )
             )
         return out, canonical
+
+
+def _exported(
+    got: dict[str, Any],
+) -> tuple[dict[str, list[tuple[dict[str, str], float]]], dict[str, list[Alert]], dict[str, float]]:
+    """What each node's own inferdeck export says: its alert counts, its named alerts (with the
+    headroom behind each), and its cost per good token."""
+    exported: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for labels, value in got.get("x:alerts") or []:
+        exported.setdefault(_node(labels), []).append((labels, value))
+    node_cost: dict[str, float] = {}
+    for labels, value in got.get("x:cost") or []:
+        n = _node(labels)
+        if not math.isnan(value):
+            node_cost[n] = min(value, node_cost.get(n, value))
+    named: dict[str, list[Alert]] = {}
+    heads = {
+        (_node(lab), lab.get("service", ""), lab.get("rule", "")): (v, lab.get("unit", ""))
+        for lab, v in got.get("x:headroom") or []
+    }
+    for labels, since in got.get("x:alert") or []:
+        severity = labels.get("severity", "")
+        if severity not in ("warning", "critical"):
+            continue
+        rule, subject = labels.get("rule", "?"), labels.get("subject", "node")
+        head = heads.get((_node(labels), subject, rule))
+        value = f" (headroom {head[0]:g} {head[1]})" if head is not None else ""
+        named.setdefault(_node(labels), []).append(
+            Alert(
+                key=f"exported:{rule}:{subject}",
+                rule=rule,
+                severity=severity,
+                subject=subject,
+                message=f"{rule} alert{value} on the node since "
+                f"{datetime.fromtimestamp(since, tz=UTC):%H:%M:%S}Z (its inferdeck export)",
+                since=datetime.fromtimestamp(since, tz=UTC),
+            )
+        )
+    return exported, named, node_cost
+
+
+def _counted_alerts(rows: list[tuple[dict[str, str], float]], taken: datetime) -> list[Alert]:
+    """Alerts from an export that only counts them (an older inferdeck)."""
+    alerts: list[Alert] = []
+    for labels, count in rows:
+        severity = labels.get("severity", "")
+        sev: Severity | None = (
+            "warning" if severity == "warning" else "critical" if severity == "critical" else None
+        )
+        if sev is not None and count > 0:
+            rule = labels.get("rule", "?")
+            alerts.append(
+                Alert(
+                    key=f"exported:{rule}:{severity}",
+                    rule=rule,
+                    severity=sev,
+                    subject="node",
+                    message=f"{count:.0f} {rule} alert(s) active on the node "
+                    "(its inferdeck export, its plan)",
+                    since=taken,
+                )
+            )
+    return alerts
+
+
+def _seen_alerts(engines: list[Engine], gpus: list[Gpu], taken: datetime) -> list[Alert]:
+    """Alerts the fleet sees itself: an engine Prometheus reports down, a GPU's XID."""
+    alerts: list[Alert] = []
+    for e in engines:
+        if not e.up:
+            alerts.append(
+                Alert(
+                    key=f"engine-down:{e.name}",
+                    severity="critical",
+                    subject=e.name,
+                    message=f"down: {e.error}",
+                    since=taken,
+                )
+            )
+    for g in gpus:
+        if g.unavailable.get("xid"):
+            alerts.append(
+                Alert(
+                    key=f"xid:{g.index}",
+                    severity="critical",
+                    subject=f"GPU {g.index}",
+                    message=g.unavailable["xid"],
+                    since=taken,
+                )
+            )
+    return alerts
