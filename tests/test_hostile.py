@@ -16,11 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.exportserver import ListenError, parse_listen, serve, token_ok
+from console.exportserver import ListenError, parse_listen, serve
+from console.textserver import token_ok
 
 
 def _port(server) -> int:
-    return server.server_address[1]
+    return server.port
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_a_silent_tls_client_does_not_delay_an_https_scrape(cert):
         assert time.monotonic() - began < 1.0
         silent.close()
     finally:
-        server.shutdown()
+        server.stop()
 
 
 @pytest.mark.slow
@@ -76,7 +77,7 @@ def test_fifty_concurrent_scrapers_all_answer_under_a_second():
             for f in [pool.submit(scraper) for _ in range(50)]:
                 f.result()
     finally:
-        server.shutdown()
+        server.stop()
     assert count[0] > 50 * 30  # every scraper kept scraping
     assert worst[0] < 1.0, worst[0]
 
@@ -96,7 +97,7 @@ def test_a_thousand_idle_connections_are_closed_by_their_timeout():
     finally:
         for s in socks:
             s.close()
-        server.shutdown()
+        server.stop()
 
 
 def test_the_token_scheme_is_case_insensitive_and_compared_whole():
@@ -130,7 +131,7 @@ def test_ipv6_loopback_is_served():
     try:
         assert httpx.get(f"http://[::1]:{_port(server)}/metrics", timeout=3).text == "x 1\n"
     finally:
-        server.shutdown()
+        server.stop()
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -87,7 +87,7 @@ def export(args: argparse.Namespace) -> int:
     try:
         asyncio.run(loop())
     finally:
-        server.shutdown()
+        server.stop()
         if node is not None:
             node.stop()
     return 0

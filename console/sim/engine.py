@@ -4,15 +4,13 @@ exposition format from a traffic model. They stand in for engines at the outermo
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from console.sim.formats import FORMATS, METRICS_PATHS, llamacpp_slots
 from console.sim.traffic import PROFILES, TrafficModel, TrafficSpec
+from console.textserver import Route, TextServer
 
 __all__ = [
     "PROFILES",
@@ -27,8 +25,10 @@ __all__ = [
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-class MetricsServer:
-    """A real HTTP server on 127.0.0.1 serving ``page()`` at /metrics, in a daemon thread."""
+class MetricsServer(TextServer):
+    """A real HTTP server on 127.0.0.1 serving ``page()`` at ``path`` (and ``extra`` routes, a
+    /health and a /ping), in a daemon thread; ``delay_s`` holds each page back that long (a hung
+    engine), ``page`` may be swapped while it serves."""
 
     def __init__(
         self,
@@ -39,80 +39,25 @@ class MetricsServer:
         path: str = "/metrics",
     ) -> None:
         self.page = page
-        self.path = path
-        self.content_type = content_type
-        self.extra = extra or {}  # path -> (body function, content type)
         self.delay_s = 0.0
-        outer = self
 
-        self._conns: set[socket.socket] = set()
-        self._conns_lock = threading.Lock()
+        def body() -> str | bytes:
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            return self.page()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                with outer._conns_lock:
-                    outer._conns.add(self.connection)
-
-            def finish(self) -> None:
-                with outer._conns_lock:
-                    outer._conns.discard(self.connection)
-                super().finish()
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                path = self.path.split("?", 1)[0]
-                if path == outer.path:
-                    if outer.delay_s:
-                        time.sleep(outer.delay_s)
-                    body = outer.page()
-                    data = body.encode() if isinstance(body, str) else body
-                    self._send(200, data, outer.content_type)
-                elif path in outer.extra:
-                    body_fn, ctype = outer.extra[path]
-                    self._send(200, body_fn().encode(), ctype)
-                elif path in ("/health", "/ping"):
-                    self._send(200, b"", "text/plain")
-                else:
-                    self._send(404, b"Not Found", "text/plain")
-
-            def _send(self, code: int, data: bytes, ctype: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request: object, client_address: object) -> None:
-                pass  # a client that hung up, or a chaos page that raised: nothing to print
-
-        self.httpd = Server(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
+        routes: dict[str, Route] = {
+            "/health": (lambda: b"", "text/plain"),
+            "/ping": (lambda: b"", "text/plain"),
+            **(extra or {}),
+            path: (body, content_type),
+        }
+        super().__init__(("127.0.0.1", port), routes)
         self.url = f"http://127.0.0.1:{self.port}{path}"
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever, name=f"sim-{self.port}", daemon=True
-        )
 
     def start(self) -> MetricsServer:
-        self._thread.start()
+        super().start()
         return self
-
-    def stop(self) -> None:
-        """Stop like a dying engine: no new connections, open keep-alive ones cut."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        with self._conns_lock:
-            for conn in list(self._conns):
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
 
 @dataclass
