@@ -147,14 +147,14 @@ def _engine(e: Engine) -> list[Finding]:
                 f"KV cache {peak * 100:.0f}% full with "
                 f"{counted(e.preemptions, k.preemptions)} in the window",
                 [
-                    f"KV use {used * 100:.1f}% now, peak {peak * 100:.1f}%"
+                    f"KV use {used * 100:.1f}% of {num(e.kv_capacity_tokens)} tokens now, peak "
+                    f"{peak * 100:.1f}%"
                     + (
                         f", at or above {KV_FULL * 100:.0f}% in {e.kv_full_share * 100:.0f}% of "
                         "the window's scrapes"
                         if e.kv_full_share is not None
                         else ""
-                    )
-                    + f" of {num(e.kv_capacity_tokens)} tokens",
+                    ),
                     counted(e.preemptions, k.preemptions)
                     + (
                         f", {e.preemptions_per_request:.2f} per finished request"

@@ -55,6 +55,8 @@ class HeadroomState:
     recovered: dict[str, tuple[float, float]] = field(
         default_factory=dict
     )  # engine -> (at, took_s)
+    layouts: dict[str, str] = field(default_factory=dict)  # GPU uuid or index -> MIG layout
+    relaid: dict[str, tuple[float, str, str]] = field(default_factory=dict)  # (at, before, after)
 
 
 def _utc(t: float) -> datetime:
@@ -92,6 +94,7 @@ def evaluate(
                 Condition(f"gpu-fault:{g.index}", "critical", f"GPU {g.index}", g.fault, "gpu")
             )
         _gpu_conditions(g, plan, cond)
+        conds += _layout_change(g, state, now)
     by_name = {e.name: e for e in engines}
     planned = {s.engine_name for s in plan.services}
     for e in engines:
@@ -251,6 +254,45 @@ def _outage(e: Engine, state: HeadroomState, now: float) -> None:
     elif e.name in state.down_since:
         began = state.down_since.pop(e.name)
         state.recovered[e.name] = (now, now - began)
+
+
+LAYOUT_EVENT_S = 600.0  # a MIG re-cut stays among the recent events this long
+
+
+def mig_layout(g: Gpu) -> str:
+    """A GPU's MIG layout in words: its instances by placement, MIG off, or not readable."""
+    if g.mig is None:
+        return "n/a"
+    if not g.mig.current:
+        return "MIG off"
+    parts = sorted((d.placement_start or 0, d.profile or "?") for d in g.mig.devices)
+    return ",".join(f"{p}@{s}" for s, p in parts) or "MIG on, no instances"
+
+
+def _layout_change(g: Gpu, state: HeadroomState, now: float) -> list[Condition]:
+    """An info event for LAYOUT_EVENT_S after the GPU's MIG layout (or mode) changed between
+    polls (the first reading of a GPU is no change)."""
+    key = g.uuid or str(g.index)
+    layout = mig_layout(g)
+    before = state.layouts.get(key)
+    state.layouts[key] = layout
+    if before is not None and before != layout and "n/a" not in (before, layout):
+        state.relaid[key] = (now, before, layout)
+    change = state.relaid.get(key)
+    if change is None or now - change[0] >= LAYOUT_EVENT_S:
+        return []
+    at, was, became = change
+    return [
+        Condition(
+            f"mig-layout:{key}",
+            "info",
+            f"GPU {g.index}",
+            f"MIG layout changed at {_utc(at):%H:%M:%S}Z: {was} -> {became}",
+            "gpu",
+            0.0,
+            0.0,
+        )
+    ]
 
 
 def _gpu_conditions(g: Gpu, plan: Plan, cond: CondFn) -> None:

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from console.fleet.state import FleetState, NodeSummary, node_row
 from console.keyseries import KeySeries
-from console.units import seconds
+from console.units import NA, num, pct, seconds
 from console.windowed import window_label
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
@@ -53,7 +53,8 @@ FLEET_NOTES = [
     "TTFT p95 and Tok/s are over the window in the header (Prometheus' rate() and "
     "histogram_quantile over it); TTFT≤1s is the share of requests within the node's TTFT target.",
     "GPUs n/a: Prometheus holds no DCGM exporter series for the node. $/M good: the least it "
-    "costs per million tokens meeting the SLO (~ when the fleet estimates it).",
+    'costs per million tokens meeting the SLO (~ when the fleet estimates it; "no good" when '
+    "no request met the TTFT target, so there is no such token to price).",
 ]
 
 
@@ -76,6 +77,8 @@ def _share(summary: NodeSummary | None, style: str) -> Text:
 
 def _cost(summary: NodeSummary | None, style: str) -> Text:
     v = summary.usd_per_m_compliant_tokens_at_least if summary else None
+    if summary is not None and summary.no_good:
+        return Text("no good", style=style)  # no request within the target: no price per one
     if v is None:
         return Text("n/a", style=style)
     # the node's own figure (its export) plain; the fleet's estimate from the TTFT share with ~
@@ -132,6 +135,63 @@ class NodeScreen(Screen[None]):
         self.query_one(AlertPane).show(frame)
         self.query_one(GpuPane).show(frame)
         self.query_one(EnginePane).show(frame)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        key = str(event.row_key.value)
+        if event.data_table.id == "engine-table" and key.startswith("eng:"):
+            self.app.push_screen(FleetEngineScreen(self.node, key.removeprefix("eng:")))
+
+
+class FleetEngineScreen(Screen[None]):
+    """One engine of a node as Prometheus holds it: every figure the fleet reads, and why the
+    others are missing (the node's own console shows the rest)."""
+
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
+
+    def __init__(self, node: str, url: str) -> None:
+        super().__init__()
+        self.node, self.url = node, url
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-engine", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show_state(cast("FleetApp", self.app).state)
+
+    def show_state(self, state: FleetState) -> None:
+        frame = state.nodes.get(self.node)
+        e = next((e for e in frame.engines if e.url == self.url), None) if frame else None
+        box = self.query_one("#fleet-engine", Static)
+        if frame is None or e is None:
+            box.update(f"{self.url} is no longer in Prometheus' answer for {self.node}.")
+            return
+        window = window_label(frame.window_s)
+        lines = [
+            Text.assemble((f"{e.name}", "bold"), f" on {self.node} ({e.kind or 'kind n/a'})"),
+            Text(f"model {e.model or NA}; " + ("up" if e.up else f"DOWN: {e.error}")),
+            Text(f"running {num(e.requests_running)}, waiting {num(e.requests_waiting)}"),
+            Text(f"KV cache {pct(e.kv_cache_usage, 1)}"),
+            Text(f"output {num(e.generation_tokens_per_s, 1)} tok/s over {window}"),
+        ]
+        for label, p in (("TTFT", e.ttft_s), ("TPOT", e.tpot_s)):
+            if p is not None:
+                lines.append(
+                    Text(
+                        f"{label} p50 {seconds(p.p50)}, p95 {seconds(p.p95)}, p99 "
+                        f"{seconds(p.p99)} over {window} ({num(p.observations)} requests)"
+                    )
+                )
+        lines.append(Text(f"completion {pct(e.success_rate, 2)}"))
+        lines += [Text(f"{k}: n/a — {why}", style="dim") for k, why in e.unavailable.items()]
+        lines.append(
+            Text(
+                f"Prometheus holds these figures; per-rank, speculative, LoRA and memory detail "
+                f"are in the console on {self.node} (inferdeck there).",
+                style="dim",
+            )
+        )
+        box.update(Text("\n").join(lines))
 
 
 class FleetApp(App[None]):
@@ -272,7 +332,7 @@ class FleetApp(App[None]):
         box = self.query_one("#fleet-errors", Static)
         box.update(Text(errors, style=c["warning"]))
         box.display = bool(errors)
-        if isinstance(self.screen, NodeScreen):
+        if isinstance(self.screen, (NodeScreen, FleetEngineScreen)):
             self.screen.show_state(st)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

@@ -364,8 +364,14 @@ class ServiceDetailScreen(DeckScreen):
         if cost_l is None or cost_r <= 0:
             box.update("This node's three-year cost is not in the config (cost.system_cost_usd).")
             return
+        # the service's own share of the node, as its goodput is its own: like against like
+        share = s.cost.device_share if s.cost else 1.0
+        cost_l *= share
         need = crossover(cost_r, cost_l, u_l, u_r or u_l)
-        line = f"The candidate is cheaper per good token when G_R / G_L > {need:.3f}"
+        line = (
+            f"Against this service's {share * 100:.1f}% of the node ({money(cost_l, 0)}), the "
+            f"candidate is cheaper per good token when G_R / G_L > {need:.3f}"
+        )
         gp = s.slo.goodput_tokens_per_s if s.slo else None
         g_l = serving_goodput((gp.low + gp.high) / 2, occupancy) if gp else None
         if g_r is not None and g_l is not None:

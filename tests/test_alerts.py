@@ -150,3 +150,40 @@ def test_check_demo_exit_codes():
     assert res.returncode == 2 and res.stdout.startswith(
         "INFERDECK CRITICAL - 127.0.0.1:9: engine down"
     )
+
+
+def test_a_mig_re_cut_is_a_recent_event_for_ten_minutes():
+    """A GPU whose MIG layout changed between polls raises an info event (before -> after) that
+    snapshot.md lists under Recent events; the first reading and a steady layout raise none."""
+    from console.frame import GpuSource
+    from console.headroom import LAYOUT_EVENT_S, HeadroomState, evaluate
+    from console.plan import Plan
+    from console.snapshot import to_markdown
+    from tests.frames import node_frame
+
+    frame = node_frame()
+    gpus = frame.gpus
+    g = next(g for g in gpus if g.mig is not None and g.mig.current and g.mig.devices)
+    state, book, source = HeadroomState(), AlertBook(), GpuSource(kind="nvml")
+
+    def events(gpus, t):
+        _, conds = evaluate(Plan(), source, gpus, [], state, t)
+        return [a for a in book.update(conds, t) if a.key.startswith("mig-layout:")]
+
+    assert events(gpus, 1000.0) == [] and events(gpus, 1001.0) == []
+    one = g.mig.devices[:1]
+    recut = [
+        x.model_copy(update={"mig": x.mig.model_copy(update={"devices": one})}) if x is g else x
+        for x in gpus
+    ]
+    (ev,) = events(recut, 1002.0)
+    assert ev.severity == "info" and ev.subject == f"GPU {g.index}"
+    before = ",".join(
+        f"{d.profile}@{d.placement_start}"
+        for d in sorted(g.mig.devices, key=lambda d: d.placement_start or 0)
+    )
+    assert ev.message.endswith(f"{before} -> {one[0].profile}@{one[0].placement_start}")
+    md = to_markdown(frame.model_copy(update={"alerts": [ev]}))
+    assert "MIG layout changed" in md.split("## Recent events")[1]
+    assert [e.state for e in events(recut, 1002.0 + LAYOUT_EVENT_S - 1)] == ["active"]
+    assert all(e.state == "cleared" for e in events(recut, 1002.0 + LAYOUT_EVENT_S + 1))

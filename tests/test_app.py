@@ -190,9 +190,13 @@ async def test_service_detail_and_what_if():
             await pilot.press(*"30000")
             await pilot.pause(0.2)
             result = str(app.screen.query_one("#whatif-result").render())
-            assert (
-                "G_R / G_L > 0.625" in result
-            )  # $30,000 vs this node's $48,000 at equal busy shares
+            # $30,000 against this service's share of the node's $48,000, at equal busy shares
+            got = re.search(
+                r"this service's ([\d.]+)% of the node .* G_R / G_L > (\d+\.\d+)", result
+            )
+            assert got is not None, result
+            share, need = float(got[1]) / 100, float(got[2])
+            assert 0 < share < 1 and need == pytest.approx(30000 / (48000 * share), rel=2e-3)
             await pilot.press("escape")
     finally:
         node.stop()

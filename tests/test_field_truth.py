@@ -707,3 +707,56 @@ def test_a_burn_window_with_too_few_requests_never_alerts():
     assert burn.windows["5m"].requests < MIN_BURN_REQUESTS
     assert burn.windows["5m"].burn == pytest.approx(200.0)
     assert burn.windows["5m"].ready is False and burn_alert(burn) is None
+
+
+def test_a_node_with_no_request_within_target_has_no_price_per_good_token():
+    """0 % of requests within the TTFT target read '$/M good ≥$0.20' (the node's own low bound):
+    with no compliant token served there is no price per one, and the cell says so."""
+    from console.fleet.prom import PromClient
+    from console.fleet.source import FleetSource
+    from console.fleet.state import node_row
+    from console.frame import Engine
+    from screens.fleet import _cost
+    from tests.frames import node_frame
+
+    src = FleetSource(PromClient("http://127.0.0.1:9"), cost=CostSpec(hourly_usd=2.0))
+    e = Engine(name="e", url="u", up=True, generation_tokens_per_s=500.0)
+    none = src._summary([e], [0.0], 0.2)
+    assert none.no_good and none.usd_per_m_compliant_tokens_at_least is None
+    assert _cost(none, "").plain == "no good"
+    assert "no compliant tokens" in node_row("n", node_frame(), none)["cost_basis"]
+    half = src._summary([e], [0.5], None)  # 250 good tok/s at $2/h
+    assert half.usd_per_m_compliant_tokens_at_least == pytest.approx(2.0 * 1e6 / (3600 * 250))
+    assert _cost(half, "").plain == f"≥${2.0 * 1e6 / (3600 * 250):,.2f}~"
+    assert src._summary([e], [0.5], 0.2).usd_per_m_compliant_tokens_at_least == 0.2
+
+
+def test_a_fleet_answer_without_the_engine_kinds_keeps_the_last_frames():
+    """A poll in which Prometheus answered `up` but timed out on the queries that say which
+    engines exist built nodes without their engines (the fleet table emptied for a refresh):
+    such an answer is incomplete, and the last frames stay with their age."""
+    import asyncio
+
+    from console.fleet.prom import PromClient, PromError
+    from console.fleet.source import FleetSource
+
+    class Prom(PromClient):
+        slow = False
+
+        async def query(self, q, at=None):
+            if q == "up":
+                return [({"instance": "e:1", "node": "n", "job": "vllm"}, 1.0)]
+            if self.slow and "vllm" in q:
+                raise PromError("http://127.0.0.1:9: no answer within 1 s")
+            if "vllm:num_requests_running" in q and "sum" not in q:
+                return [({"instance": "e:1", "node": "n"}, 2.0)]
+            return []
+
+    prom = Prom("http://127.0.0.1:9")
+    src = FleetSource(prom)
+    first = asyncio.run(src.poll())
+    before = dict(first.nodes)
+    assert before and before["n"].engines, before
+    prom.slow = True
+    second = asyncio.run(src.poll())
+    assert second.errors and second.nodes == before

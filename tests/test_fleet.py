@@ -330,7 +330,7 @@ def test_prometheus_down_keeps_the_last_figures_with_their_age(fleet):
 
 
 async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
-    from screens.fleet import FleetApp, NodeScreen
+    from screens.fleet import FleetApp, FleetEngineScreen, NodeScreen
     from screens.widgets import KeyedTable
 
     url, nodes, prom = fleet
@@ -369,6 +369,15 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
         engines = app.screen.query_one("#engine-table", KeyedTable)
         assert engines.row_count == 2
         assert "inferdeck mig show" in str(app.screen.query_one("#node-note").render())
+        engines.focus()  # enter on an engine row opens what Prometheus holds of it
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, FleetEngineScreen)
+        shown = str(app.screen.query_one("#fleet-engine").render())
+        assert "on node-b" in shown and "tok/s over 15s" in shown and "TTFT p50" in shown
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, NodeScreen)
         prom.send_signal(19)
         try:
             await pilot.pause(2.5)

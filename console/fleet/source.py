@@ -157,9 +157,11 @@ class FleetSource:
         results = await asyncio.gather(*(self._q(n, queries[n]) for n in names))
         got = dict(zip(names, results, strict=True))
         now = time.time()
-        if got["up"] is None:
-            # Prometheus down or too slow (its cheapest query failed): the answer is incomplete,
-            # so the last frames stay, with their age, rather than the fragments that came back
+        kinds = [n for n in names if n.startswith("kind:") and queries[n]]
+        if got["up"] is None or any(got[n] is None for n in kinds):
+            # Prometheus down or too slow (a query that says which targets and engines exist
+            # failed): the answer is incomplete, so the last frames stay, with their age, rather
+            # than the fragments that came back (a node without its engines)
             return self.state
         when = self.at if self.at is not None else now
         self.state.nodes = self._plans(self._frames(got, when), when)
@@ -353,6 +355,8 @@ class FleetSource:
         tps = sum(e.generation_tokens_per_s or 0.0 for e in engines)
         worst_share = min(shares) if shares else None
         good = tps * (worst_share if worst_share is not None else 1.0)
+        if worst_share == 0.0:
+            return NodeSummary(ttft_within_target=0.0, ttft_target_s=TTFT_TARGET_S, no_good=True)
         return NodeSummary(
             ttft_within_target=worst_share,
             ttft_target_s=TTFT_TARGET_S,

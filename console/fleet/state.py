@@ -18,6 +18,9 @@ class NodeSummary:
     # True: the node's own figure (its inferdeck export: the lowest low bound of its services),
     # else the fleet's estimate from the TTFT share and the config's cost
     cost_from_node: bool = False
+    # no request within the target: no compliant token was served, so no price per one exists
+    # (a price from the node's own goodput bounds would read as a bargain)
+    no_good: bool = False
 
 
 @dataclass
@@ -56,7 +59,9 @@ def node_row(node: str, f: Frame, summary: NodeSummary | None = None) -> dict[st
             summary.usd_per_m_compliant_tokens_at_least if summary else None
         ),
         "cost_basis": (
-            None
+            f"no request within {summary.ttft_target_s:g} s: no compliant tokens"
+            if summary is not None and summary.no_good
+            else None
             if summary is None or summary.usd_per_m_compliant_tokens_at_least is None
             else "node's inferdeck export"
             if summary.cost_from_node
