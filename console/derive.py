@@ -134,6 +134,7 @@ class Deriver:
                 model=tr.model,
                 version_hints=ex.hints,
                 up=True,
+                sampled_at=_utc(s.t),
                 restarted_at=_utc(tr.restarted_at) if tr.restarted_at else None,
                 series=series,
                 unavailable=d.unavailable,
@@ -148,6 +149,7 @@ class Deriver:
                 kind=tr.kind or s.kind,
                 model=tr.model,
                 up=False,
+                sampled_at=_utc(s.t),
                 error=s.error,
             )
         return tr.last

@@ -264,6 +264,8 @@ class Engine(Record):
     device: str | None = None  # "GPU 0" or "GPU 1 MIG 2g.48gb@0", when known
     version_hints: list[str] = Field(default_factory=list)
     scrape_s: float | None = None
+    # when these figures were read: an engine polled at its own, longer interval keeps older ones
+    sampled_at: datetime | None = None
     requests_running: float | None = None
     requests_waiting: float | None = None
     kv_cache_usage: float | None = None  # fraction 0..1 (max across ranks)

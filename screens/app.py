@@ -403,6 +403,18 @@ class InferdeckApp(App[None]):
                 text.append(f" (→ {window_label(asked)} {later})")
             if self.replay is None:
                 text.append(f", poll {self.interval_s:g}s")
+            ages = [
+                ((f.taken_at - e.sampled_at).total_seconds(), e.name)
+                for e in f.engines
+                if e.sampled_at is not None
+            ]
+            if ages:  # the oldest engine figures on screen (own intervals, slow engines)
+                age, name = max(ages)
+                stale = age > max(2.0, 2 * self.interval_s)
+                text.append(
+                    f", {name} read {age:.0f}s ago" if stale else f", age ≤{age:.0f}s",
+                    style=f"bold {theme_colors(self.theme_variables)['warning']}" if stale else "",
+                )
             src = f.gpu_source
             facts = [
                 f"{name} {v}"

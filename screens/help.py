@@ -52,6 +52,9 @@ READING = [
     "so far, or nothing has finished yet in a window that inferdeck has not fully watched.",
     "° means the window is not full yet: the figure (and every rate) covers the seconds watched "
     'so far, shown in the header as "window 1m (12s watched)"; JSON gives covered_s.',
+    '"age ≤1s" in the header: the oldest engine figures on screen were read that long before '
+    "the frame; an engine on its own longer interval, or slow to answer, is named instead "
+    '("llama-70b read 14s ago").',
     "≥ means the rank fell in the +Inf bucket (a lower bound only).",
     "± means the bucket holding the figure spans more than 1.5x (its upper bound over its "
     "lower): the truth may be anywhere in it (the detail shows it).",

@@ -758,3 +758,22 @@ def test_cells_colour_by_the_plans_thresholds_carried_in_the_frame():
         for s in frame.services
     ]
     assert "yellow" in styles(_ok, frame.model_copy(update={"services": tight}))
+
+
+async def test_the_header_says_how_old_the_oldest_engine_sample_is():
+    """Each engine's figures carry when they were read; the header names the oldest, in the
+    warning colour once it is older than two polls (an engine on its own, longer interval)."""
+    from datetime import timedelta
+
+    frame = node_frame()
+    fresh = [e.model_copy(update={"sampled_at": frame.taken_at}) for e in frame.engines]
+    app = InferdeckApp(StaticSource(frame.model_copy(update={"engines": fresh})), interval_s=1.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.3)
+        assert "poll 1s, age ≤0s" in str(app.query_one("#status").render())
+    late = fresh[0].model_copy(update={"sampled_at": frame.taken_at - timedelta(seconds=14)})
+    slow = frame.model_copy(update={"engines": [late, *fresh[1:]]})
+    app = InferdeckApp(StaticSource(slow), interval_s=1.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.3)
+        assert f"{late.name} read 14s ago" in str(app.query_one("#status").render())

@@ -760,3 +760,25 @@ def test_a_fleet_answer_without_the_engine_kinds_keeps_the_last_frames():
     prom.slow = True
     second = asyncio.run(src.poll())
     assert second.errors and second.nodes == before
+
+
+def test_the_fleet_trend_names_nodes_as_the_table_does_without_a_node_label():
+    """The 'Last hour tok/s' trend grouped by a `node` label only: targets without one got an
+    empty trend. It is summed per node as the table names nodes (the instance's host)."""
+    import asyncio
+
+    from console.fleet.prom import PromClient
+    from console.fleet.source import FleetSource
+
+    class Prom(PromClient):
+        async def query_range(self, q, start, end, step):
+            assert "by (node, instance)" in q
+            return [
+                ({"instance": "gpu-7:8000"}, [(0.0, 10.0), (60.0, 12.0)]),
+                ({"instance": "gpu-7:8001"}, [(0.0, 5.0), (60.0, 6.0)]),
+                ({"instance": "e:1", "node": "n"}, [(60.0, 3.0)]),
+            ]
+
+    src = FleetSource(Prom("http://127.0.0.1:9"))
+    asyncio.run(src._trends(1000.0))
+    assert src.state.trends == {"gpu-7": [15.0, 18.0], "n": [3.0]}

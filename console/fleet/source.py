@@ -177,13 +177,20 @@ class FleetSource:
         if q is None:
             return
         try:
-            rows = await self.client.query_range(f"sum by (node) ({q})", now - 3600, now, 60)
+            rows = await self.client.query_range(
+                f"sum by (node, instance) ({q})", now - 3600, now, 60
+            )
         except PromError as exc:
             self.state.errors["trend"] = str(exc)
             return
-        self.state.trends = {
-            labels.get("node", "?"): [v for _, v in values] for labels, values in rows
-        }
+        # summed per node here, the node named as everywhere else (its label, or the host of
+        # the instance when targets carry no node label)
+        per: dict[str, dict[float, float]] = {}
+        for labels, values in rows:
+            steps = per.setdefault(_node(labels), {})
+            for t, v in values:
+                steps[float(t)] = steps.get(float(t), 0.0) + float(v)
+        self.state.trends = {node: [v for _, v in sorted(st.items())] for node, st in per.items()}
         self._trend_at = now
 
     def _plans(self, nodes: dict[str, Frame], now: float) -> dict[str, Frame]:
