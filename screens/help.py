@@ -65,7 +65,9 @@ READING = [
     "Prometheus' rate() (each series on its own).",
     "⟳ beside a GPU: MIG mode change pending (needs a GPU reset).",
     'Budget cells: what is left before the plan\'s budget ("5.2G left", "1.5 over"), the queue '
-    "as requests waiting.",
+    "as requests waiting. Their bars fill as the room is used, like the GPU pane's: half full at "
+    "the plan's margin (memory margin, planned sequences, the power and thermal warning "
+    "distances), full with nothing left.",
     "A pane title says how its rows are sorted, how many the filter hides and how many the "
     'terminal cuts off, above and below ("2 more ↑, 3 more ↓, scroll").',
     "On a tall terminal with up to 4 engines, the space left shows their TTFT p95, queue and KV "

@@ -103,7 +103,9 @@ def drift_cell(lines: list[MemoryLine], c: dict[str, str]) -> Text:
 
 def headroom_cell(h: Headroom | None, c: dict[str, str], bars: bool = False) -> Text:
     """A headroom against its budget, in words: "5.2G left", "1.5 over", "3 wait" — coloured by
-    its state; with ``bars`` (wide panes) after a 4-cell bar where half full is exactly at budget."""
+    its state; with ``bars`` (wide panes) after a 4-cell bar that fills as the room is used, as
+    the GPU pane's bars fill with use: half full exactly at the plan's margin, full at none
+    left."""
     if h is None:
         return Text("-", style=c["dim"])
     color = c[STATE_STYLE[h.state]]
@@ -124,10 +126,10 @@ def headroom_cell(h: Headroom | None, c: dict[str, str], bars: bool = False) -> 
     if not bars:
         return text
     if h.budget:
-        frac = max(0.0, min(1.0, h.value / (2 * h.budget)))
+        left = max(0.0, min(1.0, h.value / (2 * h.budget)))  # share of room left: 1/2 at margin
     else:
-        frac = 1.0 if h.value <= 0 else 0.0
-    filled = round(frac * 4)
+        left = 1.0 if h.value <= 0 else 0.0  # a queue: any waiting request is room used
+    filled = 4 - round(left * 4)
     return Text.assemble(("█" * filled, color), ("░" * (4 - filled), c["dim"]), " ", text)
 
 

@@ -11,7 +11,7 @@ from textual.widgets import Input, Static
 
 from console.cost import crossover, serving_goodput
 from console.findings import strays
-from console.frame import CostReport, Frame, ServiceStatus, SloReport, TargetReport
+from console.frame import CostReport, Frame, Headroom, ServiceStatus, SloReport, TargetReport
 from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN
 from console.thresholds import at_least
 from console.units import FEW, NA, PARTIAL, money, num, pct, seconds, share_range, target_text
@@ -60,6 +60,30 @@ def _burn(slo: SloReport | None, c: dict[str, str]) -> Text:
         ),
         style=c["error"] if hot else "",
     )
+
+
+# each headroom's figure at the precision it is known to, and what its budget is
+_DIGITS = {"GiB": 2, "seqs": 1, "W": 0, "°C": 0, "waiting": 0, "s down": 0}
+_BUDGET = {
+    "memory": "warn under a {v} {u} margin",
+    "kv": "plan: {v} seqs",
+    "queue": "plan: none waiting",
+    "power": "warn within {v} {u} of the cap",
+    "thermal": "warn within {v} {u} of slowdown",
+}
+
+
+def _headroom_value(h: Headroom) -> str:
+    return f"{h.value:,.{_DIGITS.get(h.unit, 2)}f} {h.unit}" if h.value is not None else NA
+
+
+def _budget_words(h: Headroom) -> str:
+    """What a headroom's budget is, in its own words ("budget" meant a margin for memory, the
+    planned sequences for KV and a warning distance for power and thermal)."""
+    if h.budget is None:
+        return ""
+    v = f"{h.budget:,.{0 if h.name == 'kv' else _DIGITS.get(h.unit, 2)}f}"  # whole sequences
+    return "(" + _BUDGET.get(h.name, "budget {v} {u}").format(v=v, u=h.unit) + ")"
 
 
 class SloPane(Pane):
@@ -239,10 +263,10 @@ class ServiceDetailScreen(DeckScreen):
         )
         t.append("headroom against the plan\n", style="bold")
         for h in s.headroom:
-            value = "" if h.value is None else f"{h.value:.2f} {h.unit}"
-            budget = "" if h.budget is None else f"(budget {h.budget:g} {h.unit})"
+            value = "" if h.value is None else _headroom_value(h)
+            budget = "" if h.budget is None else _budget_words(h)
             t.append(
-                f"  {h.name:<9}{h.state:<9}{value:<16}{budget:<22}{h.detail}\n",
+                f"  {h.name:<9}{h.state:<9}{value:<13}{budget:<33}{h.detail}\n",
                 style={"warning": c["warning"], "critical": c["error"]}.get(h.state, ""),
             )
         if s.memory:

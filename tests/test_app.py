@@ -777,3 +777,29 @@ async def test_the_header_says_how_old_the_oldest_engine_sample_is():
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause(0.3)
         assert f"{late.name} read 14s ago" in str(app.query_one("#status").render())
+
+
+def test_budget_bars_fill_as_the_room_is_used_and_budgets_say_what_they_are():
+    """Budget bars read as the GPU pane's (fuller is worse): empty with twice the margin left,
+    half full at the margin, full with none left; each budget in its own words."""
+    from console.frame import Headroom
+    from screens.panes import headroom_cell
+    from screens.services import _budget_words
+
+    c = {"success": "green", "warning": "yellow", "error": "red", "dim": "grey50"}
+
+    def filled(value, budget, unit="GiB"):
+        h = Headroom(name="memory", value=value, budget=budget, unit=unit, state="ok")
+        return headroom_cell(h, c, bars=True).plain[:4].count("█")
+
+    assert [filled(v, 2.0) for v in (4.0, 2.0, 1.0, 0.0, -1.0)] == [0, 2, 3, 4, 4]
+    assert filled(0.0, 0.0, "waiting") == 0 and filled(3.0, 0.0, "waiting") == 4
+    words = {
+        name: _budget_words(Headroom(name=name, value=1.0, budget=b, unit=u, state="ok"))
+        for name, b, u in (("memory", 3.4, "GiB"), ("kv", 8.0, "seqs"), ("power", 30.0, "W"))
+    }
+    assert words == {
+        "memory": "(warn under a 3.40 GiB margin)",
+        "kv": "(plan: 8 seqs)",
+        "power": "(warn within 30 W of the cap)",
+    }
