@@ -1,6 +1,8 @@
 """Line charts in terminal cells, as the detail screens and the dashboard strip draw them: braille
 dots (2 across, 4 down a cell) in a box with y ticks at the left, x ticks and their labels below,
-a legend at the top left and dashed limit lines with their label at the right end. Pure: numbers
+the legend in the top border (outside the data) and dashed limit lines with their label at the
+right end; each series ends in its own glyph, which its legend entry shows, so lines are told
+apart without their colours. Pure: numbers
 in, rows of (text, colour) runs out; the screens turn them into styled text.
 
 A chart is built once per draw (a second, or ten on the dashboard), so this is plain Python with no
@@ -16,7 +18,7 @@ Run = tuple[str, str | None]  # text and its colour (None: the widget's own)
 
 # the bit of each dot in a braille cell, by dot row (0-3) and dot column (0-1)
 DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
-LEGEND = "⢕⢕"
+GLYPHS = ("●", "■", "▲", "◆", "✚", "★", "▼", "○", "□", "△")  # a series' end mark and legend key
 
 
 def ticks(lo: float, hi: float, n: int) -> list[str]:
@@ -110,6 +112,7 @@ def text_chart(
             for dx in range(dots_x):
                 if dx % 4 < 2:  # dashed
                     dot(dx, dy, c)
+    ends: list[tuple[int, int]] = []  # each series' last point, as a dot
     for _, xs, ys, c in series:
         prev: tuple[int, int] | None = None
         for x, y in zip(xs, ys, strict=False):
@@ -119,8 +122,9 @@ def text_chart(
             else:
                 _segment(prev, p, c, dot)
             prev = p
+        ends.append(prev if prev is not None else (-1, -1))
 
-    # text over the dots: the legend at the top left, each limit's label at its right end
+    # text over the dots: each series' glyph at its end, each limit's label at its right end
     text: list[list[tuple[str, str | None] | None]] = [[None] * cols for _ in range(rows)]
 
     def put(r: int, col: int, s: str, c: str | None) -> None:
@@ -128,14 +132,15 @@ def text_chart(
             if 0 <= r < rows and 0 <= col + i < cols:
                 text[r][col + i] = (ch, c)
 
-    for i, (label, _, _, c) in enumerate(series[:rows]):
-        put(i, 1, f"{LEGEND} {label}", c)
     for label, y, c in lines:
         if y0 <= y <= y1:
             put(ydot(y) >> 2, cols - len(label) - 1, label, c)
+    for i, ((dx, dy), (_, _, _, c)) in enumerate(zip(ends, series, strict=True)):
+        if dx >= 0:
+            put(dy >> 2, min(dx >> 1, cols - 1), GLYPHS[i % len(GLYPHS)], c)
 
     out: list[list[Run]] = [_centred(title, lw + 1, cols)]
-    out.append([(" " * lw + "┌" + "─" * cols + "┐", None)])
+    out.append(_merge([(" " * lw + "┌", None), *_legend(series, cols), ("┐", None)]))
     for r in range(rows):
         cells: list[Run] = [(f"{ylabels[r]:>{lw}}┤" if r in ylabels else " " * lw + "│", None)]
         for col in range(cols):
@@ -192,6 +197,29 @@ def _segment(
         if e2 <= dx:
             err += dx
             ya += sy
+
+
+def _legend(
+    series: Sequence[tuple[str, Sequence[float], Sequence[float], str]], cols: int
+) -> list[Run]:
+    """The top border with each series' glyph and label in its colour, as many as fit in
+    ``cols`` cells (then "+N" for the rest), the border line around them."""
+    runs: list[Run] = [("─", None)]
+    used = 1
+    for i, (label, _, _, c) in enumerate(series):
+        entry = f"{GLYPHS[i % len(GLYPHS)]} {label} "
+        rest = len(series) - i - 1
+        more = f"+{rest} " if rest else ""
+        if used + len(entry) + len(more) > cols:
+            more = f"+{len(series) - i} "
+            if used + len(more) <= cols:
+                runs.append((more, None))
+                used += len(more)
+            break
+        runs.append((entry, c))
+        used += len(entry)
+    runs.append(("─" * (cols - used), None))
+    return runs
 
 
 def _centred(s: str, offset: int, cols: int) -> list[Run]:

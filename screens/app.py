@@ -17,6 +17,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.scrollbar import ScrollBar
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
@@ -34,7 +35,7 @@ from screens.panes import AlertPane, ServicesPane
 from screens.replaybar import ReplayBar
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
-from screens.widgets import KeyBar, KeyedTable, Pane, Quiet, theme_colors
+from screens.widgets import CellScrollBar, KeyBar, KeyedTable, Pane, Quiet, theme_colors
 
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
     from console.mig.manager import MigManager
@@ -108,6 +109,7 @@ class InferdeckApp(App[None]):
         mig: MigManager | None = None,
     ) -> None:
         super().__init__()
+        ScrollBar.renderer = CellScrollBar  # whole-cell scrollbars (Textual's documented hook)
         self.mig = mig
         self.source = source
         self.read_only = read_only

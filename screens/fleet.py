@@ -12,6 +12,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.scrollbar import ScrollBar
 from textual.widgets import DataTable, Footer, Input, Static
 
 from console.fleet.state import FleetState, NodeSummary, node_row
@@ -21,7 +22,7 @@ from console.windowed import window_label
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
 from screens.panes import AlertPane
-from screens.widgets import KeyedTable, spark, theme_colors
+from screens.widgets import CellScrollBar, KeyedTable, spark, theme_colors
 
 if TYPE_CHECKING:  # the source queries Prometheus: screens only hold it
     from console.fleet.source import FleetSource
@@ -210,6 +211,7 @@ class FleetApp(App[None]):
 
     def __init__(self, source: FleetSource, interval_s: float = 5.0) -> None:
         super().__init__()
+        ScrollBar.renderer = CellScrollBar  # whole-cell scrollbars (Textual's documented hook)
         self.source = source
         self.interval_s = interval_s
         self.state = FleetState()

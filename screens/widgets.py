@@ -5,13 +5,17 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from rich.color import Color as RichColor
+from rich.segment import Segment, Segments
+from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 from textual.containers import Vertical
 from textual.markup import escape
 from textual.screen import Screen
+from textual.scrollbar import ScrollBarRender
 from textual.widgets import DataTable, Static
 
 from console.frame import Frame, Percentiles
@@ -430,3 +434,43 @@ class DeckScreen(Screen[None]):
     @property
     def deck(self) -> InferdeckApp:
         return cast("InferdeckApp", self.app)
+
+
+_TRACK, _THUMB = RichColor.parse("#555555"), RichColor.parse("bright_magenta")  # Textual's
+
+
+class CellScrollBar(ScrollBarRender):
+    """Scrollbars in whole cells, read as scrollbars in any terminal and any capture: a thin
+    track with the thumb drawn over it (Textual's eighth-cell thumb ends read as debris, '▂▂',
+    where colours are lost). Installed with Textual's documented ``ScrollBar.renderer``."""
+
+    VERTICAL_BARS: ClassVar[list[str]] = [" "] * 8  # no partial cells at the thumb's ends
+    HORIZONTAL_BARS: ClassVar[list[str]] = [" "] * 8
+
+    @classmethod
+    def render_bar(
+        cls,
+        size: int = 25,
+        virtual_size: float = 50,
+        window_size: float = 20,
+        position: float = 0,
+        thickness: int = 1,
+        vertical: bool = True,
+        back_color: RichColor = _TRACK,
+        bar_color: RichColor = _THUMB,
+    ) -> Segments:
+        drawn = super().render_bar(
+            size, virtual_size, window_size, position, thickness, vertical, back_color, bar_color
+        )
+        track, thumb = ("│", "┃") if vertical else ("─", "━")
+        bar = bar_color
+        out = []
+        for seg in drawn.segments:
+            if seg.text.strip() or not seg.text or seg.text == "\n" or seg.style is None:
+                out.append(seg)
+                continue
+            on_thumb = bool(seg.style.reverse)
+            glyph = (thumb if on_thumb else track) * len(seg.text)
+            style = seg.style + Style(reverse=False, color=bar, dim=not on_thumb)
+            out.append(Segment(glyph, style))
+        return Segments(out, new_lines=drawn.new_lines)

@@ -29,14 +29,14 @@ def test_a_diagonal_a_limit_and_the_axes():
     rows = _rows(chart)
     assert len(rows) == 10 and all(len(r) <= 20 for r in rows)
     assert rows[0].strip() == "load"
-    assert rows[1] == "   ┌" + "─" * 15 + "┐"
+    # the legend sits in the top border, outside the data: the series' glyph, its label
+    assert rows[1] == "   ┌─● a " + "─" * 10 + "┐"
     assert [r[:4] for r in rows[2:7]] == ["100┤", " 75┤", " 50┤", " 25┤", "  0┤"]
     # the line starts in the top-left dot (bit 0x01 of the first cell) and ends in the
-    # bottom-right one (29, 19: dot row 3, dot column 1, bit 0x80 of the last cell); the legend
-    # is written over the first plot row from its second cell
+    # bottom-right cell, marked with the series' glyph (told apart without its colour)
     assert (ord(rows[2][4]) - 0x2800) & 0x01
-    assert rows[2][5:9] == "⢕⢕ a"
-    assert (ord(rows[6][18]) - 0x2800) & 0x80
+    assert "a" not in rows[2]  # no legend over the data
+    assert rows[6][18] == "●" and {c for t, c in chart[6] if "●" in t} == {"blue"}
     # y = 50 is dot row round(50 × 19 / 100) = 10: plot row 2, dot row 2 (bits 0x04, 0x20),
     # dashed two dots on, two off; its label ends one cell before the right border
     dashed = rows[4][4:19]
@@ -58,3 +58,15 @@ def test_no_figures_and_no_room():
     # a title wider than the chart is cut, never wrapped
     long = _rows(text_chart(20, 10, "x" * 40, [], []))[0]
     assert len(long) == 20 and long.endswith("…")
+
+
+def test_each_series_has_its_own_glyph_and_a_legend_that_fits_says_how_many_are_left_out():
+    series = [(f"GI {i}", [-1.0, 0.0], [float(i), float(i)], f"c{i}") for i in range(7)]
+    rows = _rows(text_chart(40, 16, "MIG", series, [], (-1.0, 0.0), (0.0, 7.0)))
+    border = rows[1]
+    assert border.startswith("   ┌─● GI 0 ■ GI 1 ▲ GI 2") and border.endswith("┐")
+    assert len(border) == 40 and "+" in border  # the rest counted, never cut mid-word
+    shown = border.count("GI ")
+    assert border.split("+")[1].split()[0] == str(7 - shown)
+    plot = "".join(rows[2:-3])
+    assert all(g in plot for g in "●■▲◆✚★▼")  # every line ends in its own glyph
