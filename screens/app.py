@@ -110,6 +110,7 @@ class InferdeckApp(App[None]):
     ) -> None:
         super().__init__()
         ScrollBar.renderer = CellScrollBar  # whole-cell scrollbars (Textual's documented hook)
+        self._poll_now = asyncio.Event()
         self.mig = mig
         self.source = source
         self.read_only = read_only
@@ -207,7 +208,12 @@ class InferdeckApp(App[None]):
                     except Exception as exc:  # noqa: BLE001 - a drawing bug must not stop polling
                         self.poll_errors += 1
                         self.last_poll_error = f"draw: {type(exc).__name__}: {exc}"
-            await asyncio.sleep(max(0.05, self.interval_s - (time.monotonic() - started)))
+            wait = max(0.05, self.interval_s - (time.monotonic() - started))
+            try:  # until the next poll is due, or a key asks for one now (w: a new window)
+                await asyncio.wait_for(self._poll_now.wait(), wait)
+            except TimeoutError:
+                pass
+            self._poll_now.clear()
 
     def show(self, frame: Frame) -> None:
         if self.replay is None:
@@ -449,6 +455,8 @@ class InferdeckApp(App[None]):
         """Cycle the window for rates and percentiles: 1m -> 5m -> 15m."""
         later = [w for w in WINDOWS_S if w > self.source.window_s]
         self.source.window_s = later[0] if later else WINDOWS_S[0]
+        if self.replay is None and not self.paused:
+            self._poll_now.set()  # figures over the new window at once, not at the next poll
         self.notify(
             f"Window {window_label(self.source.window_s)}: rates and percentiles recompute "
             "from the kept history.",

@@ -13,6 +13,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 from textual.containers import Vertical
+from textual.events import Click
 from textual.markup import escape
 from textual.screen import Screen
 from textual.scrollbar import ScrollBarRender
@@ -411,18 +412,33 @@ class KeyBar(Static):
         """The bar at ``width`` and how many keys it leaves out."""
         entries = self.entries()
         out = Text(no_wrap=True)
+        self._spans: list[tuple[int, int, str]] = []  # cells of each key's entry, its words
         for n, (key, what) in enumerate(entries):
             piece = Text.assemble((f" {key}", "bold"), f" {what} ")
             rest = len(entries) - n - 1
             need = piece.cell_len + (len(self.MORE) + 2 if rest else 0)
             if out.cell_len + need > width:
+                start = out.cell_len
                 out.append("  " + self.MORE, style="bold")
+                self._spans.append((start, out.cell_len, "Help"))
                 return out, len(entries) - n
+            self._spans.append((out.cell_len, out.cell_len + piece.cell_len, what))
             out.append_text(piece)
         return out, 0
 
     def render(self) -> Text:
         return self.line(self.size.width)[0]
+
+    async def on_click(self, event: Click) -> None:
+        """A click on a key does what the key does (as Textual's footer did)."""
+        what = next((w for a, b, w in getattr(self, "_spans", []) if a <= event.x < b), None)
+        if what is None:
+            return
+        words = {v: k for k, v in self.SHORT.items()}
+        for active in self.screen.active_bindings.values():
+            if active.binding.description in (what, words.get(what)):
+                await self.app.run_action(active.binding.action, active.node)
+                return
 
 
 class DeckScreen(Screen[None]):

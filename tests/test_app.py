@@ -803,3 +803,39 @@ def test_budget_bars_fill_as_the_room_is_used_and_budgets_say_what_they_are():
         "kv": "(plan: 8 seqs)",
         "power": "(warn within 30 W of the cap)",
     }
+
+
+async def test_a_click_on_the_key_bar_does_what_the_key_does():
+    from screens.widgets import KeyBar
+
+    app = InferdeckApp(StaticSource(node_frame()), interval_s=1.0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.3)
+        bar = app.screen.query_one(KeyBar)
+        start, _, _ = next(s for s in bar._spans if s[2] == "Pause")
+        assert not app.paused
+        await pilot.click(KeyBar, offset=(start + 1, 0))
+        await pilot.pause(0.1)
+        assert app.paused
+        start, _, _ = next(s for s in bar._spans if s[2] == "Help")
+        await pilot.click(KeyBar, offset=(start + 1, 0))
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.slow
+async def test_w_brings_figures_over_the_new_window_without_waiting_for_the_next_poll():
+    """At a 10 s poll, `w` used to wait for the next poll (up to the whole interval); it asks
+    for one at once."""
+    node, poller = _planned_demo()
+    app = InferdeckApp(poller, interval_s=10.0)
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause(1.5)  # the first frame
+            assert app.frame is not None and app.frame.window_s == 60.0
+            await pilot.press("w")
+            await pilot.pause(1.5)
+            assert app.frame.window_s == 300.0
+            assert "→" not in str(app.query_one("#status").render())
+    finally:
+        node.stop()
