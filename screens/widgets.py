@@ -412,7 +412,7 @@ class KeyBar(Static):
         """The bar at ``width`` and how many keys it leaves out."""
         entries = self.entries()
         out = Text(no_wrap=True)
-        self._spans: list[tuple[int, int, str]] = []  # cells of each key's entry, its words
+        self._key_cells: list[tuple[int, int, str]] = []  # cells of each key's entry, its words
         for n, (key, what) in enumerate(entries):
             piece = Text.assemble((f" {key}", "bold"), f" {what} ")
             rest = len(entries) - n - 1
@@ -420,9 +420,9 @@ class KeyBar(Static):
             if out.cell_len + need > width:
                 start = out.cell_len
                 out.append("  " + self.MORE, style="bold")
-                self._spans.append((start, out.cell_len, "Help"))
+                self._key_cells.append((start, out.cell_len, "Help"))
                 return out, len(entries) - n
-            self._spans.append((out.cell_len, out.cell_len + piece.cell_len, what))
+            self._key_cells.append((out.cell_len, out.cell_len + piece.cell_len, what))
             out.append_text(piece)
         return out, 0
 
@@ -431,7 +431,7 @@ class KeyBar(Static):
 
     async def on_click(self, event: Click) -> None:
         """A click on a key does what the key does (as Textual's footer did)."""
-        what = next((w for a, b, w in getattr(self, "_spans", []) if a <= event.x < b), None)
+        what = next((w for a, b, w in getattr(self, "_key_cells", []) if a <= event.x < b), None)
         if what is None:
             return
         words = {v: k for k, v in self.SHORT.items()}

@@ -812,12 +812,12 @@ async def test_a_click_on_the_key_bar_does_what_the_key_does():
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause(0.3)
         bar = app.screen.query_one(KeyBar)
-        start, _, _ = next(s for s in bar._spans if s[2] == "Pause")
+        start, _, _ = next(s for s in bar._key_cells if s[2] == "Pause")
         assert not app.paused
         await pilot.click(KeyBar, offset=(start + 1, 0))
         await pilot.pause(0.1)
         assert app.paused
-        start, _, _ = next(s for s in bar._spans if s[2] == "Help")
+        start, _, _ = next(s for s in bar._key_cells if s[2] == "Help")
         await pilot.click(KeyBar, offset=(start + 1, 0))
         await pilot.pause(0.2)
         assert isinstance(app.screen, HelpScreen)
