@@ -48,7 +48,17 @@ def _engine_perf(e: Engine, ttft_limit: float | None, kv_crit: float) -> list[st
         f"{_label(e.name + ' kv')}={_num(kv)}{'%' if kv is not None else ''};;{kv_crit:g};0;100",
         f"{_label(e.name + ' queue')}={_num(e.requests_waiting if e.up else None)};0",
         f"{_label(e.name + ' tok_s')}={_num(e.generation_tokens_per_s if e.up else None, 6)}",
+        f"{_label(e.name + ' room_rps')}={_num(_room(e), 4)}",
     ]
+
+
+def _room(e: Engine) -> float | None:
+    """Requests a second the engine can take before its first SLO breaks (none when it cannot
+    tell, or only a lower bound is known)."""
+    cap = e.capacity if e.up else None
+    if cap is None or cap.requests_per_s is None or cap.at_least:
+        return None
+    return cap.room_per_s
 
 
 def check_lines(frame: Frame, plan: Plan) -> list[str]:

@@ -9,15 +9,16 @@ from datetime import UTC, datetime
 
 from console import __version__
 from console.alerts import AlertBook
+from console.capacity import CAPACITY_WINDOW_S, RENEW_S, estimate
 from console.engines import profiles
 from console.enginestats import by_model, derive
-from console.frame import Engine, Frame, Limits
+from console.frame import CapacityReport, Engine, Frame, Limits
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.meters import service_meters
 from console.plan import Plan
 from console.sample import EngineSample, Sample
-from console.slo import OutcomeHistory
+from console.slo import OutcomeHistory, default_slo
 from console.triton import count_once
 from console.verdict import judged
 from console.windowed import EngineHistory, process_start
@@ -35,6 +36,8 @@ class _Track:
     restarted_at: float | None = None
     restart_seen: float | None = None  # the scrape that showed the process start move
     last: Engine | None = None
+    capacity: CapacityReport | None = None  # the last estimate, and the scrape it was made at
+    capacity_t: float | None = None
 
 
 class Deriver:
@@ -79,6 +82,25 @@ class Deriver:
         )
         return judged(frame, self.alerts.pending())
 
+    def _capacity(self, tr: _Track, name: str, kv_tokens: float | None) -> CapacityReport:
+        """The engine's capacity to its services' SLOs (the strictest of them), estimated again
+        once the history holds a newer part of a load point (the figure moves no faster)."""
+        t = tr.history.points[-1].t
+        if tr.capacity is not None and tr.capacity_t is not None and t - tr.capacity_t < RENEW_S:
+            return tr.capacity
+        slos = [default_slo(svc) for svc in self.plan.services if svc.engine_name == name]
+        ttft = [x.ttft_s for x in slos if x.ttft_s is not None]
+        tpot = [x.tpot_s for x in slos if x.tpot_s is not None]
+        tr.capacity = estimate(
+            tr.history.points,
+            CAPACITY_WINDOW_S,
+            ttft_limit_s=min(ttft) if ttft else None,
+            tpot_limit_s=min(tpot) if tpot else None,
+            kv_capacity_tokens=kv_tokens,
+        )
+        tr.capacity_t = t
+        return tr.capacity
+
     def _engine(self, s: EngineSample) -> Engine:
         tr = self.tracks.setdefault(s.label, _Track(model=s.model))
         if not s.fresh:
@@ -118,6 +140,7 @@ class Deriver:
                 series["requests_counted"] = counted
             if profile.count_once_label:
                 d.fields["requests_by_model"] = by_model(tr.history.points, profile, self.window_s)
+            d.fields["capacity"] = self._capacity(tr, s.label, d.fields.get("kv_capacity_tokens"))
             if s.slots is not None:
                 got = dict(s.slots.fields) if s.slots.fields is not None else {}
                 d.fields.update(got)

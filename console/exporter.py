@@ -74,6 +74,19 @@ HELP = {
         "gauge",
         "Entries of the node's verdict by severity and source (alert, finding, pending).",
     ),
+    "capacity_requests_per_second": (
+        "gauge",
+        "The finished-request rate at which the engine's first SLO breaks (slo: the one that "
+        "breaks; bound: estimate, low, high; console/capacity.py), absent when it cannot tell.",
+    ),
+    "capacity_room_requests_per_second": (
+        "gauge",
+        "Requests a second the engine can take above its current rate before that SLO breaks.",
+    ),
+    "kv_full_in_seconds": (
+        "gauge",
+        "When the KV cache is full at its rising trend over the window (absent: no such trend).",
+    ),
     "gpu_utilization_ratio": ("gauge", "NVML GPU utilisation (absent under MIG)."),
     "gpu_activity_ratio": ("gauge", "GPM graphics activity of a GPU or MIG GPU instance."),
 }
@@ -125,6 +138,18 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
         p.add("verdict_concerns", float(n), severity=severity, source=source)
     for e in frame.engines:
         p.add("engine_up", 1.0 if e.up else 0.0, engine=e.name, kind=e.kind or "")
+        cap = e.capacity
+        if cap is not None and cap.requests_per_s is not None and not cap.at_least:
+            breaks = cap.binding or ""
+            for bound, value in (
+                ("estimate", cap.requests_per_s),
+                ("low", cap.low),
+                ("high", cap.high),
+            ):
+                p.add("capacity_requests_per_second", value, engine=e.name, slo=breaks, bound=bound)
+            p.add("capacity_room_requests_per_second", cap.room_per_s, engine=e.name, slo=breaks)
+        if cap is not None:
+            p.add("kv_full_in_seconds", cap.kv_full_in_s, engine=e.name)
     for s in frame.services:
         for h in s.headroom:
             unit, scale = BASE_UNITS.get(h.unit, (h.unit, 1.0))

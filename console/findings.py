@@ -7,15 +7,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from console.capacity import CAPACITY_WINDOW_S
 from console.engines import Knobs, profiles
 from console.enginestats import KV_FULL
 from console.frame import Engine, Frame, MemoryLine, ServiceStatus
 from console.slo import FAST_BURN, OBJECTIVES
 from console.slo import SLOW_BURN as BURN_SLOW
 from console.thresholds import at_least, below
-from console.units import GIB, basis, counted, gib, num, pct, seconds
+from console.units import GIB, basis, capacity_text, counted, duration_text, gib, num, pct, seconds
 
 RANK = {"critical": 0, "warning": 1, "info": 2}
+KV_FULL_SOON_S = 600.0  # a KV trend reaching full sooner than this is a finding
 QUEUE_SHARE = 0.5  # queueing holds at least half of the TTFT p95
 PREFILL_SHARE = 0.8  # queueing under a fifth of it: the rest is prefill
 TTFT_WORTH_S = 0.2  # below this, where TTFT goes is not worth a finding
@@ -223,6 +225,23 @@ def _engine(e: Engine) -> list[Finding]:
                 "compare throughput with computed prompt tokens (prompt tokens by source), not "
                 "the prompt counter",
                 hit,
+            )
+        )
+    full_in = e.capacity.kv_full_in_s if e.capacity is not None else None
+    if full_in is not None and full_in < KV_FULL_SOON_S and not kv_full:
+        out.append(
+            Finding(
+                "warning",
+                e.name,
+                f"KV cache full in ~{duration_text(full_in)} at this rate",
+                [
+                    f"KV use {pct(e.kv_cache_usage)} now, rising over the last "
+                    f"{CAPACITY_WINDOW_S / 60:.0f} minutes (its robust trend)",
+                    f"room before an SLO breaks: {capacity_text(e.capacity)}",
+                ],
+                f"add a replica or shed load before it fills; lower {k.max_len} if requests are "
+                "shorter than it",
+                KV_FULL_SOON_S - full_in,
             )
         )
     return out

@@ -318,6 +318,7 @@ class Engine(Record):
     imbalance: str | None = None  # the rank carrying more than its share, named
     slots: list[LlamaSlot] | None = None
     restarted_at: datetime | None = None
+    capacity: CapacityReport | None = None  # how much more it takes before an SLO breaks
     # seconds of the window the console has watched this engine (less than the window: every
     # windowed figure stands for this span, rated over it)
     covered_s: float | None = None
@@ -438,6 +439,30 @@ class SloReport(_Report):
     output_tokens_per_s: float | None = None
     goodput_tokens_per_s: RangeReport | None = None
     burn: BurnReport | None = None
+
+
+class CapacityReport(_Report):
+    """How much more an engine can take before an SLO breaks (console/capacity.py; the model
+    in docs/capacity.md). Rates are finished requests per second."""
+
+    requests_per_s: float | None = None  # the rate at the first SLO breach
+    low: float | None = None  # the range, from the fit's standard errors
+    high: float | None = None
+    at_least: bool | None = None  # past 1.5x the highest load seen: only a lower bound
+    current_per_s: float | None = None  # the recent finished rate
+    room_per_s: float | None = None  # requests_per_s - current_per_s
+    binding: str | None = None  # the SLO that breaks first: "tpot" or "ttft"
+    limit: str | None = None  # what gets there: "tpot", "kv" (pool full), "batch"
+    next_limit: str | None = None  # the bound after it, and its rate
+    next_per_s: float | None = None
+    queue_from: str | None = None  # the bound past which arrivals queue: "kv" or "batch"
+    running_at_limit: float | None = None  # running sequences at the binding bound
+    seen_max_running: float | None = None  # the highest load of the window's fit
+    itl_base_s: float | None = None  # the fit: ITL = base + per_seq x running
+    itl_per_seq_s: float | None = None
+    kv_full_in_s: float | None = None  # KV use's robust trend reaches full in this long
+    cant_tell: str | None = None  # why there is no estimate
+    note: str | None = None
 
 
 class EnergyReport(_Report):

@@ -8,6 +8,8 @@ from console.safetext import printable
 from console.units import (
     NA,
     PARTIAL,
+    capacity_text,
+    duration_text,
     gib,
     money,
     num,
@@ -48,7 +50,7 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
     if charts:
         lines += ["", "## Charts (last 15 minutes; alerts marked in red)", ""]
         lines += [f"![{name.removesuffix('.svg')}](charts/{name})" for name in charts]
-    lines += _gpus(frame) + _engines(frame)
+    lines += _gpus(frame) + _engines(frame) + _capacity(frame)
     if frame.services:
         lines += _slo(frame) + _cost(frame) + _plan(frame)
     lines += _recent(frame)
@@ -238,6 +240,26 @@ def _engines(frame: Frame) -> list[str]:
         )
     else:
         lines.append("no engines configured")
+    return lines
+
+
+def _capacity(frame: Frame) -> list[str]:
+    """Each engine's room to its first SLO breach and its KV trend (docs/capacity.md)."""
+    lines: list[str] = []
+    rows = [
+        [
+            e.name,
+            capacity_text(e.capacity),
+            f"~{duration_text(e.capacity.kv_full_in_s)}"
+            if e.capacity and e.capacity.kv_full_in_s is not None
+            else "no rising trend",
+        ]
+        for e in frame.engines
+        if e.up and e.capacity is not None
+    ]
+    if rows:
+        lines += ["", "## Capacity to SLO breach", ""]
+        lines += _table(["engine", "room (over the last 5 minutes of load)", "KV full in"], rows)
     return lines
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from console.frame import Percentiles, RangeReport, TargetReport
+from console.frame import CapacityReport, Percentiles, RangeReport, TargetReport
 
 GIB = 1024**3
 
@@ -154,3 +154,53 @@ def workload_text(w: object) -> str:
         runtime = getattr(w, "runtime", None)
         return f"{runtime + ' ' if runtime else ''}{cid[:12]}"
     return "-"
+
+
+_BREAKS = {"tpot": "TPOT p95 crosses its SLO", "ttft": "TTFT p95 crosses its SLO"}
+_LIMITS = {"kv": "the KV pool fills and arrivals queue", "batch": "the batch limit is reached"}
+
+
+def capacity_text(c: CapacityReport | None) -> str:
+    """The engine's room to its first SLO breach, in a sentence (the engine detail, snapshot.md,
+    check): "+1.4 req/s before TPOT p95 crosses its SLO (5.4 req/s, 4.9–6.0; now 4.0); KV next
+    at +3.1"."""
+    if c is None:
+        return NA
+    if c.cant_tell is not None:
+        return f"can't tell: {c.cant_tell}"
+    if c.requests_per_s is None:
+        return NA
+    now = c.current_per_s or 0.0
+    if c.at_least:
+        return f"at least +{max(0.0, c.requests_per_s - now):.1f} req/s ({c.note})"
+    why = _BREAKS.get(c.binding or "", "an SLO breaks")
+    if c.binding == "ttft" and c.limit in _LIMITS:
+        why += f" ({_LIMITS[c.limit]})"
+    if c.note:
+        return f"no room: {c.note}"
+    out = f"+{c.room_per_s or 0.0:.1f} req/s before {why} ({c.requests_per_s:.1f} req/s"
+    if c.low is not None and c.high is not None:
+        out += f", {c.low:.1f}–{c.high:.1f}"
+    out += f"; now {now:.1f})"
+    if c.next_limit and c.next_per_s is not None:
+        out += f"; {c.next_limit.upper() if c.next_limit != 'batch' else 'batch'} next at "
+        out += f"+{max(0.0, c.next_per_s - now):.1f}"
+    return out
+
+
+def room_cell(c: CapacityReport | None) -> str:
+    """The dashboard's short form: "+1.4/s TPOT", "≥+3/s", "?" when it cannot tell."""
+    if c is None or c.requests_per_s is None:
+        return "?" if c is not None and c.cant_tell else NA
+    if c.at_least:
+        return f"≥+{max(0.0, c.requests_per_s - (c.current_per_s or 0.0)):.0f}/s"
+    return f"+{c.room_per_s or 0.0:.1f}/s {(c.binding or '').upper()}"
+
+
+def duration_text(seconds: float) -> str:
+    """ "45 s", "4 min", "3.2 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

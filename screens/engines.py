@@ -13,7 +13,18 @@ from textual.widgets import DataTable, Static
 from console.charts import slo_lines
 from console.frame import Engine, Frame, Limits, Percentiles
 from console.plan import SloSpec
-from console.units import FEW, NA, basis, num, pct, quantile_text, seconds
+from console.units import (
+    FEW,
+    NA,
+    basis,
+    capacity_text,
+    duration_text,
+    num,
+    pct,
+    quantile_text,
+    room_cell,
+    seconds,
+)
 from console.verdict import worst_for
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import (
@@ -140,6 +151,16 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
         lambda e, c, p: Text(num(e.requests_per_s, 1), style="" if e.requests_per_s else c["dim"]),
     ),
     (
+        "Room",
+        "room",
+        11,
+        True,
+        lambda e, c, p: Text(
+            room_cell(e.capacity),
+            style="" if e.capacity and e.capacity.requests_per_s is not None else c["dim"],
+        ),
+    ),
+    (
         "Trend tok/s",
         "trend",
         16,
@@ -225,6 +246,17 @@ SHORT_DRAFT = 0.3  # a last draft position accepted less often than this is most
 def _features(e: Engine, line: Callable[[str, str], None]) -> None:
     """The figures an engine shows only when it runs the feature (by-reason splits, speculative
     decoding, LoRA, MFU, P/D queues, its own memory figures)."""
+    if e.capacity is not None:
+        cap = e.capacity
+        line("capacity to SLO breach", capacity_text(cap))
+        if cap.itl_base_s is not None and cap.itl_per_seq_s is not None:
+            line(
+                "decode step fit",
+                f"ITL ≈ {cap.itl_base_s * 1000:.1f} ms + {cap.itl_per_seq_s * 1000:.2f} ms × "
+                f"running (load seen up to {num(cap.seen_max_running)} sequences)",
+            )
+        if cap.kv_full_in_s is not None:
+            line("KV cache", f"full in ~{duration_text(cap.kv_full_in_s)} at this rate")
     if e.waiting_by_reason:
         line("waiting by reason", _split(e.waiting_by_reason))
     if e.admission_rejections is not None:

@@ -1,0 +1,370 @@
+"""How much more an engine can take before an SLO breaks, from its own metrics, live.
+
+The model (docs/capacity.md says it in full):
+
+* Decode step time grows with the batch: ``ITL(n) ≈ W + H·n``, fitted by least squares on the
+  window's load points — each a stretch of scrapes giving the mean running sequences ``n`` and
+  the mean time between a sequence's tokens, ``n × span ÷ tokens generated`` (the gauge and the
+  counter: the histograms keep no sums, and their buckets are too coarse for a mean).
+* A request takes ``T(n) = T0 + (L − 1)·ITL(n)``: ``T0`` its time to first token unqueued, ``L``
+  its output tokens (Δgeneration tokens / Δfinished). By Little's law the finished rate at ``n``
+  running is ``λ(n) = n / T(n)``.
+* Bounds on ``n``, each turned into a rate by ``λ(n)``: TPOT's p95 (the fit scaled by the
+  window's p95 / mean) reaching the SLO; the KV pool full (capacity ÷ the tokens a running
+  sequence holds, measured); a batch limit when one is known. Past the KV or batch bound
+  arrivals queue, so TTFT breaks there (or now, if unqueued TTFT already misses its SLO).
+* Capacity is the lowest bound, and the binding one is named. Honesty: a range from the fit's
+  standard errors; never past 1.5× the highest load seen ("can't tell beyond"); "can't tell" when
+  the load never varied enough to separate W from H.
+
+Time to KV exhaustion: the Theil–Sen slope of KV use over the window, when it rises by more than
+its noise, gives "full in ~N s at this rate".
+
+Pure: scrapes in, a report out; no I/O. Nothing here knows the simulator's constants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from console.engines import Extract
+from console.frame import CapacityReport
+from console.promtext import Labels
+from console.window import histogram_quantile, quantile_bucket, wide
+
+MIN_TREND_S = 60.0  # a KV trend needs at least a minute of readings
+CAPACITY_WINDOW_S = 300.0  # the load the estimate learns from: the last five minutes
+RENEW_S = 5.0  # estimated again once this much newer history holds
+STEP_S = 10.0  # a load point spans at least this much of the window
+MIN_POINTS = 6
+EXTRAPOLATE = 1.5  # never predict past this multiple of the highest load seen
+Z = 1.645  # the swing of the running count a bound must hold: its 95th percentile
+MIN_SPREAD = 0.25  # running sequences must vary (standard deviation) by this share of their mean
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    t: float
+    running: float  # mean running sequences over the stretch
+    itl_s: float | None  # mean time between a sequence's tokens: running x span / tokens made
+    finished: float  # requests finished in it
+    output_tokens: float
+    waiting: float  # the most waiting in it
+    kv_tokens: float | None  # mean KV tokens held per running sequence
+    span_s: float
+    ttft: tuple[tuple[float, float], ...] = ()  # TTFT bucket increases (bound, cumulative)
+    running_var: float = 0.0  # variance of the running gauge within the stretch
+
+
+def _sum(values: Mapping[Labels, float] | None) -> float | None:
+    return sum(values.values()) if values else None
+
+
+def _counter(ex: Extract, signal: str) -> float | None:
+    rows = ex.counters.get(signal)
+    return sum(v[0] for v in rows.values()) if rows else None
+
+
+def _count(ex: Extract, signal: str) -> float | None:
+    """A histogram's observation count summed over its series (its vectors end in the count)."""
+    rows = ex.histograms.get(signal)
+    return sum(v[-1] for v in rows.values()) if rows else None
+
+
+def _buckets(a: Extract, b: Extract, signal: str) -> tuple[tuple[float, float], ...] | None:
+    """The histogram's cumulative bucket increases from ``a`` to ``b``, summed by bound."""
+    new, old = b.histograms.get(signal) or {}, a.histograms.get(signal) or {}
+    bounds = b.bounds.get(signal) or {}
+    per: dict[float, float] = {}
+    for key, vec in new.items():
+        prev, les = old.get(key), bounds.get(key)
+        if prev is None or les is None or len(prev) != len(vec):
+            continue
+        for le, c, p in zip(les, vec, prev, strict=False):
+            if c < p:
+                return None  # a reset
+            per[le] = per.get(le, 0.0) + (c - p)
+    return tuple(sorted(per.items()))
+
+
+def load_points(
+    history: Sequence[Extract], window_s: float, kv_capacity: float | None
+) -> list[LoadPoint]:
+    """The window's stretches of at least STEP_S, oldest first (a stretch across a counter reset
+    is left out)."""
+    if not history:
+        return []
+    t_end = history[-1].t
+    scrapes = [ex for ex in history if ex.t >= t_end - window_s]
+    out: list[LoadPoint] = []
+    start = 0
+    for i in range(1, len(scrapes)):
+        a, b = scrapes[start], scrapes[i]
+        if b.t - a.t < STEP_S:
+            continue
+        inside = scrapes[start + 1 : i + 1]
+        start = i
+        run, wait, kv = [], [], []
+        for ex in inside:
+            r = _sum(ex.gauges.get("requests_running"))
+            w = _sum(ex.gauges.get("requests_waiting"))
+            use = ex.gauges.get("kv_cache_usage")
+            if r is not None:
+                run.append(r)
+            if w is not None:
+                wait.append(w)
+            if kv_capacity and r and use:
+                kv.append(max(use.values()) * kv_capacity / r)
+        point = _point(a, b, run, wait, kv)
+        if point is not None:
+            out.append(point)
+    return out
+
+
+def _point(
+    a: Extract, b: Extract, run: list[float], wait: list[float], kv: list[float]
+) -> LoadPoint | None:
+    def delta(x: float | None, y: float | None) -> float | None:
+        return y - x if x is not None and y is not None else None
+
+    gen = delta(_counter(a, "generation_tokens"), _counter(b, "generation_tokens"))
+    done = delta(_counter(a, "requests_finished"), _counter(b, "requests_finished"))
+    if done is None:
+        done = delta(_count(a, "tpot"), _count(b, "tpot"))
+    if not run or done is None or gen is None or min(done, gen) < 0:
+        return None  # nothing to read, or a counter reset inside: the stretch says nothing
+    span = b.t - a.t
+    running = sum(run) / len(run)
+    return LoadPoint(
+        t=b.t,
+        running=running,
+        itl_s=running * span / gen if gen > 0 and running > 0 else None,
+        finished=done,
+        output_tokens=gen,
+        waiting=max(wait) if wait else 0.0,
+        kv_tokens=sum(kv) / len(kv) if kv else None,
+        span_s=span,
+        ttft=_buckets(a, b, "ttft") or (),
+        running_var=sum((r - running) ** 2 for r in run) / len(run),
+    )
+
+
+@dataclass(frozen=True)
+class Fit:
+    w: float
+    h: float
+    se_w: float
+    se_h: float
+    n_lo: float
+    n_hi: float
+
+
+def fit_itl(points: Sequence[LoadPoint]) -> Fit | str:
+    """``ITL ≈ W + H·n`` by least squares, or why it cannot be fitted."""
+    xy = [(p.running, p.itl_s) for p in points if p.itl_s is not None and p.running > 0]
+    if len(xy) < MIN_POINTS:
+        return f"{len(xy)} load points with decode figures (needs {MIN_POINTS})"
+    xs = [x for x, _ in xy]
+    lo, hi = min(xs), max(xs)
+    mean = sum(xs) / len(xs)
+    spread = math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
+    if hi - lo < 2.0 or spread < MIN_SPREAD * mean:
+        return f"load never varied enough (running {lo:.0f}–{hi:.0f}, ±{spread / mean * 100:.0f} %)"
+    ys = [y for _, y in xy]
+    ym = sum(ys) / len(ys)
+    sxx = sum((x - mean) ** 2 for x in xs)
+    h = sum((x - mean) * (y - ym) for x, y in xy) / sxx
+    w = ym - h * mean
+    resid = [y - (w + h * x) for x, y in xy]
+    s2 = sum(r * r for r in resid) / max(1, len(xy) - 2)
+    se_h = math.sqrt(s2 / sxx)
+    se_w = math.sqrt(s2 * (1 / len(xy) + mean * mean / sxx))
+    return Fit(w, h, se_w, se_h, lo, hi)
+
+
+def theil_sen(ts: Sequence[float], ys: Sequence[float]) -> float | None:
+    """The median of pairwise slopes (robust to outliers); None with fewer than 3 points."""
+    n = len(ts)
+    if n < 3:
+        return None
+    stride = max(1, n // 40)  # at most ~40 points: ~800 pairs
+    t, y = ts[::stride], ys[::stride]
+    slopes = sorted(
+        (y[j] - y[i]) / (t[j] - t[i])
+        for i in range(len(t))
+        for j in range(i + 1, len(t))
+        if t[j] > t[i]
+    )
+    return slopes[len(slopes) // 2] if slopes else None
+
+
+def kv_full_in(history: Sequence[Extract], window_s: float) -> float | None:
+    """Seconds until the KV cache is full at the window's robust trend, or None when it does
+    not rise by more than its noise."""
+    t_end = history[-1].t if history else 0.0
+    pts = [
+        (ex.t, max(u.values()))
+        for ex in history
+        if ex.t >= t_end - window_s and (u := ex.gauges.get("kv_cache_usage"))
+    ]
+    if len(pts) < 10 or pts[-1][0] - pts[0][0] < MIN_TREND_S:
+        return None  # too short a stretch to call a trend
+    ts, ys = [p[0] for p in pts], [p[1] for p in pts]
+    slope = theil_sen(ts, ys)
+    if slope is None or slope <= 0:
+        return None
+    base = sorted(y - slope * t for t, y in pts)[len(pts) // 2]  # Theil-Sen's intercept
+    resid = sorted(abs(y - (base + slope * t)) for t, y in pts)
+    noise = resid[len(resid) // 2]
+    if slope * (ts[-1] - ts[0]) <= 3 * noise:
+        return None  # the rise is within the noise: no trend to extrapolate
+    now = base + slope * ts[-1]  # the trend's level now, not the last noisy reading
+    return max(0.0, (1.0 - now) / slope)
+
+
+def estimate(
+    history: Sequence[Extract],
+    window_s: float,
+    *,
+    ttft_limit_s: float | None,
+    tpot_limit_s: float | None,
+    kv_capacity_tokens: float | None,
+    batch_limit: float | None = None,
+) -> CapacityReport:
+    """Capacity to the first SLO breach (requests per second), its binding limit and range, the
+    room above the current rate, and the time to KV exhaustion."""
+    full_in = kv_full_in(history, window_s)
+    points = load_points(history, window_s, kv_capacity_tokens)
+    fit = fit_itl(points)
+    if isinstance(fit, str):
+        return CapacityReport(cant_tell=fit, kv_full_in_s=full_in)
+    done = sum(p.finished for p in points)
+    if done <= 0:
+        return CapacityReport(cant_tell="no request finished in the window", kv_full_in_s=full_in)
+    out_tokens = sum(p.output_tokens for p in points) / done
+    calm: dict[float, float] = {}  # TTFT buckets of the stretches where nothing waited
+    for p in points:
+        if p.waiting == 0:
+            for le, c in p.ttft:
+                calm[le] = calm.get(le, 0.0) + c
+    buckets = sorted(calm.items())
+    t0, _ = histogram_quantile(0.5, buckets) if buckets else (None, False)
+    t0_p95, _ = histogram_quantile(0.95, buckets) if buckets else (None, False)
+    if t0 is None or t0_p95 is None:
+        return CapacityReport(
+            cant_tell="no stretch without a queue to read unqueued TTFT from", kv_full_in_s=full_in
+        )
+    recent = points[-min(len(points), 6) :]
+    now = sum(p.finished for p in recent) / sum(p.span_s for p in recent)
+    tail = _tpot_tail(history, window_s, points, fit)
+
+    def itl(n: float, w: float = fit.w, h: float = fit.h) -> float:
+        return max(1e-6, w + h * n)
+
+    def rate(n: float, w: float = fit.w, h: float = fit.h) -> float:
+        return n / (t0 + max(0.0, out_tokens - 1) * itl(n, w, h))
+
+    # the running count swings around its mean as arrivals come and go (about as a Poisson
+    # count: variance ~ c x mean, c read from the stretches); a bound is met by the swing's
+    # 95th percentile, so the mean that reaches it stands Z x sigma below it
+    weight = sum(p.running for p in points)
+    c = sum(p.running_var for p in points) / weight if weight > 0 else 0.0
+
+    def below(bound: float) -> float:
+        root = (-Z * math.sqrt(c) + math.sqrt(Z * Z * c + 4 * max(bound, 0.0))) / 2
+        return root * root
+
+    bounds: dict[str, float] = {}  # name -> mean running sequences at which it binds
+    if tpot_limit_s is not None and fit.h > 0:
+        bounds["tpot"] = below((tpot_limit_s / tail - fit.w) / fit.h)
+    kv = [p.kv_tokens for p in points if p.kv_tokens]
+    if kv and kv_capacity_tokens:
+        bounds["kv"] = below(kv_capacity_tokens / (sum(kv) / len(kv)))
+    if batch_limit:
+        bounds["batch"] = below(batch_limit)
+    if ttft_limit_s is not None and t0_p95 > ttft_limit_s:
+        return CapacityReport(
+            requests_per_s=now,
+            room_per_s=0.0,
+            binding="ttft",
+            note=f"unqueued TTFT p95 {t0_p95:.2f} s already misses its SLO {ttft_limit_s:g} s",
+            kv_full_in_s=full_in,
+            seen_max_running=fit.n_hi,
+        )
+    if not bounds:
+        return CapacityReport(
+            cant_tell="no SLO or pool bound to reach (no TPOT SLO, no KV capacity)",
+            kv_full_in_s=full_in,
+        )
+    name, n_star = min(bounds.items(), key=lambda kv_: rate(max(kv_[1], 0.0)))
+    queued = {k: v for k, v in bounds.items() if k in ("kv", "batch")}
+    binding = name if name == "tpot" else "ttft"
+    reach = EXTRAPOLATE * fit.n_hi
+    if n_star > reach:
+        return CapacityReport(
+            requests_per_s=rate(reach),
+            at_least=True,
+            room_per_s=max(0.0, rate(reach) - now),
+            note=f"load seen up to {fit.n_hi:.0f} sequences: can't tell beyond {reach:.0f}",
+            kv_full_in_s=full_in,
+            seen_max_running=fit.n_hi,
+            current_per_s=now,
+        )
+    cap = rate(max(n_star, 0.0))
+    # the range: the fit's coefficients two standard errors either way
+    spread = [
+        rate(max(n_star, 0.0), fit.w + dw * 2 * fit.se_w, fit.h + dh * 2 * fit.se_h)
+        for dw in (-1, 1)
+        for dh in (-1, 1)
+    ]
+    if name == "tpot":  # the bound itself moves with the fit
+        spread = [
+            rate(below(max((tpot_limit_s or 0) / tail - w, 0.0) / h), w, h)
+            for w in (fit.w - 2 * fit.se_w, fit.w + 2 * fit.se_w)
+            for h in (max(1e-9, fit.h - 2 * fit.se_h), fit.h + 2 * fit.se_h)
+        ]
+    nxt = sorted(
+        ((k, rate(max(v, 0.0))) for k, v in bounds.items() if k != name), key=lambda x: x[1]
+    )
+    return CapacityReport(
+        requests_per_s=cap,
+        low=min(spread + [cap]),
+        high=max(spread + [cap]),
+        room_per_s=max(0.0, cap - now),
+        current_per_s=now,
+        binding=binding,
+        limit=name,
+        next_limit=nxt[0][0] if nxt else None,
+        next_per_s=nxt[0][1] if nxt else None,
+        running_at_limit=n_star,
+        seen_max_running=fit.n_hi,
+        itl_base_s=fit.w,
+        itl_per_seq_s=fit.h,
+        queue_from=min(queued, key=lambda k: queued[k]) if queued else None,
+        kv_full_in_s=full_in,
+    )
+
+
+def _tpot_tail(
+    history: Sequence[Extract], window_s: float, points: Sequence[LoadPoint], fit: Fit
+) -> float:
+    """How far the window's TPOT p95 lies above what the fit predicts for the same load: the
+    p95 of the fitted ITL over the window's stretches (weighted by the requests each finished)
+    against the TPOT histogram's p95, so the load's own variation is not counted as spread."""
+    if len(history) < 2:
+        return 1.0
+    old = next((ex for ex in history if ex.t >= history[-1].t - window_s), history[0])
+    buckets = _buckets(old, history[-1], "tpot") or ()
+    observed, ge = histogram_quantile(0.95, buckets) if buckets else (None, False)
+    mix = sorted((fit.w + fit.h * p.running, p.finished) for p in points if p.finished > 0)
+    total = sum(n for _, n in mix)
+    if observed is None or ge or total <= 0 or wide(quantile_bucket(observed, buckets), observed):
+        return 1.0  # a wide bucket holds the p95: its interpolated figure says nothing of spread
+    seen = 0.0
+    for value, n in mix:
+        seen += n
+        if seen >= 0.95 * total:
+            return max(1.0, observed / value)
+    return 1.0

@@ -1,0 +1,297 @@
+"""Live capacity to SLO breach (console/capacity.py) against the simulator's ground truth: the
+breach point found by sweeping the simulated engine's arrival rate, which the estimator never
+sees (it reads only the engine's /metrics page, as from a real engine)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from console.capacity import estimate, fit_itl, kv_full_in, theil_sen
+from console.engines import Extract, extract, profiles
+from console.enginestats import derive
+from console.promtext import parse
+from console.sim.engine import page_for
+from console.sim.traffic import TrafficModel, TrafficSpec
+from console.windowed import EngineHistory
+
+VLLM = profiles()["vllm"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _p95(values: list[float]) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, math.ceil(0.95 * len(v)) - 1)]
+
+
+def _meets(spec: dict, rate: float, ttft: float, tpot: float) -> bool:
+    """Whether the simulated engine at this steady rate meets both p95 SLOs (the truth)."""
+    clock = Clock()
+    model = TrafficModel(TrafficSpec(**spec, rate_rps=rate, seed=3), clock=clock)
+    for _ in range(420):
+        clock.t += 1.0
+        model.advance()
+        if len(model.waiting) > 400:
+            return False  # the queue only grows
+    done = [
+        f for f in model.finished_log if f.t > clock.t - 300 and f.outcome in ("stop", "length")
+    ]
+    if len(done) < 50:
+        return False
+    ttfts = [f.ttft_s for f in done if f.ttft_s is not None]
+    tpots = [f.tpot_s for f in done if f.tpot_s]
+    aborted = sum(1 for f in model.finished_log if f.t > clock.t - 300 and f.outcome == "abort")
+    return aborted < 0.02 * len(done) and _p95(ttfts) <= ttft and _p95(tpots) <= tpot
+
+
+def true_capacity(spec: dict, ttft: float, tpot: float) -> float:
+    """The highest steady arrival rate meeting both SLOs, by bisection (to 2 %)."""
+    lo, hi = 0.2, 1.0
+    while _meets(spec, hi, ttft, tpot):
+        lo, hi = hi, hi * 2
+    while hi / lo > 1.02:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if _meets(spec, mid, ttft, tpot) else (lo, mid)
+    return lo
+
+
+def watch(spec: dict, rates: list[float], seconds_each: int = 50) -> tuple[EngineHistory, float]:
+    """The engine scraped every second while its arrival rate steps through ``rates``."""
+    clock = Clock()
+    model = TrafficModel(TrafficSpec(**spec, rate_rps=rates[0], seed=5), clock=clock)
+    hist = EngineHistory(keep_s=400)
+    for r in rates:
+        model.spec.rate_rps = r
+        for _ in range(seconds_each):
+            clock.t += 1.0
+            hist.add(extract(parse(page_for("vllm", model)), VLLM, clock.t))
+    cap = derive(hist.points, VLLM, 60.0).fields.get("kv_capacity_tokens")
+    return hist, float(cap)
+
+
+# three engines: a step time that grows gently (TPOT binds), a small KV pool (KV binds, so TTFT
+# breaks there), a steep step time with short requests (TPOT binds early)
+ENGINES = {
+    "gentle": (
+        {"itl_base_s": 0.018, "itl_per_seq_s": 0.0004, "max_num_seqs": 512},
+        {"ttft": 2.0, "tpot": 0.05},
+        "tpot",
+    ),
+    "small_kv": (
+        {
+            "itl_base_s": 0.018,
+            "itl_per_seq_s": 0.0004,
+            "max_num_seqs": 512,
+            "kv_capacity_tokens": 40_000,
+        },
+        {"ttft": 2.0, "tpot": 0.05},
+        "ttft",
+    ),
+    "steep": (
+        {
+            "itl_base_s": 0.010,
+            "itl_per_seq_s": 0.0015,
+            "max_num_seqs": 512,
+            "prompt_tokens": 400,
+            "output_tokens": 120,
+        },
+        {"ttft": 2.0, "tpot": 0.08},
+        "tpot",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_live_capacity_is_within_20_percent_of_the_swept_breach_and_names_the_limit(name):
+    spec, slo, binding = ENGINES[name]
+    truth = true_capacity(spec, slo["ttft"], slo["tpot"])
+    shares = [0.3, 0.6, 0.45, 0.85, 0.55, 1.05]  # five minutes of varied load, a peak at the end
+    hist, kv = watch(spec, [s * truth for s in shares])
+    got = estimate(
+        hist.points,
+        300.0,
+        ttft_limit_s=slo["ttft"],
+        tpot_limit_s=slo["tpot"],
+        kv_capacity_tokens=kv,
+    )
+    assert got.cant_tell is None, got
+    assert got.requests_per_s == pytest.approx(truth, rel=0.20), (got, truth)
+    assert got.binding == binding, got
+    assert got.low <= got.requests_per_s <= got.high
+    assert got.room_per_s == pytest.approx(got.requests_per_s - got.current_per_s, abs=1e-9)
+
+
+@pytest.mark.slow
+def test_a_run_whose_load_never_varied_says_it_cannot_tell():
+    spec, slo, _ = ENGINES["gentle"]
+    hist, kv = watch(spec, [3.0] * 6)
+    got = estimate(
+        hist.points,
+        300.0,
+        ttft_limit_s=slo["ttft"],
+        tpot_limit_s=slo["tpot"],
+        kv_capacity_tokens=kv,
+    )
+    assert got.requests_per_s is None and got.cant_tell and "never varied" in got.cant_tell
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [7, 8])
+def test_time_to_kv_exhaustion_under_a_steady_ramp(seed):
+    """Arrivals ramp up steadily (+2.4 req/s a minute): the time to a full KV pool predicted
+    once the pool is half full is within 25 % of when the simulator's pool fills (its 30 s
+    average reaching 95 %: a single burst to full is not the pool filling)."""
+    spec = {
+        "itl_base_s": 0.018,
+        "itl_per_seq_s": 0.00005,
+        "max_num_seqs": 1024,
+        "kv_capacity_tokens": 40_000,
+        "prompt_tokens": 300,
+        "output_tokens": 200,
+    }
+    clock = Clock()
+    model = TrafficModel(TrafficSpec(**spec, rate_rps=1.0, seed=seed), clock=clock)
+    hist = EngineHistory(keep_s=400)
+    used: list[float] = []
+    predicted = predicted_at = full_at = None
+    for s in range(1200):
+        model.spec.rate_rps = 1.0 + s * 0.04
+        clock.t += 1.0
+        hist.add(extract(parse(page_for("vllm", model)), VLLM, clock.t))
+        used.append(model.kv_used_tokens() / spec["kv_capacity_tokens"])
+        level = sum(used[-30:]) / len(used[-30:])
+        if predicted is None and s >= 120 and level > 0.5:
+            predicted, predicted_at = kv_full_in(hist.points, 300.0), clock.t
+        if level >= 0.95:
+            full_at = clock.t
+            break
+    assert predicted is not None and full_at is not None and predicted_at is not None
+    assert predicted == pytest.approx(full_at - predicted_at, rel=0.25)
+
+
+def test_the_fit_and_the_robust_slope_on_hand_computed_points():
+    from console.capacity import LoadPoint
+
+    def p(n, itl):
+        return LoadPoint(0.0, n, itl, 1.0, 100.0, 0.0, None, 10.0)
+
+    fit = fit_itl([p(n, 0.02 + 0.001 * n) for n in (2, 4, 6, 8, 10, 12)])
+    assert not isinstance(fit, str)
+    assert fit.w == pytest.approx(0.02) and fit.h == pytest.approx(0.001)
+    assert fit.se_h == pytest.approx(0.0, abs=1e-12)
+    flat = fit_itl([p(10, 0.03) for _ in range(8)])
+    assert isinstance(flat, str) and "never varied" in flat
+    assert "needs 6" in str(fit_itl([p(n, 0.03) for n in (1, 5, 9)]))
+    # Theil-Sen: slope 2 through ten points, one wild outlier changes nothing
+    ts = [float(i) for i in range(10)]
+    ys = [2.0 * t for t in ts]
+    ys[4] = 500.0
+    assert theil_sen(ts, ys) == pytest.approx(2.0)
+
+
+def test_kv_exhaustion_is_not_guessed_on_a_flat_or_noisy_series():
+    def scrape(t, use):
+        return Extract(t=t, gauges={"kv_cache_usage": {(): use}})
+
+    flat = [scrape(float(t), 0.5 + (0.02 if t % 2 else -0.02)) for t in range(90)]
+    assert kv_full_in(flat, 120.0) is None
+    rising = [scrape(float(t), 0.1 + 0.005 * t) for t in range(90)]  # 0.545 now, +0.5 %/s
+    assert kv_full_in(rising, 120.0) == pytest.approx(91.0)
+    assert kv_full_in(rising[:50], 120.0) is None  # under a minute of readings: no trend
+
+
+def test_every_surface_says_the_room_and_its_binding_slo():
+    """The engine detail's sentence, the dashboard cell, snapshot.md, the exporter and check's
+    performance data, from one report."""
+    from console.checkplugin import perfdata
+    from console.exporter import frame_metrics
+    from console.frame import CapacityReport
+    from console.plan import Plan
+    from console.snapshot import to_markdown
+    from console.units import capacity_text, room_cell
+    from tests.frames import node_frame
+
+    cap = CapacityReport(
+        requests_per_s=5.4,
+        low=4.9,
+        high=6.0,
+        current_per_s=4.0,
+        room_per_s=1.4,
+        binding="tpot",
+        limit="tpot",
+        next_limit="kv",
+        next_per_s=7.1,
+        kv_full_in_s=240.0,
+    )
+    assert capacity_text(cap) == (
+        "+1.4 req/s before TPOT p95 crosses its SLO (5.4 req/s, 4.9–6.0; now 4.0); KV next at +3.1"
+    )
+    assert room_cell(cap) == "+1.4/s TPOT"
+    queued = cap.model_copy(update={"binding": "ttft", "limit": "kv"})
+    assert "TTFT p95 crosses its SLO (the KV pool fills and arrivals queue)" in capacity_text(
+        queued
+    )
+    unsure = CapacityReport(cant_tell="load never varied enough (running 28–33, ±6 %)")
+    assert (
+        capacity_text(unsure).startswith("can't tell: load never varied")
+        and room_cell(unsure) == "?"
+    )
+    beyond = CapacityReport(
+        requests_per_s=9.0,
+        at_least=True,
+        current_per_s=4.0,
+        note="load seen up to 12 sequences: can't tell beyond 18",
+    )
+    assert capacity_text(beyond) == (
+        "at least +5.0 req/s (load seen up to 12 sequences: can't tell beyond 18)"
+    )
+    frame = node_frame()
+    e = frame.engines[0].model_copy(update={"capacity": cap})
+    frame = frame.model_copy(update={"engines": [e, *frame.engines[1:]]})
+    md = to_markdown(frame)
+    section = md.split("## Capacity to SLO breach")[1].split("## ")[0]
+    assert e.name in section and "+1.4 req/s before TPOT p95" in section and "~4 min" in section
+    page = frame_metrics(frame, Plan(), "t")
+    assert (
+        f'inferdeck_capacity_requests_per_second{{engine="{e.name}",slo="tpot",bound="estimate"}} 5.4'
+        in page
+    )
+    assert (
+        f'inferdeck_capacity_room_requests_per_second{{engine="{e.name}",slo="tpot"}} 1.4' in page
+    )
+    assert f'inferdeck_kv_full_in_seconds{{engine="{e.name}"}} 240.0' in page
+    assert f"'{e.name} room_rps'=1.4" in perfdata(frame, Plan())
+
+
+def test_a_kv_pool_filling_within_ten_minutes_is_a_warning_finding():
+    from console.findings import findings
+    from console.frame import CapacityReport
+    from tests.frames import node_frame
+
+    frame = node_frame()
+    e = frame.engines[0]
+    soon = e.model_copy(
+        update={
+            "kv_cache_usage": 0.6,
+            "kv_cache_usage_peak": 0.62,
+            "capacity": CapacityReport(cant_tell="x", kv_full_in_s=240.0),
+        }
+    )
+    later = soon.model_copy(update={"capacity": CapacityReport(kv_full_in_s=1800.0)})
+    for engine, expect in ((soon, True), (later, False)):
+        got = findings(frame.model_copy(update={"engines": [engine]}))
+        hit = [f for f in got if f.title.startswith("KV cache full in")]
+        assert bool(hit) == expect, got
+    (f,) = [
+        f for f in findings(frame.model_copy(update={"engines": [soon]})) if "full in" in f.title
+    ]
+    assert f.severity == "warning" and f.title == "KV cache full in ~4 min at this rate"
