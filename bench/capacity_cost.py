@@ -27,6 +27,12 @@ from console.sim.traffic import TrafficModel, TrafficSpec  # noqa: E402
 from console.windowed import EngineHistory  # noqa: E402
 
 
+def _estimate(hist: EngineHistory, kv: float | None) -> None:
+    estimate(
+        hist.points, CAPACITY_WINDOW_S, ttft_limit_s=1.0, tpot_limit_s=0.05, kv_capacity_tokens=kv
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--polls", type=int, default=600)
@@ -44,23 +50,12 @@ def main() -> None:
         t0 = time.perf_counter()
         d = derive(hist.points, prof, 60.0)
         t1 = time.perf_counter()
+        kv = d.fields.get("kv_capacity_tokens")
         if last_t is None or clock[0] - last_t >= RENEW_S:  # as the Deriver renews it
-            estimate(
-                hist.points,
-                CAPACITY_WINDOW_S,
-                ttft_limit_s=1.0,
-                tpot_limit_s=0.05,
-                kv_capacity_tokens=d.fields.get("kv_capacity_tokens"),
-            )
+            _estimate(hist, kv)
             last_t = clock[0]
         t2 = time.perf_counter()
-        estimate(
-            hist.points,
-            CAPACITY_WINDOW_S,
-            ttft_limit_s=1.0,
-            tpot_limit_s=0.05,
-            kv_capacity_tokens=d.fields.get("kv_capacity_tokens"),
-        )
+        _estimate(hist, kv)
         t3 = time.perf_counter()
         derive_s += t1 - t0
         capacity_s += t2 - t1

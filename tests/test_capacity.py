@@ -11,6 +11,7 @@ import pytest
 from console.capacity import estimate, fit_itl, kv_full_in, theil_sen
 from console.engines import Extract, extract, profiles
 from console.enginestats import derive
+from console.frame import CapacityReport
 from console.promtext import parse
 from console.sim.engine import page_for
 from console.sim.traffic import TrafficModel, TrafficSpec
@@ -77,6 +78,16 @@ def watch(spec: dict, rates: list[float], seconds_each: int = 50) -> tuple[Engin
     return hist, float(cap)
 
 
+def _estimate(hist: EngineHistory, kv: float, slo: dict) -> CapacityReport:
+    return estimate(
+        hist.points,
+        300.0,
+        ttft_limit_s=slo["ttft"],
+        tpot_limit_s=slo["tpot"],
+        kv_capacity_tokens=kv,
+    )
+
+
 # three engines: a step time that grows gently (TPOT binds), a small KV pool (KV binds, so TTFT
 # breaks there), a steep step time with short requests (TPOT binds early)
 ENGINES = {
@@ -116,13 +127,7 @@ def test_live_capacity_is_within_20_percent_of_the_swept_breach_and_names_the_li
     truth = true_capacity(spec, slo["ttft"], slo["tpot"])
     shares = [0.3, 0.6, 0.45, 0.85, 0.55, 1.05]  # five minutes of varied load, a peak at the end
     hist, kv = watch(spec, [s * truth for s in shares])
-    got = estimate(
-        hist.points,
-        300.0,
-        ttft_limit_s=slo["ttft"],
-        tpot_limit_s=slo["tpot"],
-        kv_capacity_tokens=kv,
-    )
+    got = _estimate(hist, kv, slo)
     assert got.cant_tell is None, got
     assert got.requests_per_s == pytest.approx(truth, rel=0.20), (got, truth)
     assert got.binding == binding, got
@@ -134,13 +139,7 @@ def test_live_capacity_is_within_20_percent_of_the_swept_breach_and_names_the_li
 def test_a_run_whose_load_never_varied_says_it_cannot_tell():
     spec, slo, _ = ENGINES["gentle"]
     hist, kv = watch(spec, [3.0] * 6)
-    got = estimate(
-        hist.points,
-        300.0,
-        ttft_limit_s=slo["ttft"],
-        tpot_limit_s=slo["tpot"],
-        kv_capacity_tokens=kv,
-    )
+    got = _estimate(hist, kv, slo)
     assert got.requests_per_s is None and got.cant_tell and "never varied" in got.cant_tell
 
 
