@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from console.engines import Extract
 from console.frame import CapacityReport
@@ -41,6 +42,7 @@ STEP_S = 10.0  # a load point spans at least this much of the window
 MIN_POINTS = 6
 EXTRAPOLATE = 1.5  # never predict past this multiple of the highest load seen
 Z = 1.645  # the swing of the running count a bound must hold: its 95th percentile
+MAX_SHOWN = 30  # load points kept in the report, for the detail's chart of the fit
 MIN_SPREAD = 0.25  # running sequences must vary (standard deviation) by this share of their mean
 
 
@@ -200,17 +202,12 @@ def theil_sen(ts: Sequence[float], ys: Sequence[float]) -> float | None:
     return slopes[len(slopes) // 2] if slopes else None
 
 
-def kv_full_in(history: Sequence[Extract], window_s: float) -> float | None:
-    """Seconds until the KV cache is full at the window's robust trend, or None when it does
-    not rise by more than its noise."""
-    t_end = history[-1].t if history else 0.0
-    pts = [
-        (ex.t, max(u.values()))
-        for ex in history
-        if ex.t >= t_end - window_s and (u := ex.gauges.get("kv_cache_usage"))
-    ]
-    if len(pts) < 10 or pts[-1][0] - pts[0][0] < MIN_TREND_S:
-        return None  # too short a stretch to call a trend
+def _trend(pts: Sequence[tuple[float, float]], min_points: int = 10) -> tuple[float, float] | None:
+    """(slope per second, the trend's level now) of a series that rises by more than its noise
+    over at least MIN_TREND_S (Theil-Sen, robust to outliers); None on a flat, falling, noisy or
+    short one: no trend to extrapolate."""
+    if len(pts) < min_points or pts[-1][0] - pts[0][0] < MIN_TREND_S:
+        return None
     ts, ys = [p[0] for p in pts], [p[1] for p in pts]
     slope = theil_sen(ts, ys)
     if slope is None or slope <= 0:
@@ -219,9 +216,82 @@ def kv_full_in(history: Sequence[Extract], window_s: float) -> float | None:
     resid = sorted(abs(y - (base + slope * t)) for t, y in pts)
     noise = resid[len(resid) // 2]
     if slope * (ts[-1] - ts[0]) <= 3 * noise:
-        return None  # the rise is within the noise: no trend to extrapolate
-    now = base + slope * ts[-1]  # the trend's level now, not the last noisy reading
-    return max(0.0, (1.0 - now) / slope)
+        return None  # the rise is within the noise
+    return slope, base + slope * ts[-1]  # the trend's level now, not the last noisy reading
+
+
+def time_to(pts: Sequence[tuple[float, float]], limit: float) -> float | None:
+    """Seconds until a rising series reaches ``limit`` at its robust trend, or None."""
+    trend = _trend(pts)
+    if trend is None:
+        return None
+    slope, now = trend
+    return max(0.0, (limit - now) / slope)
+
+
+def _readings(
+    history: Sequence[Extract], window_s: float, gauge: str, how: str
+) -> list[tuple[float, float]]:
+    t_end = history[-1].t if history else 0.0
+    pick = max if how == "max" else sum
+    return [
+        (ex.t, pick(g.values()))
+        for ex in history
+        if ex.t >= t_end - window_s and (g := ex.gauges.get(gauge))
+    ]
+
+
+def kv_full_in(history: Sequence[Extract], window_s: float) -> float | None:
+    """Seconds until the KV cache is full at the window's robust trend, or None when it does
+    not rise by more than its noise."""
+    return time_to(_readings(history, window_s, "kv_cache_usage", "max"), 1.0)
+
+
+def queue_full_in(history: Sequence[Extract], window_s: float, limit: float) -> float | None:
+    """Seconds until the requests waiting reach ``limit`` at the window's robust trend."""
+    return time_to(_readings(history, window_s, "requests_waiting", "sum"), limit)
+
+
+SATURATION_Q = 0.90  # llm-d's saturation index: the worst of p90 latency / its SLO
+SATURATION_MIN = 20  # observations a p90 is read from
+RISING_S = 120.0  # the over-saturation slope test looks at the last two minutes of load points
+
+
+def saturation(
+    history: Sequence[Extract],
+    recent_s: float,
+    points: Sequence[LoadPoint],
+    limits: Mapping[str, float | None],
+) -> dict[str, object]:
+    """The saturation index (the worst of p90 latency / its SLO over the recent window, and the
+    SLO it is), and GuideLLM's over-saturation test: concurrency (running + waiting) and TTFT
+    both rising over the last two minutes by more than their noise."""
+    out: dict[str, object] = {}
+    if len(history) >= 2:
+        old = next((ex for ex in history if ex.t >= history[-1].t - recent_s), history[0])
+        worst: tuple[float, str] | None = None
+        for slo, limit in limits.items():
+            buckets = _buckets(old, history[-1], slo) if limit else None
+            if not buckets or not limit or buckets[-1][1] < SATURATION_MIN:
+                continue  # too few requests in the window to read a p90 from
+            q, _ = histogram_quantile(SATURATION_Q, buckets)
+            if q is not None and (worst is None or q / limit > worst[0]):
+                worst = (q / limit, slo)
+        if worst is not None:
+            out["saturation"], out["saturation_slo"] = worst
+    t_end = points[-1].t if points else 0.0
+    recent = [p for p in points if p.t > t_end - RISING_S]
+    load = [(p.t, p.running + p.waiting) for p in recent]
+    ttft = [
+        (p.t, q) for p in recent if p.ttft and (q := histogram_quantile(0.5, p.ttft)[0]) is not None
+    ]
+    if len(load) >= 6:
+        out["saturating"] = (
+            _trend(load, min_points=6) is not None
+            and len(ttft) >= 6
+            and _trend(ttft, min_points=6) is not None
+        )
+    return out
 
 
 def estimate(
@@ -232,11 +302,42 @@ def estimate(
     tpot_limit_s: float | None,
     kv_capacity_tokens: float | None,
     batch_limit: float | None = None,
+    recent_s: float = 60.0,
 ) -> CapacityReport:
     """Capacity to the first SLO breach (requests per second), its binding limit and range, the
-    room above the current rate, and the time to KV exhaustion."""
-    full_in = kv_full_in(history, window_s)
+    room above the current rate; the times to a full KV cache and to a queue long enough to
+    break the TTFT SLO; the saturation index over the recent window."""
     points = load_points(history, window_s, kv_capacity_tokens)
+    report = _estimate(
+        history, points, window_s, ttft_limit_s, tpot_limit_s, kv_capacity_tokens, batch_limit
+    )
+    extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
+    now = recent_rate(points)
+    if ttft_limit_s and now:
+        # queued wait ~ waiting / the finished rate (Little's law): TTFT breaks from queueing alone
+        # once this many wait
+        extra["queue_limit"] = limit = max(1.0, ttft_limit_s * now)
+        extra["queue_full_in_s"] = queue_full_in(history, window_s, limit)
+    return report.model_copy(update=extra)
+
+
+def recent_rate(points: Sequence[LoadPoint]) -> float | None:
+    """Requests finished per second over the last minute or so of load points."""
+    recent = points[-min(len(points), 6) :]
+    span = sum(p.span_s for p in recent)
+    return sum(p.finished for p in recent) / span if span > 0 else None
+
+
+def _estimate(
+    history: Sequence[Extract],
+    points: Sequence[LoadPoint],
+    window_s: float,
+    ttft_limit_s: float | None,
+    tpot_limit_s: float | None,
+    kv_capacity_tokens: float | None,
+    batch_limit: float | None,
+) -> CapacityReport:
+    full_in = kv_full_in(history, window_s)
     fit = fit_itl(points)
     if isinstance(fit, str):
         return CapacityReport(cant_tell=fit, kv_full_in_s=full_in)
@@ -256,8 +357,7 @@ def estimate(
         return CapacityReport(
             cant_tell="no stretch without a queue to read unqueued TTFT from", kv_full_in_s=full_in
         )
-    recent = points[-min(len(points), 6) :]
-    now = sum(p.finished for p in recent) / sum(p.span_s for p in recent)
+    now = recent_rate(points) or 0.0
     tail = _tpot_tail(history, window_s, points, fit)
 
     def itl(n: float, w: float = fit.w, h: float = fit.h) -> float:
@@ -342,6 +442,7 @@ def estimate(
         seen_max_running=fit.n_hi,
         itl_base_s=fit.w,
         itl_per_seq_s=fit.h,
+        observed=[(p.running, p.itl_s) for p in points if p.itl_s is not None][-MAX_SHOWN:],
         queue_from=min(queued, key=lambda k: queued[k]) if queued else None,
         kv_full_in_s=full_in,
     )
@@ -368,3 +469,46 @@ def _tpot_tail(
         if seen >= 0.95 * total:
             return max(1.0, observed / value)
     return 1.0
+
+
+def service_capacity(reports: Mapping[str, CapacityReport]) -> CapacityReport | None:
+    """A service's capacity over its replicas (engine name -> its report): each takes its own
+    share of arrivals, so rates and room add up; the replica with the least room names the
+    binding SLO; KV and queue exhaust at the soonest; saturation is the worst."""
+    if len(reports) <= 1:
+        return next(iter(reports.values()), None)
+    every = list(reports.values())
+    extra: dict[str, Any] = {}
+    for key in ("kv_full_in_s", "queue_full_in_s"):
+        times = [t for r in every if (t := getattr(r, key)) is not None]
+        extra[key] = min(times) if times else None
+    sats = [r for r in every if r.saturation is not None]
+    if sats:
+        worst = max(sats, key=lambda r: r.saturation or 0.0)
+        extra.update(
+            saturation=worst.saturation,
+            saturation_slo=worst.saturation_slo,
+            saturating=any(r.saturating for r in every),
+        )
+    unknown = [f"{n}: {r.cant_tell or r.note}" for n, r in reports.items() if r.room_per_s is None]
+    if unknown:
+        return CapacityReport(cant_tell="; ".join(unknown), **extra)
+
+    def total(key: str) -> float | None:
+        vals = [getattr(r, key) for r in every]
+        return None if any(v is None for v in vals) else sum(vals)
+
+    tight = min(every, key=lambda r: r.room_per_s or 0.0)
+    spans = [r for r in every if r.at_least]
+    return CapacityReport(
+        requests_per_s=total("requests_per_s"),
+        low=None if spans else total("low"),
+        high=None if spans else total("high"),
+        at_least=bool(spans),
+        current_per_s=total("current_per_s"),
+        room_per_s=total("room_per_s"),
+        binding=tight.binding,
+        limit=tight.limit,
+        note=f"{len(spans)} of {len(every)} replicas past the load seen" if spans else None,
+        **extra,
+    )

@@ -97,6 +97,7 @@ class Deriver:
             ttft_limit_s=min(ttft) if ttft else None,
             tpot_limit_s=min(tpot) if tpot else None,
             kv_capacity_tokens=kv_tokens,
+            recent_s=self.window_s,
         )
         tr.capacity_t = t
         return tr.capacity

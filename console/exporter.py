@@ -87,6 +87,37 @@ HELP = {
         "gauge",
         "When the KV cache is full at its rising trend over the window (absent: no such trend).",
     ),
+    "queue_full_in_seconds": (
+        "gauge",
+        "When the requests waiting reach the count at which queueing alone breaks the TTFT SLO, "
+        "at their rising trend (absent: no such trend).",
+    ),
+    "saturation_ratio": (
+        "gauge",
+        "The saturation index: the worst of p90 latency / its SLO (slo: the one it is); 1 or "
+        "more is saturated.",
+    ),
+    "saturating": (
+        "gauge",
+        "1 when running + waiting and TTFT both rise over the last two minutes (over-saturation).",
+    ),
+    "headroom_exhausted_in_seconds": (
+        "gauge",
+        "When the service's headroom (rule: kv, queue, power) is used up at its rising trend.",
+    ),
+    "slo_budget_spent_in_seconds": (
+        "gauge",
+        "How long a whole period's error budget lasts at the burn of the longest ready window.",
+    ),
+    "service_capacity_requests_per_second": (
+        "gauge",
+        "The service's replicas' capacities to their first SLO breach, summed (bound: estimate, "
+        "low, high).",
+    ),
+    "service_capacity_room_requests_per_second": (
+        "gauge",
+        "Requests a second the service's replicas take above their current rate, summed.",
+    ),
     "gpu_utilization_ratio": ("gauge", "NVML GPU utilisation (absent under MIG)."),
     "gpu_activity_ratio": ("gauge", "GPM graphics activity of a GPU or MIG GPU instance."),
 }
@@ -150,6 +181,10 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
             p.add("capacity_room_requests_per_second", cap.room_per_s, engine=e.name, slo=breaks)
         if cap is not None:
             p.add("kv_full_in_seconds", cap.kv_full_in_s, engine=e.name)
+            p.add("queue_full_in_seconds", cap.queue_full_in_s, engine=e.name)
+            p.add("saturation_ratio", cap.saturation, engine=e.name, slo=cap.saturation_slo or "")
+            if cap.saturating is not None:
+                p.add("saturating", float(cap.saturating), engine=e.name)
     for s in frame.services:
         for h in s.headroom:
             unit, scale = BASE_UNITS.get(h.unit, (h.unit, 1.0))
@@ -157,6 +192,27 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
             p.add("headroom", None if h.value is None else h.value * scale, **labels)
             p.add("headroom_budget", None if h.budget is None else h.budget * scale, **labels)
             p.add("headroom_severity", SEVERITY.get(h.state), service=s.name, rule=h.name)
+            p.add("headroom_exhausted_in_seconds", h.exhausted_in_s, service=s.name, rule=h.name)
+        cap = s.capacity
+        if cap is not None and cap.requests_per_s is not None and not cap.at_least:
+            for bound, value in (
+                ("estimate", cap.requests_per_s),
+                ("low", cap.low),
+                ("high", cap.high),
+            ):
+                p.add(
+                    "service_capacity_requests_per_second",
+                    value,
+                    service=s.name,
+                    slo=cap.binding or "",
+                    bound=bound,
+                )
+            p.add(
+                "service_capacity_room_requests_per_second",
+                cap.room_per_s,
+                service=s.name,
+                slo=cap.binding or "",
+            )
         slo = s.slo
         if slo is not None:
             for key, t in slo.targets.items():
@@ -170,6 +226,12 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
                 p.add("slo_good_share_ratio", slo.good_share.low, service=s.name, bound="low")
                 p.add("slo_good_share_ratio", slo.good_share.high, service=s.name, bound="high")
             if slo.burn is not None:
+                p.add(
+                    "slo_budget_spent_in_seconds",
+                    slo.burn.budget_spent_in_s,
+                    service=s.name,
+                    window=slo.burn.budget_window or "",
+                )
                 for window, w in slo.burn.windows.items():
                     # absent until the window holds enough (slo.BURN_READY_S): rules never page on
                     # 20 s of data; its coverage says how far it has come

@@ -18,6 +18,7 @@ from console.units import GIB, basis, capacity_text, counted, duration_text, gib
 
 RANK = {"critical": 0, "warning": 1, "info": 2}
 KV_FULL_SOON_S = 600.0  # a KV trend reaching full sooner than this is a finding
+SATURATING = 0.8  # a saturation index this high while load and TTFT rise: saturation coming
 QUEUE_SHARE = 0.5  # queueing holds at least half of the TTFT p95
 PREFILL_SHARE = 0.8  # queueing under a fifth of it: the rest is prefill
 TTFT_WORTH_S = 0.2  # below this, where TTFT goes is not worth a finding
@@ -227,6 +228,7 @@ def _engine(e: Engine) -> list[Finding]:
                 hit,
             )
         )
+    out += _saturation(e, k)
     full_in = e.capacity.kv_full_in_s if e.capacity is not None else None
     if full_in is not None and full_in < KV_FULL_SOON_S and not kv_full:
         out.append(
@@ -245,6 +247,57 @@ def _engine(e: Engine) -> list[Finding]:
             )
         )
     return out
+
+
+def _saturation(e: Engine, k: Knobs) -> list[Finding]:
+    """llm-d's saturation index past 1 (p90 over its SLO), or past SATURATING while load and TTFT
+    both rise (GuideLLM's over-saturation test): the engine is taking more than it serves."""
+    cap = e.capacity
+    index = cap.saturation if cap is not None else None
+    if cap is None or index is None:
+        return []
+    rising = bool(cap.saturating)
+    if below(index, 1.0) and not (rising and at_least(index, SATURATING)):
+        return []
+    slo = (cap.saturation_slo or "").upper()
+    if cap.saturation_slo == "ttft" and not rising and not e.requests_waiting:
+        return [
+            Finding(
+                "warning",
+                e.name,
+                f"p90 TTFT at {index:.2f}x its SLO with nothing waiting: prefill, not load",
+                [
+                    f"p90 TTFT at {index:.2f}x its SLO, waiting 0, running "
+                    f"{num(e.requests_running)}",
+                ],
+                f"long prompts: {k.prefix} for shared prefixes, or a larger {k.batched_tokens}",
+                index,
+            )
+        ]
+    evidence = [
+        f"p90 {slo} at {index:.2f}x its SLO (the saturation index: worst p90 / SLO)",
+        "running + waiting and TTFT both rising over the last two minutes"
+        if rising
+        else f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
+        f"room before an SLO breaks: {capacity_text(cap)}",
+    ]
+    knob = (
+        f"lower {k.max_seqs}: smaller batches decode faster (or add a replica)"
+        if cap.saturation_slo == "tpot"
+        else "add a replica or shed load: requests are queueing"
+    )
+    title = "saturated" if at_least(index, 1.0) else "saturating"
+    return [
+        Finding(
+            "warning",  # the burn rules page, over their windows
+            e.name,
+            f"{title}: p90 {slo} at {index:.2f}x its SLO"
+            + (", load and TTFT rising" if rising else ""),
+            evidence,
+            knob,
+            index,
+        )
+    ]
 
 
 def _context(s: ServiceStatus, e: Engine | None) -> list[Finding]:

@@ -358,6 +358,9 @@ class Headroom(Record):
     unit: str = ""
     state: State = "unknown"
     detail: str = ""
+    # when the live figure's rising trend uses it all up (KV full, the queue past the TTFT SLO,
+    # power at its limit); absent without such a trend
+    exhausted_in_s: float | None = None
 
 
 class _Report(Record):
@@ -424,6 +427,9 @@ class BurnReport(_Report):
     windows: dict[str, BurnWindow]  # the service: its worst objective per window
     # per objective (completion, and each latency SLO against 1 - its percentile), per window
     objectives: dict[str, dict[str, BurnWindow]] = Field(default_factory=dict)
+    # a whole period's error budget is spent in this long at the longest ready window's burn
+    budget_spent_in_s: float | None = None
+    budget_window: str | None = None  # that window
 
 
 class SloReport(_Report):
@@ -460,7 +466,16 @@ class CapacityReport(_Report):
     seen_max_running: float | None = None  # the highest load of the window's fit
     itl_base_s: float | None = None  # the fit: ITL = base + per_seq x running
     itl_per_seq_s: float | None = None
+    # the load points the fit was made on: (mean running sequences, mean ITL s), oldest first
+    observed: list[tuple[float, float]] | None = None
     kv_full_in_s: float | None = None  # KV use's robust trend reaches full in this long
+    # requests waiting at which queueing alone breaks the TTFT SLO (its limit x the finished
+    # rate), and when the waiting count's trend reaches it
+    queue_limit: float | None = None
+    queue_full_in_s: float | None = None
+    saturation: float | None = None  # the worst of p90 latency / its SLO (llm-d's index)
+    saturation_slo: str | None = None  # the SLO it is: "ttft" or "tpot"
+    saturating: bool | None = None  # concurrency and TTFT both rising (GuideLLM's slope test)
     cant_tell: str | None = None  # why there is no estimate
     note: str | None = None
 
@@ -540,6 +555,7 @@ class ServiceStatus(Record):
     memory: list[MemoryLine] = Field(default_factory=list)  # plan against the engine's own figures
     slo: SloReport | None = None
     cost: CostReport | None = None
+    capacity: CapacityReport | None = None  # its replicas' room to the first SLO breach, summed
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 

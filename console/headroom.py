@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from console.alerts import Condition
-from console.findings import knobs
+from console.capacity import CAPACITY_WINDOW_S, service_capacity, time_to
+from console.findings import SATURATING, knobs
 from console.frame import (
     Engine,
     Gpu,
@@ -39,7 +40,7 @@ from console.plan import (
     shape,
 )
 from console.thresholds import at_least
-from console.units import counted
+from console.units import counted, duration_text
 
 THERMAL_EVENTS = {"thermal (SW)", "thermal (HW)"}
 
@@ -57,6 +58,8 @@ class HeadroomState:
     )  # engine -> (at, took_s)
     layouts: dict[str, str] = field(default_factory=dict)  # GPU uuid or index -> MIG layout
     relaid: dict[str, tuple[float, str, str]] = field(default_factory=dict)  # (at, before, after)
+    # each GPU's power readings over the capacity window, for its trend to the limit
+    power: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 def _utc(t: float) -> datetime:
@@ -95,6 +98,11 @@ def evaluate(
             )
         _gpu_conditions(g, plan, cond)
         conds += _layout_change(g, state, now)
+        if g.power_w is not None:
+            seen = state.power.setdefault(g.uuid or str(g.index), [])
+            seen.append((now, g.power_w))
+            while seen and seen[0][0] < now - CAPACITY_WINDOW_S:
+                seen.pop(0)
     by_name = {e.name: e for e in engines}
     planned = {s.engine_name for s in plan.services}
     for e in engines:
@@ -108,6 +116,8 @@ def evaluate(
                 "requests' lengths",
                 "imbalance",
             )
+        if e.up and e.capacity is not None:
+            _saturation(e, cond)
         if not e.up and e.name not in planned:
             cond(
                 f"engine-down:{e.url}", "critical", e.name, f"engine down: {e.error}", "engine_down"
@@ -385,7 +395,10 @@ def _service(
         if queue is not None:
             heads.append(queue)
     if parent is not None:  # the parent GPU's power and thermal headroom, for the pulse view
-        heads += [h for h in (_power_headroom(parent, plan), _thermal_headroom(parent, plan)) if h]
+        heads += [
+            h for h in (_power_headroom(parent, plan, state), _thermal_headroom(parent, plan)) if h
+        ]
+    heads = [_exhaustion(svc, plan, h, engine, cond) for h in heads]
     shape(svc)  # validated already; keeps the catalog warm
     return ServiceStatus(
         name=svc.name,
@@ -403,6 +416,11 @@ def _service(
         down_since=down_since,
         last_recovery_s=recovered[1] if recovered else None,
         headroom=heads,
+        capacity=service_capacity(
+            {e.name: e.capacity for e in replicas or [engine] if e.up and e.capacity}
+        )
+        if engine is not None
+        else None,
         memory=memory_lines(f, engine, gpus),
         unavailable=na,
     )
@@ -578,10 +596,11 @@ def _queue_headroom(
     )
 
 
-def _power_headroom(parent: Gpu, plan: Plan) -> Headroom | None:
+def _power_headroom(parent: Gpu, plan: Plan, state: HeadroomState) -> Headroom | None:
     if parent.power_w is None or not parent.power_limit_w:
         return None
     lim = parent.power_limit_w
+    seen = state.power.get(parent.uuid or str(parent.index), [])
     near = at_least(parent.power_w, lim * (1 - plan.alerts.power_within_pct / 100))
     return Headroom(
         name="power",
@@ -590,6 +609,76 @@ def _power_headroom(parent: Gpu, plan: Plan) -> Headroom | None:
         unit="W",
         state="warning" if near else "ok",
         detail=f"{parent.power_w:.0f} of {lim:.0f} W",
+        exhausted_in_s=None if near else time_to(seen, lim),
+    )
+
+
+# what using a headroom up means, in the alert's words
+_EXHAUSTED = {
+    "kv": ("KV cache full", "add a replica or shed load before it fills"),
+    "queue": (
+        "queue long enough to break the TTFT SLO",
+        "add a replica or shed load; the engine is past its capacity",
+    ),
+    "power": ("GPU power at its limit", "clocks will be held back; spread the load"),
+}
+
+
+def _exhaustion(
+    svc: Service, plan: Plan, h: Headroom, engine: Engine | None, cond: CondFn
+) -> Headroom:
+    """The headroom with its time to exhaustion (KV and queue from the engine's capacity
+    estimate, power from the GPU's trend), and a warning when it falls within the plan's
+    horizon."""
+    cap = engine.capacity if engine is not None and engine.up else None
+    eta = h.exhausted_in_s
+    if cap is not None and h.name == "kv" and h.state == "ok":
+        eta = cap.kv_full_in_s
+    elif cap is not None and h.name == "queue":
+        eta = cap.queue_full_in_s
+    if eta is None or h.name not in _EXHAUSTED:
+        return h
+    horizon = plan.alerts.exhaustion_horizon_s
+    if eta < horizon:
+        what, knob = _EXHAUSTED[h.name]
+        cond(
+            f"exhaustion:{h.name}:{svc.name}",
+            "warning",
+            svc.name,
+            f"{what} in ~{duration_text(eta)} at this rate (planned horizon "
+            f"{duration_text(horizon)}): {knob}",
+            "exhaustion",
+        )
+    return h.model_copy(update={"exhausted_in_s": eta})
+
+
+def _saturation(e: Engine, cond: CondFn) -> None:
+    """llm-d's saturation index (the worst of p90 latency / its SLO) at or past 1, or near it
+    (0.8) while concurrency and TTFT both rise (GuideLLM's over-saturation test)."""
+    cap = e.capacity
+    index = cap.saturation if cap is not None else None
+    if cap is None or index is None:
+        return
+    rising = bool(cap.saturating)
+    if index < 1.0 and not (rising and index >= SATURATING):
+        return
+    if cap.saturation_slo == "ttft" and not rising and not e.requests_waiting:
+        return  # a late first token with nothing waiting is slow prefill, not load (burn pages it)
+    slo = (cap.saturation_slo or "").upper()
+    k = knobs(e.kind)
+    knob = (
+        f"lower {k.max_seqs} (smaller batches decode faster) or add a replica"
+        if cap.saturation_slo == "tpot"
+        else "add a replica or shed load (requests queue)"
+    )
+    cond(
+        f"saturation:{e.url}",
+        "warning",  # pages go through the burn rules' windows, never one minute's p90
+        e.name,
+        f"saturated: p90 {slo} at {index:.2f}x its SLO"
+        + (", load and TTFT both rising" if rising else "")
+        + f": {knob}",
+        "saturation",
     )
 
 

@@ -30,6 +30,7 @@ from console.slo import (
     latency_series,
     outcome_series,
 )
+from console.units import duration_text
 from console.windowed import Windowed, parse_window, restart_times
 
 
@@ -144,6 +145,23 @@ def service_meters(
                     hist.latency.setdefault(key, LatencyHistory()).add(now, rows, restarted)
                 burn = burn_rates(hist, slo.completion, slo.percentile)
                 slo_doc = slo_doc.model_copy(update={"burn": burn})
+                lasts = burn.budget_spent_in_s
+                if lasts is not None and lasts < plan.alerts.budget_horizon_s:
+                    if plan.alerts.exhaustion.enabled:
+                        conds.append(
+                            Condition(
+                                f"exhaustion:budget:{svc.name}",
+                                "warning",
+                                svc.name,
+                                f"error budget spent in ~{duration_text(lasts)} at the "
+                                f"{burn.budget_window} burn ({burn.period_days:g}-day budget; "
+                                f"planned horizon {duration_text(plan.alerts.budget_horizon_s)}):"
+                                " look at the failing or slow requests",
+                                "exhaustion",
+                                plan.alerts.exhaustion.for_s,
+                                plan.alerts.exhaustion.clear_s,
+                            )
+                        )
                 hit = burn_alert(burn)
                 if hit is not None and plan.alerts.burn.enabled:
                     conds.append(

@@ -132,6 +132,13 @@ class AlertRules(_Strict):
     engine_down: AlertRule = AlertRule(for_s=0, clear_s=0)
     burn: AlertRule = AlertRule(for_s=0, clear_s=60)
     imbalance: AlertRule = AlertRule(for_s=30, clear_s=30)  # one DP rank carries the load
+    # p90 latency at or past its SLO, or near it while load and TTFT rise (warning: burn pages)
+    saturation: AlertRule = AlertRule(for_s=30, clear_s=60)
+    # a headroom's rising trend uses it up (KV full, a queue past the TTFT SLO, power at its
+    # limit) within the planned horizon; the error budget is spent within its own horizon
+    exhaustion: AlertRule = AlertRule(for_s=30, clear_s=60)
+    exhaustion_horizon_s: float = Field(900.0, gt=0)
+    budget_horizon_s: float = Field(86400.0, gt=0)
 
 
 class Plan(_Strict):

@@ -448,12 +448,19 @@ def burn_rates(
                 "objective": worst_key,
             }
         )
-    return BurnReport(
+    report = BurnReport(
         error_budget=budget,
         period_days=BUDGET_PERIOD_S / 86400,
         windows=windows,
         objectives=objectives,
     )
+    # the longest window ready to alert on says how long a whole period's budget lasts
+    for label, e in reversed(windows.items()):
+        if e.ready and e.burn:
+            return report.model_copy(
+                update={"budget_spent_in_s": BUDGET_PERIOD_S / e.burn, "budget_window": label}
+            )
+    return report
 
 
 def burn_alert(burn: BurnReport) -> tuple[Severity, str] | None:

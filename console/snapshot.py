@@ -15,6 +15,7 @@ from console.units import (
     num,
     pct,
     quantile_text,
+    saturation_text,
     seconds,
     share_range,
     target_text,
@@ -244,22 +245,43 @@ def _engines(frame: Frame) -> list[str]:
 
 
 def _capacity(frame: Frame) -> list[str]:
-    """Each engine's room to its first SLO breach and its KV trend (docs/capacity.md)."""
+    """Each engine's room to its first SLO breach, KV trend and saturation, then each service's
+    room over its replicas and the headrooms its trends use up (docs/capacity.md)."""
     lines: list[str] = []
     rows = [
         [
             e.name,
             capacity_text(e.capacity),
             f"~{duration_text(e.capacity.kv_full_in_s)}"
-            if e.capacity and e.capacity.kv_full_in_s is not None
+            if e.capacity.kv_full_in_s is not None
             else "no rising trend",
+            saturation_text(e.capacity),
         ]
         for e in frame.engines
         if e.up and e.capacity is not None
     ]
+    services = [
+        [
+            s.name,
+            capacity_text(s.capacity),
+            ", ".join(
+                f"{h.name} ~{duration_text(h.exhausted_in_s)}"
+                for h in s.headroom
+                if h.exhausted_in_s is not None
+            )
+            or "no rising trend",
+        ]
+        for s in frame.services
+        if s.capacity is not None
+    ]
     if rows:
         lines += ["", "## Capacity to SLO breach", ""]
-        lines += _table(["engine", "room (over the last 5 minutes of load)", "KV full in"], rows)
+        lines += _table(
+            ["engine", "room (over the last 5 minutes of load)", "KV full in", "saturation"], rows
+        )
+    if services:
+        lines += [""]
+        lines += _table(["service", "room (its replicas summed)", "used up in"], services)
     return lines
 
 

@@ -239,3 +239,52 @@ def _merge(cells: list[Run]) -> list[Run]:
         else:
             out.append((t, c))
     return out
+
+
+def fit_chart(
+    observed: Sequence[tuple[float, float]],
+    base: float,
+    per: float,
+    at_limit: float | None,
+    width: int = 48,
+    height: int = 7,
+) -> list[str]:
+    """The decode-step fit ``y = base + per·x`` drawn as ``·`` over the observed points ``●``,
+    from no load to 1.5x the highest seen (the estimator's reach), a ``┆`` where the binding
+    bound lies; y in milliseconds on the left, x (running sequences) below."""
+    if not observed or width < 12 or height < 3:
+        return []
+    reach = 1.5 * max(x for x, _ in observed)
+    top = max(max(y for _, y in observed), base + per * reach) * 1.05
+    if reach <= 0 or top <= 0:
+        return []
+    grid = [[" "] * width for _ in range(height)]
+
+    def cell(x: float, y: float) -> tuple[int, int] | None:
+        col, row = round(x / reach * (width - 1)), height - 1 - round(y / top * (height - 1))
+        return (row, col) if 0 <= col < width and 0 <= row < height else None
+
+    if at_limit is not None and 0 <= at_limit <= reach:
+        col = round(at_limit / reach * (width - 1))
+        for row in grid:
+            row[col] = "┆"
+    for col in range(width):
+        x = col / (width - 1) * reach
+        rc = cell(x, base + per * x)
+        if rc is not None:
+            grid[rc[0]][rc[1]] = "·"
+    for x, y in observed:
+        rc = cell(x, y)
+        if rc is not None:
+            grid[rc[0]][rc[1]] = "●"
+    label = 6
+    out = []
+    for i, row in enumerate(grid):
+        y = top * (height - 1 - i) / (height - 1)
+        tick = f"{y * 1000:.0f}" if i in (0, height - 1) or i == height // 2 else ""
+        out.append(f"{tick:>{label}}┤" + "".join(row))
+    out.append(" " * label + "└" + "─" * width)
+    mid = f"{reach / 2:.0f}"
+    ends = f"0{mid:^{width - 2 - len(f'{reach:.0f}')}}{reach:.0f}"
+    out.append(" " * (label + 1) + ends[:width])
+    return out

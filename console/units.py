@@ -197,6 +197,25 @@ def room_cell(c: CapacityReport | None) -> str:
     return f"+{c.room_per_s or 0.0:.1f}/s {(c.binding or '').upper()}"
 
 
+def saturation_cell(c: CapacityReport | None) -> str:
+    """The saturation index (worst p90 / SLO) in short, with "↑" while load and TTFT rise."""
+    if c is None or c.saturation is None:
+        return NA
+    return f"{c.saturation:.2f}" + ("↑" if c.saturating else "")
+
+
+def saturation_text(c: CapacityReport | None) -> str:
+    """ "p90 TTFT at 0.82x its SLO, load and TTFT rising"."""
+    if c is None or c.saturation is None:
+        return NA
+    out = f"p90 {(c.saturation_slo or '').upper()} at {c.saturation:.2f}x its SLO"
+    if c.saturating:
+        out += ", load and TTFT rising (over-saturation)"
+    elif c.saturating is False:
+        out += ", not rising"
+    return out
+
+
 def duration_text(seconds: float) -> str:
     """ "45 s", "4 min", "3.2 h"."""
     if seconds < 90:

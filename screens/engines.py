@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 from console.charts import slo_lines
 from console.frame import Engine, Frame, Limits, Percentiles
 from console.plan import SloSpec
+from console.textchart import fit_chart
 from console.units import (
     FEW,
     NA,
@@ -23,6 +24,8 @@ from console.units import (
     pct,
     quantile_text,
     room_cell,
+    saturation_cell,
+    saturation_text,
     seconds,
 )
 from console.verdict import worst_for
@@ -106,6 +109,13 @@ def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     return Text(text, style=style if finished >= 20 else c["dim"])
 
 
+def _saturation_style(e: Engine, c: dict[str, str]) -> str:
+    cap = e.capacity
+    if cap is None or cap.saturation is None:
+        return c["dim"]
+    return c["error"] if cap.saturation >= 2 else c["warning"] if cap.saturation >= 1 else ""
+
+
 COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     # label, key, width, wide only, cell
     ("Engine", "engine", 12, False, _name),
@@ -158,6 +168,16 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
         lambda e, c, p: Text(
             room_cell(e.capacity),
             style="" if e.capacity and e.capacity.requests_per_s is not None else c["dim"],
+        ),
+    ),
+    (
+        "Sat",
+        "sat",
+        5,
+        True,
+        lambda e, c, p: Text(
+            saturation_cell(e.capacity),
+            style=_saturation_style(e, c),
         ),
     ),
     (
@@ -236,6 +256,28 @@ class EnginePane(TablePane):
         return key.removeprefix("eng:") if key else None
 
 
+def _fit(e: Engine, body: Text, c: dict[str, str], width: int) -> None:
+    """The capacity estimate's decode-step fit over the load points it was made on."""
+    cap = e.capacity
+    if cap is None or not cap.observed or cap.itl_base_s is None or cap.itl_per_seq_s is None:
+        return
+    rows = fit_chart(
+        cap.observed,
+        cap.itl_base_s,
+        cap.itl_per_seq_s,
+        cap.running_at_limit,
+        width=max(12, min(60, width - 12)),
+    )
+    body.append(
+        "\ndecode step time (ms) against running sequences: ● seen, · fit"
+        + (", ┆ where the first SLO binds" if cap.running_at_limit is not None else "")
+        + "\n",
+        style="bold",
+    )
+    for row in rows:
+        body.append(row + "\n", style=c["dim"])
+
+
 def _split(values: dict[str, float]) -> str:
     return ", ".join(f"{k or '-'} {v:,.0f}" for k, v in sorted(values.items()))
 
@@ -257,6 +299,14 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
             )
         if cap.kv_full_in_s is not None:
             line("KV cache", f"full in ~{duration_text(cap.kv_full_in_s)} at this rate")
+        if cap.queue_full_in_s is not None and cap.queue_limit is not None:
+            line(
+                "queue",
+                f"{num(cap.queue_limit)} waiting (TTFT's SLO from queueing alone) in "
+                f"~{duration_text(cap.queue_full_in_s)} at this rate",
+            )
+        if cap.saturation is not None:
+            line("saturation", saturation_text(cap))
     if e.waiting_by_reason:
         line("waiting by reason", _split(e.waiting_by_reason))
     if e.admission_rejections is not None:
@@ -600,6 +650,7 @@ class EngineDetailScreen(DeckScreen):
         if e.e2e_mean_s is not None or e.queue_mean_s is not None:
             line("mean e2e / queue", f"{seconds(e.e2e_mean_s)} / {seconds(e.queue_mean_s)}")
         _features(e, line)
+        _fit(e, body, c, self.size.width or 80)
         _ranks(e, body, c, self.size.width or 80)
         _slots(e, body)
         line("scrape took", seconds(e.scrape_s))

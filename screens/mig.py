@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Static
 
 from console.mig.layouts import MigError, describe, diff, placements, valid_layouts
-from console.mig.preview import landing
+from console.mig.preview import capacity_there, landing, measured_on
 from console.mig.script import nvidia_smi
 from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
 
@@ -200,7 +200,8 @@ class MigScreen(DeckScreen):
                 f"  {target} MIG mode"
                 + (" (every instance is destroyed first)\n" if target == "disable" else "\n")
             )
-        for land in landing(self.plan, g, target) if self.plan else []:
+        measured = measured_on(self.deck.frame)
+        for land in landing(self.plan, g, target, measured) if self.plan else []:
             if land["lands_on"] is None or not land["fits"]:
                 t.append(f"  ! {land['warning']}\n", style=c["warning"])
             else:
@@ -208,6 +209,7 @@ class MigScreen(DeckScreen):
                     f"  {land['service']} lands on {land['lands_on']}: needs {land['required_gib']:.1f} of "
                     f"{land['capacity_gib']:.1f} GiB, headroom {land['headroom_gib']:.1f} GiB\n"
                 )
+                t.append(f"    capacity there: {capacity_there(land.get('capacity'))}\n")
         t.append("  equivalent nvidia-smi:\n", style=c["dim"])
         for cmd in nvidia_smi(g.index, g.layout, target, g.profile_ids, g.gi_ids):
             t.append(f"    $ {cmd}\n", style=c["dim"])

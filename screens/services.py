@@ -14,7 +14,20 @@ from console.findings import strays
 from console.frame import CostReport, Frame, Headroom, ServiceStatus, SloReport, TargetReport
 from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN
 from console.thresholds import at_least
-from console.units import FEW, NA, PARTIAL, money, num, pct, seconds, share_range, target_text
+from console.units import (
+    FEW,
+    NA,
+    PARTIAL,
+    capacity_text,
+    duration_text,
+    money,
+    num,
+    pct,
+    saturation_text,
+    seconds,
+    share_range,
+    target_text,
+)
 from console.windowed import parse_window
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import DeckScreen, KeyBar, KeyedTable, Pane, Quiet, theme_colors
@@ -269,6 +282,17 @@ class ServiceDetailScreen(DeckScreen):
                 f"  {h.name:<9}{h.state:<9}{value:<13}{budget:<33}{h.detail}\n",
                 style={"warning": c["warning"], "critical": c["error"]}.get(h.state, ""),
             )
+        for h in s.headroom:
+            if h.exhausted_in_s is not None:
+                t.append(
+                    f"  {h.name} used up in ~{duration_text(h.exhausted_in_s)} at this rate\n",
+                    style=c["warning"],
+                )
+        if s.capacity is not None:
+            t.append("\ncapacity to SLO breach\n", style="bold")
+            t.append(f"  {capacity_text(s.capacity)}\n")
+            if s.capacity.saturation is not None:
+                t.append(f"  saturation: {saturation_text(s.capacity)}\n")
         if s.memory:
             t.append("\nmemory: plan against what the engine holds (GiB)\n", style="bold")
             t.append(f"  {'':<9}{'planned':>9}{'engine':>9}{'drift':>9}  basis\n", style=c["dim"])

@@ -294,3 +294,54 @@ def test_a_kv_pool_filling_within_ten_minutes_is_a_warning_finding():
         f for f in findings(frame.model_copy(update={"engines": [soon]})) if "full in" in f.title
     ]
     assert f.severity == "warning" and f.title == "KV cache full in ~4 min at this rate"
+
+
+@pytest.mark.slow
+def test_backtest_the_estimate_from_the_first_minutes_holds_on_the_load_that_followed():
+    """Backtest discipline: the estimate made after five minutes of varied load (never past
+    0.85 of the breach) is scored on what followed: arrivals then rise 5 % a minute, and the
+    rate at which the next minute's finished requests first miss the TPOT SLO at p95 is within
+    20 % of the estimate made before any of it was seen."""
+    spec, slo, _ = ENGINES["gentle"]
+    truth = true_capacity(spec, slo["ttft"], slo["tpot"])
+    clock = Clock()
+    model = TrafficModel(TrafficSpec(**spec, rate_rps=0.3 * truth, seed=11), clock=clock)
+    hist = EngineHistory(keep_s=400)
+    for share in (0.3, 0.6, 0.45, 0.85, 0.55, 0.7):
+        model.spec.rate_rps = share * truth
+        for _ in range(50):
+            clock.t += 1.0
+            hist.add(extract(parse(page_for("vllm", model)), VLLM, clock.t))
+    cap = derive(hist.points, VLLM, 60.0).fields.get("kv_capacity_tokens")
+    got = _estimate(hist, float(cap), slo)
+    assert got.requests_per_s is not None and got.cant_tell is None, got
+    rate, broke_at = 0.7 * truth, None
+    for _minute in range(40):
+        rate *= 1.05
+        model.spec.rate_rps = rate
+        for _ in range(60):
+            clock.t += 1.0
+            model.advance()
+        tpots = [f.tpot_s for f in model.finished_log if f.t > clock.t - 60 and f.tpot_s]
+        if tpots and _p95(tpots) > slo["tpot"]:
+            broke_at = rate
+            break
+    assert broke_at is not None
+    print(
+        f"backtest: estimate {got.requests_per_s:.2f}, broke at {broke_at:.2f}, swept {truth:.2f}"
+    )
+    assert got.requests_per_s == pytest.approx(broke_at, rel=0.20), (got.requests_per_s, broke_at)
+
+
+def test_the_fit_chart_puts_points_line_and_bound_in_their_cells():
+    """16 columns over 0..15 sequences (1.5x the 10 seen), 5 rows over 0..26.25 ms (the fit's
+    25 ms at 15, +5 %): the point (10, 20 ms) in column 10, row 1; the fit's 10 ms at no load in
+    column 0, row 2; the bound at 12 sequences in column 12."""
+    from console.textchart import fit_chart
+
+    rows = fit_chart([(10.0, 0.02)], 0.01, 0.001, 12.0, width=16, height=5)
+    grid = [r[7:] for r in rows[:5]]  # past the 6-wide label and the axis
+    assert grid[1][10] == "●" and grid[2][0] == "·" and grid[4][12] == "┆"
+    assert rows[0].startswith("    26┤") and rows[4].startswith("     0┤")
+    assert rows[6].split() == ["0", "8", "15"]
+    assert fit_chart([], 0.01, 0.001, None) == []

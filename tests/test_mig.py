@@ -383,3 +383,37 @@ def test_preview_says_where_planned_services_land(tmp_path):
         and round(small["capacity_gib"], 2) == 23.62
     )
     assert moved["lands_on"] is None and "loses its planned device 0:1g.24gb@6" in moved["warning"]
+
+
+def test_the_preview_scales_each_service_s_measured_capacity_to_its_new_slice(tmp_path):
+    """A service measured at 3 req/s (TPOT binds) on a 1g slice of a 4-slice card lands on a 2g:
+    twice the compute, ~6 req/s, said to be a scaling; a KV-bound one scales by memory."""
+    from console.frame import CapacityReport
+    from console.mig.preview import capacity_there, landing
+    from console.plan import Node, Plan, Service
+
+    sim, mm = manager(tmp_path, "rtx-pro-6000-se", mig=[("1g.24gb", s) for s in (0, 3, 6, 9)])
+    svc = dict(model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=4096)
+    plan = Plan(
+        node=Node(gpus=1, gpu_model="rtx-pro-6000-se"),
+        services=[
+            Service(name="tpot", device="0:2g.48gb@0", concurrent_sequences=2, **svc),
+            Service(name="kv", device="0:2g.48gb@6", concurrent_sequences=2, **svc),
+        ],
+    )
+    g = mm.read(0)
+    target = parse_layout("2g.48gb@0,2g.48gb@6", catalog()["rtx-pro-6000-se"])
+    cap = CapacityReport(requests_per_s=3.0, binding="tpot", limit="tpot")
+    kv = cap.model_copy(update={"binding": "ttft", "limit": "kv"})
+    fast, roomy = landing(plan, g, target, {"tpot": (cap, "1g.24gb"), "kv": (kv, "1g.24gb")})
+    assert fast["capacity"]["predicted_rps"] == pytest.approx(6.0)
+    assert fast["capacity"]["scaled_by"] == "compute"
+    mem = g.model.mig.profile("2g.48gb").memory_mib / g.model.mig.profile("1g.24gb").memory_mib
+    assert roomy["capacity"]["predicted_rps"] == pytest.approx(3.0 * mem)
+    assert roomy["capacity"]["scaled_by"] == "memory"
+    assert capacity_there(fast["capacity"]) == (
+        "~6.0 req/s before TPOT p95 breaks (measured 3.0 now, x2.00 by compute: a scaling, not a "
+        "measurement)"
+    )
+    (unmeasured, _) = landing(plan, g, target)
+    assert unmeasured["capacity"] is None and capacity_there(None).startswith("unknown")

@@ -31,19 +31,22 @@ SERVICES = (
         (0, None),
         TrafficSpec(
             model="meta-llama/Llama-3.3-70B-Instruct",
-            rate_rps=1.5,
+            rate_rps=1.2,
             max_num_seqs=32,
             kv_capacity_tokens=110_000,
             prefill_tok_s=3500,
             itl_base_s=0.032,
             itl_per_seq_s=0.0009,
             seed=70,
+            profile="wave",
         ),
     ),
     (
         "llama-8b-a",
         (1, 0),
-        TrafficSpec(model="meta-llama/Llama-3.1-8B-Instruct", rate_rps=3.5, seed=81),
+        TrafficSpec(
+            model="meta-llama/Llama-3.1-8B-Instruct", rate_rps=3.5, seed=81, profile="wave"
+        ),
     ),
     (
         "llama-8b-b",

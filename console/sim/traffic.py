@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-PROFILES = ("steady", "burst", "overload", "restart")
+PROFILES = ("steady", "wave", "burst", "overload", "restart")
 
 
 class Histogram:
@@ -67,6 +67,9 @@ class Finished:
     e2e_s: float
     output_tokens: int
     outcome: str
+
+
+WAVE, WAVE_S = 0.6, 240.0  # profile "wave": the rate swings ±60 % over this period
 
 
 @dataclass
@@ -245,6 +248,8 @@ class TrafficModel:
             return base * 4.0
         if self.spec.profile == "burst":
             return base * (3.0 if (t - self.started) % 60 < 15 else 0.5)
+        if self.spec.profile == "wave":  # load that swells and ebbs over four minutes
+            return base * (1.0 + WAVE * math.sin(2 * math.pi * (t - self.started) / WAVE_S))
         return base
 
     def kv_used_tokens(self) -> int:

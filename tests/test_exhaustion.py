@@ -1,0 +1,224 @@
+"""Saturation and time to exhaustion (console/capacity.py, headroom, slo): the saturation index
+and the over-saturation slope test on hand-computed scrapes, the queue's and power's time to
+their limits, a service's capacity over its replicas, the budget's time to spent, and the alerts
+against the plan's horizons; on every surface."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.capacity import LoadPoint, queue_full_in, saturation, service_capacity, time_to
+from console.engines import Extract
+from console.frame import CapacityReport, Headroom
+
+TTFT_BOUNDS = (0.5, 1.0, 2.0, float("inf"))
+TPOT_BOUNDS = (0.02, 0.04, 0.08, float("inf"))
+
+
+def _scrape(t: float, ttft: list[float], tpot: list[float]) -> Extract:
+    key = (("engine", "0"),)
+    return Extract(
+        t=t,
+        histograms={"ttft": {key: [*ttft, ttft[-1]]}, "tpot": {key: [*tpot, tpot[-1]]}},
+        bounds={"ttft": {key: TTFT_BOUNDS}, "tpot": {key: TPOT_BOUNDS}},
+    )
+
+
+def test_the_saturation_index_is_the_worst_p90_over_its_slo():
+    """Over the window 100 requests: TTFT p90 is the 90th observation, at the top of (0.5, 1.0]
+    = 1.0 s; TPOT's lies 30 of 40 into (0.04, 0.08] = 0.07 s. Against 0.8 s and 0.05 s: 1.25
+    and 1.4, so TPOT is the index. Scrapes before the window do not count."""
+    old = _scrape(0.0, [500, 500, 500, 500], [500, 500, 500, 500])
+    start = _scrape(40.0, [0, 0, 0, 0], [0, 0, 0, 0])
+    end = _scrape(100.0, [50, 90, 100, 100], [10, 60, 100, 100])
+    got = saturation([old, start, end], 60.0, [], {"ttft": 0.8, "tpot": 0.05})
+    assert got["saturation"] == pytest.approx(1.4) and got["saturation_slo"] == "tpot"
+    only = saturation([start, end], 60.0, [], {"ttft": 0.8, "tpot": None})
+    assert only["saturation"] == pytest.approx(1.25) and only["saturation_slo"] == "ttft"
+    assert saturation([end], 60.0, [], {"ttft": 0.8}) == {}  # one scrape: no window
+
+
+def _point(t: float, load: float, ttft_median: float) -> LoadPoint:
+    # all ten requests of the stretch in (0, 2 x median]: the median interpolates to its middle
+    ttft = ((2 * ttft_median, 10.0), (float("inf"), 10.0))
+    return LoadPoint(t, load, 0.03, 10.0, 1000.0, 0.0, None, 10.0, ttft)
+
+
+def test_the_over_saturation_test_needs_load_and_ttft_both_rising():
+    ts = [10.0 * i for i in range(1, 13)]  # two minutes of load points
+    both = [_point(t, 10 + t / 10, 0.2 + t / 1000) for t in ts]
+    assert saturation([], 60.0, both, {})["saturating"] is True
+    flat_ttft = [_point(t, 10 + t / 10, 0.2) for t in ts]
+    assert saturation([], 60.0, flat_ttft, {})["saturating"] is False
+    flat_load = [_point(t, 12, 0.2 + t / 1000) for t in ts]
+    assert saturation([], 60.0, flat_load, {})["saturating"] is False
+    assert "saturating" not in saturation([], 60.0, both[:4], {})  # too few points to say
+
+
+def test_the_queue_and_power_reach_their_limits_at_the_trend():
+    """Waiting rises 0.1 a second: at 89 s the trend stands at 8.9, so 20 waiting are 111 s away;
+    a flat queue never is. Power rising 2 W a second, at 600 W now: its 700 W limit in 50 s."""
+    rising = [Extract(t=float(t), gauges={"requests_waiting": {(): 0.1 * t}}) for t in range(90)]
+    assert queue_full_in(rising, 300.0, 20.0) == pytest.approx(111.0)
+    flat = [Extract(t=float(t), gauges={"requests_waiting": {(): 3.0}}) for t in range(90)]
+    assert queue_full_in(flat, 300.0, 20.0) is None
+    assert time_to([(float(t), 500 + 2.0 * t) for t in range(51)], 700.0) is None  # < a minute
+    assert time_to([(float(t), 480 + 2.0 * t) for t in range(61)], 700.0) == pytest.approx(50.0)
+
+
+def test_a_service_adds_its_replicas_room_and_the_tightest_names_the_slo():
+    a = CapacityReport(
+        requests_per_s=5.0,
+        low=4.5,
+        high=5.5,
+        current_per_s=4.0,
+        room_per_s=1.0,
+        binding="tpot",
+        limit="tpot",
+        kv_full_in_s=600.0,
+        saturation=0.7,
+        saturation_slo="tpot",
+    )
+    b = CapacityReport(
+        requests_per_s=6.0,
+        low=5.0,
+        high=7.0,
+        current_per_s=2.0,
+        room_per_s=4.0,
+        binding="ttft",
+        limit="kv",
+        kv_full_in_s=300.0,
+        saturation=0.9,
+        saturation_slo="ttft",
+        saturating=True,
+    )
+    got = service_capacity({"a": a, "b": b})
+    assert got is not None
+    assert (got.requests_per_s, got.low, got.high, got.room_per_s) == (11.0, 9.5, 12.5, 5.0)
+    assert got.binding == "tpot" and got.current_per_s == 6.0
+    assert got.kv_full_in_s == 300.0 and got.saturation == 0.9 and got.saturating is True
+    assert service_capacity({"a": a}) is a
+    unsure = service_capacity({"a": a, "c": CapacityReport(cant_tell="load never varied")})
+    assert unsure is not None and unsure.cant_tell == "c: load never varied"
+
+
+def test_exhaustion_within_the_planned_horizon_is_an_alert():
+    from console.frame import Engine
+    from console.headroom import _exhaustion
+    from console.plan import Plan, Service
+
+    plan = Plan.model_validate({"alerts": {"exhaustion_horizon_s": 600}})
+    svc = Service.model_validate(
+        {
+            "name": "chat",
+            "model": "llama-3.1-8b",
+            "weight_bits": 16,
+            "device": "0",
+            "tokens_per_sequence": 8192,
+            "concurrent_sequences": 8,
+        }
+    )
+    raised: list[tuple[str, str, str]] = []
+
+    def cond(key: str, severity: str, subject: str, message: str, rule: str) -> None:
+        raised.append((key, severity, message))
+
+    def engine(kv_s: float | None, queue_s: float | None) -> Engine:
+        cap = CapacityReport(cant_tell="x", kv_full_in_s=kv_s, queue_full_in_s=queue_s)
+        return Engine(name="e", url="u", up=True, capacity=cap)
+
+    kv = Headroom(name="kv", value=4.0, budget=8.0, unit="seqs", state="ok")
+    queue = Headroom(name="queue", value=2.0, budget=0.0, unit="waiting", state="warning")
+    got = _exhaustion(svc, plan, kv, engine(240.0, None), cond)
+    assert got.exhausted_in_s == 240.0
+    assert raised == [
+        (
+            "exhaustion:kv:chat",
+            "warning",
+            "KV cache full in ~4 min at this rate (planned horizon 10 min): add a replica or "
+            "shed load before it fills",
+        )
+    ]
+    raised.clear()
+    assert _exhaustion(svc, plan, kv, engine(900.0, None), cond).exhausted_in_s == 900.0
+    assert raised == []  # beyond the horizon: shown, not alerted
+    assert _exhaustion(svc, plan, queue, engine(None, 30.0), cond).exhausted_in_s == 30.0
+    assert raised and raised[0][0] == "exhaustion:queue:chat" and "~30 s" in raised[0][2]
+
+
+def test_a_whole_budget_lasts_the_period_over_the_longest_ready_burn():
+    from console.slo import BUDGET_PERIOD_S, OutcomeHistory, burn_rates
+
+    hist = OutcomeHistory()
+    good = failed = 0.0
+    for k in range(3601):  # an hour at 10x a 99.5 % budget (5 % failing)
+        good, failed = good + 9.5, failed + 0.5
+        hist.add(float(k), {("e", "ok"): (good, 1.0, 0.0), ("e", "err"): (failed, 0.0, 1.0)})
+    burn = burn_rates(hist, 0.995)
+    assert burn.budget_window == "6h"  # holds an hour: ready
+    assert burn.budget_spent_in_s == pytest.approx(BUDGET_PERIOD_S / 10.0)  # three days
+    young = OutcomeHistory()
+    young.add(0.0, {("e", "ok"): (0.0, 1.0, 0.0)})
+    assert burn_rates(young, 0.995).budget_spent_in_s is None
+
+
+def test_saturation_and_exhaustion_on_every_surface():
+    """The dashboard cell, the engine detail's sentence, the finding, snapshot.md, the exporter."""
+    from console.exporter import frame_metrics
+    from console.findings import findings
+    from console.plan import Plan
+    from console.snapshot import to_markdown
+    from console.units import saturation_cell, saturation_text
+    from tests.frames import node_frame
+
+    cap = CapacityReport(
+        cant_tell="load never varied enough",
+        saturation=1.31,
+        saturation_slo="ttft",
+        saturating=True,
+        queue_limit=12.0,
+        queue_full_in_s=95.0,
+    )
+    assert saturation_cell(cap) == "1.31↑"
+    assert (
+        saturation_text(cap) == "p90 TTFT at 1.31x its SLO, load and TTFT rising (over-saturation)"
+    )
+    frame = node_frame()
+    e = frame.engines[0].model_copy(update={"capacity": cap})
+    s = frame.services[0]
+    heads = [
+        h.model_copy(update={"exhausted_in_s": 95.0}) if h.name == "queue" else h
+        for h in s.headroom
+    ]
+    heads += (
+        []
+        if any(h.name == "queue" for h in heads)
+        else [
+            Headroom(
+                name="queue",
+                value=3.0,
+                budget=0.0,
+                unit="waiting",
+                state="warning",
+                exhausted_in_s=95.0,
+            )
+        ]
+    )
+    s = s.model_copy(update={"headroom": heads, "capacity": cap})
+    frame = frame.model_copy(
+        update={"engines": [e, *frame.engines[1:]], "services": [s, *frame.services[1:]]}
+    )
+    (f,) = [f for f in findings(frame) if f.title.startswith("saturated")]
+    assert (
+        f.severity == "warning"
+        and f.title == "saturated: p90 TTFT at 1.31x its SLO, load and TTFT rising"
+    )
+    md = to_markdown(frame).split("## Capacity to SLO breach")[1].split("\n## ")[0]
+    assert "p90 TTFT at 1.31x its SLO" in md and "queue ~2 min" in md
+    page = frame_metrics(frame, Plan(), "t")
+    assert f'inferdeck_saturation_ratio{{engine="{e.name}",slo="ttft"}} 1.31' in page
+    assert f'inferdeck_saturating{{engine="{e.name}"}} 1.0' in page
+    assert f'inferdeck_queue_full_in_seconds{{engine="{e.name}"}} 95.0' in page
+    assert (
+        f'inferdeck_headroom_exhausted_in_seconds{{service="{s.name}",rule="queue"}} 95.0' in page
+    )
