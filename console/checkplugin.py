@@ -49,6 +49,9 @@ def _engine_perf(e: Engine, ttft_limit: float | None, kv_crit: float) -> list[st
         f"{_label(e.name + ' queue')}={_num(e.requests_waiting if e.up else None)};0",
         f"{_label(e.name + ' tok_s')}={_num(e.generation_tokens_per_s if e.up else None, 6)}",
         f"{_label(e.name + ' room_rps')}={_num(_room(e), 4)}",
+        f"{_label(e.name + ' saturation')}="
+        + _num(e.capacity.saturation if e.up and e.capacity else None, 4)
+        + ";1",
     ]
 
 

@@ -215,6 +215,9 @@ def test_saturation_and_exhaustion_on_every_surface():
     )
     md = to_markdown(frame).split("## Capacity to SLO breach")[1].split("\n## ")[0]
     assert "p90 TTFT at 1.31x its SLO" in md and "queue ~2 min" in md
+    from console.checkplugin import perfdata
+
+    assert f"'{e.name} saturation'=1.31;1" in perfdata(frame, Plan())
     page = frame_metrics(frame, Plan(), "t")
     assert f'inferdeck_saturation_ratio{{engine="{e.name}",slo="ttft"}} 1.31' in page
     assert f'inferdeck_saturating{{engine="{e.name}"}} 1.0' in page
