@@ -158,6 +158,36 @@ def _parser() -> argparse.ArgumentParser:
     rules.add_argument(
         "--alertmanager", action="store_true", help="print an Alertmanager routing example instead"
     )
+    rules.add_argument(
+        "--slo",
+        action="store_true",
+        help="SLO recording rules and multi-window burn alerts from the engines' own series "
+        "(they outlive any inferdeck process)",
+    )
+    rules.add_argument(
+        "--period-days",
+        type=int,
+        default=28,
+        metavar="DAYS",
+        help="the error budget's period for --slo (28 or 30; default 28)",
+    )
+    rules.add_argument(
+        "--tests",
+        action="store_true",
+        help="with --slo: print `promtool test rules` unit tests for those rules instead",
+    )
+    rules.add_argument(
+        "--rule-file",
+        default="inferdeck-slo.yaml",
+        metavar="NAME",
+        help="the rule file the --tests file names (default inferdeck-slo.yaml)",
+    )
+    rules.add_argument(
+        "--format",
+        choices=("rules", "prometheusrule"),
+        default="rules",
+        help="a Prometheus rule file, or the Prometheus Operator's PrometheusRule resource",
+    )
     mig = sub.add_parser("mig", help="show, plan and change MIG layouts (root)")
     migsub = mig.add_subparsers(dest="mig_command", required=True)
     mig_common = argparse.ArgumentParser(add_help=False)

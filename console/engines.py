@@ -75,6 +75,9 @@ class SignalSpec(Record):
     # histogram series among ``series`` observed once per output token, not once per request
     # (vLLM <= 0.10's TPOT): an SLO's attainment over them is a share of tokens
     per_token: list[str] = Field(default_factory=list)
+    # a histogram's bucket edges in the current release (in its own unit, before ``scale``):
+    # `inferdeck rules --slo` reads a latency SLO at the edge at or below its bound
+    le: list[float] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _selectors(self) -> Self:

@@ -94,8 +94,24 @@ def export(args: argparse.Namespace) -> int:
 
 
 def rules(args: argparse.Namespace) -> int:
+    import yaml
+
     from console.exporter import ALERTMANAGER_EXAMPLE, alert_rules
+    from console.slorules import rule_groups, rule_tests, to_yaml
 
     settings = settings_from(args, args.demo)
-    sys.stdout.write(ALERTMANAGER_EXAMPLE if args.alertmanager else alert_rules(settings))
+    if args.alertmanager:
+        sys.stdout.write(ALERTMANAGER_EXAMPLE)
+    elif args.slo and args.tests:
+        doc = rule_tests(settings, args.rule_file, args.period_days)
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=10_000))
+    elif args.slo:
+        doc, skipped = rule_groups(settings, args.period_days)
+        sys.stdout.write(to_yaml(doc, skipped, args.format))
+    elif args.format == "prometheusrule":
+        sys.stdout.write(
+            to_yaml(yaml.safe_load(alert_rules(settings)), [], args.format, "inferdeck")
+        )
+    else:
+        sys.stdout.write(alert_rules(settings))
     return 0

@@ -1,0 +1,346 @@
+"""SLO rules that outlive the console: Prometheus recording and alerting rules computed from the
+engines' own series (not from `inferdeck export`'s memory), as Pyrra and Sloth do, but from each
+engine profile's outcome recipe and latency histograms and the plan's SLOs per service.
+
+Per service and objective (completion, and each latency SLO at its percentile):
+
+* ``inferdeck:slo_errors:ratio_rate<w>``: the share of bad requests over 5m, 30m, 1h, 2h, 6h, 1d
+  and 3d. Completion: 1 - good / finished by the profile's recipe (finish reasons with aborts
+  left out, or ok against failed counters). Latency: 1 - requests under the SLO bound / all,
+  from the ``le`` bucket at the bound; for a bound between bucket edges the edge below is used
+  (late requests overstated) and the rule's annotation says which.
+* ``inferdeck:slo_error_budget:remaining``: 1 - the period's mean error ratio / the budget.
+* The SRE workbook's four multi-window multi-burn alerts: 14.4x over 1h and 5m, 6x over 6h and
+  30m (page); 3x over 1d and 2h, 1x over 3d and 6h (ticket).
+
+Pure: settings in, rule groups out (a dict ready for YAML)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from console.engines import EngineProfile, as_list, parse_selector, profiles
+from console.plan import Service
+from console.settings import Settings
+from console.slo import default_slo
+
+WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+# (severity, what it asks for, burn factor, long window, short window): the SRE workbook's table
+BURNS = (
+    ("critical", "page", 14.4, "1h", "5m"),
+    ("critical", "page", 6.0, "6h", "30m"),
+    ("warning", "ticket", 3.0, "1d", "2h"),
+    ("warning", "ticket", 1.0, "3d", "6h"),
+)
+RECORD = "inferdeck:slo_errors:ratio_rate"
+REMAINING = "inferdeck:slo_error_budget:remaining"
+LATENCY = {"ttft_s": "ttft", "tpot_s": "tpot", "e2e_s": "e2e"}
+
+
+@dataclass(frozen=True)
+class Objective:
+    service: str
+    slo: str  # completion | ttft | tpot | e2e
+    target: float  # the share of requests that must be good
+    error: str  # PromQL for the bad share, "{w}" standing for the window
+    note: str  # how the SLI is read (the edge used, and which way it errs)
+    # series a generated test feeds: (series, "good" | "bad" | "all") for the first kind
+    inputs: tuple[tuple[str, str], ...] = ()
+
+
+Sli = tuple[str, str, tuple[tuple[str, str], ...]]  # expression, note, test inputs
+
+
+def _instances(settings: Settings, svc: Service) -> tuple[str, list[str]]:
+    """The scrape targets (``instance`` label: host:port) of the service's engines, and the
+    kinds configured for them."""
+    by_name = {e.name: e for e in settings.engines if e.name}
+    hosts, kinds = [], []
+    for name in svc.engine_names:
+        cfg = by_name.get(name)
+        if cfg is None:
+            continue
+        hosts.append(urlsplit(cfg.url).netloc)
+        if cfg.kind:
+            kinds.append(cfg.kind)
+    return "|".join(hosts), kinds
+
+
+def _sel(name: str, instance: str, extra: str = "") -> str:
+    base, labels = parse_selector(name)
+    if "|" in instance:  # several replicas: a regex, its dots literal
+        body = ['instance=~"' + instance.replace(".", "\\\\.") + '"']
+    else:
+        body = [f'instance="{instance}"'] if instance else []
+    body += [f'{k}="{v}"' if isinstance(v, str) else f'{k}=~"{"|".join(v)}"' for k, v in labels]
+    if extra:
+        body.append(extra)
+    return f"{base}{{{','.join(body)}}}"
+
+
+def _series(name: str, instance: str, extra: str = "") -> str:
+    """One series a test feeds: the first instance, the selector's labels as values."""
+    base, labels = parse_selector(name)
+    body = [f'instance="{instance.split("|")[0]}"', 'job="engines"']
+    body += [f'{k}="{v if isinstance(v, str) else v[0]}"' for k, v in labels]
+    if extra:
+        body.append(extra)
+    return f"{base}{{{','.join(body)}}}"
+
+
+def _rate(sel: str) -> str:
+    return f"sum(rate({sel}[{{w}}]))"
+
+
+def _completion(prof: EngineProfile, instance: str) -> Sli | None:
+    spec = prof.success
+    if spec is None:
+        return None
+
+    def first(signal: str | None) -> str | None:
+        sig = prof.signals.get(signal or "")
+        return sig.series[0] if sig is not None else None
+
+    if spec.finished and spec.label and spec.good:
+        name = first(spec.finished)
+        if name is None:
+            return None
+        good = "|".join(spec.good)
+        aborted = "|".join(as_list(spec.aborted))
+        done = _rate(_sel(name, instance, f'{spec.label}!~"{aborted}"' if aborted else ""))
+        ok = _rate(_sel(name, instance, f'{spec.label}=~"{good}"'))
+        inputs = (
+            (_series(name, instance, f'{spec.label}="{spec.good[0]}"'), "good"),
+            (_series(name, instance, f'{spec.label}="error"'), "bad"),
+        )
+        note = f"{name}: {spec.label} in {good} over all but aborts"
+        return f"1 - ({ok} / {done})", note, inputs
+    if spec.ok:
+        ok_name = first(spec.ok)
+        failed = [n for sig in as_list(spec.failed) if (n := first(sig))]
+        if ok_name is None or not failed:
+            return None
+        bad = " + ".join(_rate(_sel(n, instance)) for n in failed)
+        inputs = ((_series(ok_name, instance), "good"), (_series(failed[0], instance), "bad"))
+        expr = f"({bad}) / ({_rate(_sel(ok_name, instance))} + {bad})"
+        return expr, f"{ok_name} against " + ", ".join(failed), inputs
+    return None  # finished minus aborted (SGLang): no failure signal to count
+
+
+def _edge(bound: float, edges: list[float] | None) -> tuple[float, str]:
+    """The ``le`` edge a latency bound is read at, and how the figure errs."""
+    if not edges:
+        return bound, "the bound is taken as a bucket edge (the profile lists none): check le"
+    below = [e for e in edges if e <= bound * (1 + 1e-9)]
+    if below and math.isclose(below[-1], bound, rel_tol=1e-9):
+        return bound, f"le={_le(bound)} is a bucket edge: exact"
+    if not below:
+        return edges[0], f"the bound lies below the first edge {_le(edges[0])}: misses understated"
+    return below[-1], (
+        f"the bound {_le(bound)} lies between edges: read at le={_le(below[-1])}, so requests "
+        f"between {_le(below[-1])} and {_le(bound)} count as late (misses overstated)"
+    )
+
+
+def _le(v: float) -> str:
+    """An edge as engines write it (1.0, 0.05, 2.5)."""
+    return f"{v:.1f}" if v == int(v) else f"{v:g}"
+
+
+def _latency(prof: EngineProfile, signal: str, bound_s: float, instance: str) -> Sli | None:
+    spec = prof.signals.get(signal)
+    if spec is None or spec.type != "histogram" or spec.per_token == spec.series:
+        return None
+    name = next((n for n in spec.series if n not in spec.per_token), spec.series[0])
+    edge, note = _edge(bound_s / spec.scale, spec.le or None)
+    base, _ = parse_selector(name)
+    # Python clients write 1.0, Go's 1 (Prometheus 3 stores 1.0 for both)
+    le = f'le=~"{edge:.0f}|{edge:.0f}\\\\.0"' if edge == int(edge) else f'le="{_le(edge)}"'
+    bucket = _rate(_sel(f"{base}_bucket", instance, le))
+    count = _rate(_sel(f"{base}_count", instance))
+    inputs = (
+        (_series(f"{base}_bucket", instance, f'le="{_le(edge)}"'), "good"),
+        (_series(f"{base}_count", instance), "all"),
+    )
+    return f"1 - ({bucket} / {count})", f"{base}: {note}", inputs
+
+
+def objectives(settings: Settings) -> tuple[list[Objective], list[str]]:
+    """Every service's objectives, and a sentence for each that cannot be written."""
+    out: list[Objective] = []
+    skipped: list[str] = []
+    for svc in settings.services:
+        slo = default_slo(svc)
+        instance, kinds = _instances(settings, svc)
+        if not instance:
+            skipped.append(f"{svc.name}: its engine has no URL in the config's engines")
+            continue
+        profs = [profiles()[k] for k in dict.fromkeys(kinds)] or list(profiles().values())
+        wanted: list[tuple[str, float, str]] = [("completion", slo.completion, "")]
+        wanted += [
+            (LATENCY[key], slo.percentile, key)
+            for key in ("ttft_s", "tpot_s", "e2e_s")
+            if getattr(slo, key) is not None
+        ]
+        for name, target, key in wanted:
+            parts = []
+            for prof in profs:
+                got = (
+                    _completion(prof, instance)
+                    if name == "completion"
+                    else _latency(prof, LATENCY[key], getattr(slo, key), instance)
+                )
+                if got is not None:
+                    parts.append(got)
+            if not parts:
+                skipped.append(
+                    f"{svc.name} {name}: "
+                    + (
+                        "its engine counts no failed requests (finished minus aborted only), "
+                        "so there is no completion SLI to write"
+                        if name == "completion"
+                        else f"its engine exports no {name} histogram"
+                    )
+                )
+                continue
+            # one kind: its expression; several (kind unknown): whichever series exist
+            error = " or ".join(f"({e})" for e, _, _ in parts)
+            note = "; ".join(n for _, n, _ in parts)
+            out.append(Objective(svc.name, name, target, error, note, parts[0][2]))
+    return out, skipped
+
+
+def _budget(o: Objective) -> str:
+    return f"{1 - o.target:.6g}"
+
+
+def rule_groups(settings: Settings, period_days: int = 28) -> tuple[dict[str, Any], list[str]]:
+    """The recording and alerting rule groups, as Prometheus' rule file holds them, and a
+    sentence for each objective that could not be written."""
+    objs, skipped = objectives(settings)
+    records: list[dict[str, Any]] = []
+    alerts: list[dict[str, Any]] = []
+    for o in objs:
+        labels = {"service": o.service, "slo": o.slo}
+        for w in WINDOWS:
+            records.append(
+                {
+                    "record": f"{RECORD}{w}",
+                    "expr": o.error.replace("{w}", w),
+                    "labels": dict(labels),
+                }
+            )
+        sel = f'{{service="{o.service}",slo="{o.slo}"}}'
+        records.append(
+            {
+                "record": REMAINING,
+                "expr": f"1 - (avg_over_time({RECORD}5m{sel}[{period_days}d]) / {_budget(o)})",
+                "labels": {**labels, "period": f"{period_days}d"},
+            }
+        )
+        for severity, asks in ("critical", "page"), ("warning", "ticket"):
+            pairs = [b for b in BURNS if b[1] == asks]
+            expr = " or ".join(
+                f"({RECORD}{long}{sel} > ({factor:g} * {_budget(o)}) and "
+                f"{RECORD}{short}{sel} > ({factor:g} * {_budget(o)}))"
+                for _, _, factor, long, short in pairs
+            )
+            windows = " or ".join(f"{f:g}x over {lw} and {sw}" for _, _, f, lw, sw in pairs)
+            alerts.append(
+                {
+                    "alert": "InferdeckSLOBurn" + asks.capitalize(),
+                    "expr": expr,
+                    "labels": {"severity": severity, "asks": asks, **labels},
+                    "annotations": {
+                        "summary": f"{o.service}: {o.slo} error budget burning ({windows}); "
+                        "{{ $value | humanizePercentage }} of requests bad over the long window",
+                        "description": f"{o.slo} objective {o.target:g} "
+                        f"({_budget(o)} budget over {period_days} days). SLI: {o.note}",
+                        "runbook": f"inferdeck: the service {o.service} (Enter on its row), "
+                        "or `inferdeck check`",
+                    },
+                }
+            )
+    groups: list[dict[str, Any]] = [
+        {"name": "inferdeck-slo-records", "interval": "30s", "rules": records},
+        {"name": "inferdeck-slo-alerts", "rules": alerts},
+    ]
+    return {"groups": groups}, skipped
+
+
+def to_yaml(
+    doc: dict[str, Any], skipped: list[str], fmt: str = "rules", name: str = "inferdeck-slo"
+) -> str:
+    """The rule file (``rules``) or the Prometheus Operator's ``PrometheusRule`` resource, with a
+    comment for each objective left out."""
+    import yaml
+
+    head = "".join(f"# left out: {line}\n" for line in skipped)
+    if fmt == "prometheusrule":
+        doc = {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "inferdeck"}},
+            "spec": doc,
+        }
+    return head + yaml.safe_dump(doc, sort_keys=False, width=10_000, allow_unicode=True)
+
+
+MINUTES = 60  # the generated tests feed an hour of one-minute samples
+
+
+def rule_tests(settings: Settings, rule_file: str, period_days: int = 28) -> dict[str, Any]:
+    """`promtool test rules` unit tests for the generated rules: per objective, a healthy hour
+    (no alert) and an hour with nine requests in ten bad (18x a 95 % objective's budget, 180x
+    a 99.5 %'s): the page alert fires within ten minutes, with its labels and annotations."""
+    objs, _ = objectives(settings)
+    tests: list[dict[str, Any]] = []
+    groups = {
+        a["labels"]["service"] + a["labels"]["slo"] + a["alert"]: a
+        for a in _alerts(settings, period_days)
+    }
+    for o in objs:
+        if not o.inputs:
+            continue
+        for bad in (False, True):
+            per = {"good": 6 if bad else 60, "bad": 54 if bad else 0, "all": 60}
+            series = [
+                {"series": name, "values": f"0+{per[kind]}x{MINUTES}"} for name, kind in o.inputs
+            ]
+            page = groups[o.service + o.slo + "InferdeckSLOBurnPage"]
+            expected = (
+                [{"exp_labels": dict(page["labels"]), "exp_annotations": _rendered(page, 0.9)}]
+                if bad
+                else []
+            )
+            tests.append(
+                {
+                    "interval": "1m",
+                    "input_series": series,
+                    "alert_rule_test": [
+                        {
+                            "eval_time": "10m",
+                            "alertname": "InferdeckSLOBurnPage",
+                            "exp_alerts": expected,
+                        },
+                    ],
+                }
+            )
+    return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def _alerts(settings: Settings, period_days: int) -> list[dict[str, Any]]:
+    doc, _ = rule_groups(settings, period_days)
+    return [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+
+
+def _rendered(alert: dict[str, Any], value: float) -> dict[str, str]:
+    """The alert's annotations as Prometheus renders them at ``value`` (the one template used)."""
+    pct = f"{value * 100:.4g}%"
+    return {
+        k: v.replace("{{ $value | humanizePercentage }}", pct)
+        for k, v in alert["annotations"].items()
+    }

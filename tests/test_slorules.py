@@ -1,0 +1,358 @@
+"""SLO rules from the engines' own series (console/slorules.py): the seed SLOs (p95 TTFT 1 s,
+p95 TPOT 50 ms, 99.5 % completion) on a vLLM, an SGLang and a TensorRT-LLM engine, checked
+against PromQL written here by hand for the same SLI; `promtool check rules` and the generated
+`promtool test rules` pass, and a broken expectation fails them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from console.settings import Settings
+from console.slorules import rule_groups, rule_tests, to_yaml
+
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+SEED = {"ttft_s": 1.0, "tpot_s": 0.05, "completion": 0.995}
+
+
+def _settings() -> Settings:
+    def svc(name: str, engine: str, gpu: str) -> dict:
+        return {
+            "name": name,
+            "engine": engine,
+            "model": "llama-3.1-8b",
+            "weight_bits": 16,
+            "device": gpu,
+            "tokens_per_sequence": 8192,
+            "concurrent_sequences": 8,
+            "slo": SEED,
+        }
+
+    return Settings.model_validate(
+        {
+            "engines": [
+                {"name": "v", "url": "http://10.0.0.5:8000/metrics", "kind": "vllm"},
+                {"name": "s", "url": "http://10.0.0.6:30000/metrics", "kind": "sglang"},
+                {"name": "t", "url": "http://10.0.0.7:8000/prometheus/metrics", "kind": "trtllm"},
+            ],
+            "services": [svc("vchat", "v", "0"), svc("schat", "s", "1"), svc("tchat", "t", "2")],
+        }
+    )
+
+
+def _records(window: str) -> dict[tuple[str, str], str]:
+    doc, _ = rule_groups(_settings())
+    return {
+        (r["labels"]["service"], r["labels"]["slo"]): r["expr"]
+        for g in doc["groups"]
+        for r in g["rules"]
+        if r.get("record") == f"inferdeck:slo_errors:ratio_rate{window}"
+    }
+
+
+# written by hand from each engine's metric definitions (vLLM's loggers.py, SGLang's collector,
+# TensorRT-LLM's serve metrics): the bad share of the SLI over 5 minutes
+HAND = {
+    ("vchat", "completion"): 'sum(rate(vllm:request_success_total{instance="10.0.0.5:8000",'
+    'finished_reason=~"stop|length|repetition"}[5m])) / sum(rate(vllm:request_success_total'
+    '{instance="10.0.0.5:8000",finished_reason!~"abort"}[5m]))',
+    ("vchat", "ttft"): 'sum(rate(vllm:time_to_first_token_seconds_bucket{instance="10.0.0.5:8000",'
+    'le=~"1|1\\\\.0"}[5m])) / sum(rate(vllm:time_to_first_token_seconds_count'
+    '{instance="10.0.0.5:8000"}[5m]))',
+    ("vchat", "tpot"): "sum(rate(vllm:request_time_per_output_token_seconds_bucket"
+    '{instance="10.0.0.5:8000",le="0.05"}[5m])) / sum(rate('
+    'vllm:request_time_per_output_token_seconds_count{instance="10.0.0.5:8000"}[5m]))',
+    # SGLang's TTFT edges hold 1.0; its TPOT edges (ITL's) jump 0.040 -> 0.060: read at 0.04
+    ("schat", "ttft"): "sum(rate(sglang:time_to_first_token_seconds_bucket"
+    '{instance="10.0.0.6:30000",le=~"1|1\\\\.0"}[5m])) / sum(rate('
+    'sglang:time_to_first_token_seconds_count{instance="10.0.0.6:30000"}[5m]))',
+    ("schat", "tpot"): "sum(rate(sglang:request_time_per_output_token_seconds_bucket"
+    '{instance="10.0.0.6:30000",le="0.04"}[5m])) / sum(rate('
+    'sglang:request_time_per_output_token_seconds_count{instance="10.0.0.6:30000"}[5m]))',
+    ("tchat", "completion"): 'sum(rate(trtllm_request_success_total{instance="10.0.0.7:8000",'
+    'finished_reason=~"stop|length"}[5m])) / sum(rate(trtllm_request_success_total'
+    '{instance="10.0.0.7:8000",finished_reason!~"cancelled"}[5m]))',
+    ("tchat", "ttft"): "sum(rate(trtllm_time_to_first_token_seconds_bucket"
+    '{instance="10.0.0.7:8000",le=~"1|1\\\\.0"}[5m])) / sum(rate('
+    'trtllm_time_to_first_token_seconds_count{instance="10.0.0.7:8000"}[5m]))',
+    ("tchat", "tpot"): "sum(rate(trtllm_time_per_output_token_seconds_bucket"
+    '{instance="10.0.0.7:8000",le="0.05"}[5m])) / sum(rate('
+    'trtllm_time_per_output_token_seconds_count{instance="10.0.0.7:8000"}[5m]))',
+}
+
+
+def test_the_seed_slos_match_hand_written_promql_on_three_engines():
+    got = _records("5m")
+    assert set(got) == set(HAND)  # SGLang's completion is left out: it counts no failures
+    for key, good_share in HAND.items():
+        assert got[key] == f"(1 - ({good_share}))", key
+    assert _records("3d")[("vchat", "ttft")] == got[("vchat", "ttft")].replace("[5m]", "[3d]")
+    _, skipped = rule_groups(_settings())
+    assert skipped == [
+        "schat completion: its engine counts no failed requests (finished minus aborted only), "
+        "so there is no completion SLI to write"
+    ]
+
+
+def test_an_slo_between_bucket_edges_says_which_edge_and_which_way():
+    doc, _ = rule_groups(_settings())
+    page = {
+        (a["labels"]["service"], a["labels"]["slo"]): a
+        for g in doc["groups"]
+        for a in g["rules"]
+        if a.get("alert") == "InferdeckSLOBurnPage"
+    }
+    assert "read at le=0.04" in page[("schat", "tpot")]["annotations"]["description"]
+    assert "misses overstated" in page[("schat", "tpot")]["annotations"]["description"]
+    assert (
+        "le=0.05 is a bucket edge: exact" in page[("vchat", "tpot")]["annotations"]["description"]
+    )
+    a = page[("vchat", "ttft")]
+    assert a["labels"] == {
+        "severity": "critical",
+        "asks": "page",
+        "service": "vchat",
+        "slo": "ttft",
+    }
+    # the workbook's pairs: 14.4x over 1h and 5m, 6x over 6h and 30m, against 1 - 0.95
+    assert "ratio_rate1h{" in a["expr"] and "> (14.4 * 0.05)" in a["expr"]
+    assert "ratio_rate30m{" in a["expr"] and "> (6 * 0.05)" in a["expr"]
+    remaining = [
+        r
+        for g in doc["groups"]
+        for r in g["rules"]
+        if r.get("record") == "inferdeck:slo_error_budget:remaining"
+        and r["labels"]["service"] == "vchat"
+        and r["labels"]["slo"] == "completion"
+    ]
+    assert remaining[0]["expr"] == (
+        "1 - (avg_over_time(inferdeck:slo_errors:ratio_rate5m"
+        '{service="vchat",slo="completion"}[28d]) / 0.005)'
+    )
+
+
+def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_promtool_checks_the_rules_and_passes_the_generated_tests(tmp_path):
+    if not os.access(PROMTOOL, os.X_OK):
+        pytest.skip("promtool is not installed (apt-get install prometheus; .ci/run does)")
+    settings = _settings()
+    for fmt in ("rules",):
+        doc, skipped = rule_groups(settings)
+        (tmp_path / "inferdeck-slo.yaml").write_text(to_yaml(doc, skipped, fmt))
+    tests = rule_tests(settings, "inferdeck-slo.yaml")
+    assert len(tests["tests"]) == 2 * len(HAND)  # a healthy hour and a missing one each
+    (tmp_path / "slo_test.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    checked = _promtool("check", "rules", "inferdeck-slo.yaml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    ran = _promtool("test", "rules", "slo_test.yaml", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    # a test that cannot fail proves nothing: the missing hour made healthy must fail it
+    for t in tests["tests"]:
+        for s in t["input_series"]:
+            s["values"] = s["values"].replace("0+54x", "0+0x")
+    (tmp_path / "broken_test.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    broken = _promtool("test", "rules", "broken_test.yaml", cwd=tmp_path)
+    assert broken.returncode != 0 and "InferdeckSLOBurnPage" in broken.stdout + broken.stderr
+
+
+def test_the_prometheus_operator_resource_wraps_the_same_groups():
+    doc, skipped = rule_groups(_settings())
+    res = yaml.safe_load(to_yaml(doc, skipped, "prometheusrule"))
+    assert res["apiVersion"] == "monitoring.coreos.com/v1" and res["kind"] == "PrometheusRule"
+    assert res["spec"] == doc
+
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_a_latency_miss_pages_through_a_real_prometheus_and_alertmanager(tmp_path):
+    """A simulated vLLM whose prefill is too slow for its 1 s TTFT SLO (no error, no abort), a
+    real Prometheus with the generated rules, a real Alertmanager routing to a webhook on
+    127.0.0.1: the page alert arrives, and it is still firing from the same moment after
+    `inferdeck export` is stopped and started again (the rules read the engine, not it)."""
+    import http.server
+    import json
+    import sys
+    import textwrap
+    import threading
+    import time
+    import urllib.request
+
+    from console.sim.engine import TrafficSpec, start_engine
+
+    for tool in (PROMETHEUS, ALERTMANAGER):
+        if not os.access(tool, os.X_OK):
+            pytest.skip(f"{tool} is not installed (.ci/run installs prometheus, alertmanager)")
+    eng = start_engine(
+        "vllm", TrafficSpec(rate_rps=0.5, prompt_tokens=900, prefill_tok_s=300.0, seed=4)
+    )
+    got: list[dict] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            got.append(json.loads(body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    cfg = tmp_path / "inferdeck.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "discover": False,
+                "engines": [
+                    {
+                        "name": "v",
+                        "url": f"http://127.0.0.1:{eng.server.port}/metrics",
+                        "kind": "vllm",
+                    }
+                ],
+                "services": [
+                    {
+                        "name": "chat",
+                        "engine": "v",
+                        "model": "llama-3.1-8b",
+                        "weight_bits": 16,
+                        "device": "0",
+                        "tokens_per_sequence": 8192,
+                        "concurrent_sequences": 8,
+                        "slo": SEED,
+                    }
+                ],
+            }
+        )
+    )
+    settings = Settings.model_validate(yaml.safe_load(cfg.read_text()))
+    doc, skipped = rule_groups(settings)
+    (tmp_path / "slo.yaml").write_text(to_yaml(doc, skipped))
+    am_port, prom_port, ex_port = _free_port(), _free_port(), _free_port()
+    (tmp_path / "am.yml").write_text(
+        textwrap.dedent(f"""\
+        route:
+          receiver: hook
+          group_by: [alertname, service, slo]
+          group_wait: 1s
+          group_interval: 1s
+        receivers:
+          - name: hook
+            webhook_configs:
+              - url: http://127.0.0.1:{hook.server_address[1]}/hook
+        """)
+    )
+    (tmp_path / "prometheus.yml").write_text(
+        textwrap.dedent(f"""\
+        global:
+          scrape_interval: 1s
+          evaluation_interval: 1s
+        rule_files: [slo.yaml]
+        alerting:
+          alertmanagers:
+            - static_configs:
+                - targets: ['127.0.0.1:{am_port}']
+        scrape_configs:
+          - job_name: engines
+            static_configs:
+              - targets: ['127.0.0.1:{eng.server.port}']
+          - job_name: inferdeck
+            static_configs:
+              - targets: ['127.0.0.1:{ex_port}']
+        """)
+    )
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    am = subprocess.Popen(
+        [ALERTMANAGER, f"--config.file={tmp_path / 'am.yml'}",
+         f"--storage.path={tmp_path / 'am'}", f"--web.listen-address=127.0.0.1:{am_port}",
+         "--cluster.listen-address="],
+        **quiet,
+    )  # fmt: skip
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+        cwd=tmp_path,
+        **quiet,
+    )  # fmt: skip
+
+    def export() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "console", "export", "--config", str(cfg),
+             "--listen", f"127.0.0.1:{ex_port}"],
+            cwd=Path(__file__).resolve().parent.parent,
+            **quiet,
+        )  # fmt: skip
+
+    def firing() -> list[dict]:
+        url = f"http://127.0.0.1:{prom_port}/api/v1/alerts"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                alerts = json.load(r)["data"]["alerts"]
+        except OSError:
+            return []
+        return [
+            a
+            for a in alerts
+            if a["labels"].get("alertname") == "InferdeckSLOBurnPage"
+            and a["labels"].get("slo") == "ttft"
+            and a["state"] == "firing"
+        ]
+
+    exporter = export()
+    try:
+        deadline = time.time() + 150
+
+        def pages() -> list[dict]:
+            return [
+                a
+                for m in got
+                for a in m.get("alerts", [])
+                if a["labels"].get("alertname") == "InferdeckSLOBurnPage"
+                and a["labels"].get("slo") == "ttft"
+            ]
+
+        while time.time() < deadline and not pages():
+            time.sleep(1)
+        assert pages(), "no TTFT page reached the Alertmanager's receiver"
+        page = pages()[0]
+        assert page["status"] == "firing"
+        assert page["labels"]["service"] == "chat" and page["labels"]["slo"] == "ttft"
+        assert page["labels"]["severity"] == "critical"
+        assert "bad over the long window" in page["annotations"]["summary"]
+        before = firing()
+        assert before, "Prometheus does not list the page as firing"
+        exporter.terminate()
+        exporter.wait(timeout=20)
+        time.sleep(3)
+        exporter = export()
+        time.sleep(5)
+        after = firing()
+        assert after and after[0]["activeAt"] == before[0]["activeAt"]
+    finally:
+        exporter.kill()
+        prom.kill()
+        am.kill()
+        hook.shutdown()
+        eng.server.stop()
