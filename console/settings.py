@@ -76,6 +76,10 @@ class EngineConfig(_HasUrl):
     interval_s: float | None = Field(None, gt=0)
     device: str | None = None
     model: str | None = None
+    # labels that pick this engine's series in Prometheus, for `inferdeck rules --slo` (default:
+    # instance = the URL's host:port, as a static target is labelled; under Kubernetes e.g.
+    # {namespace: ai, pod: chat-0})
+    prometheus_labels: dict[str, str] | None = None
     top_models: list[str] | None = (
         None  # Triton: the models clients call (ensembles), not their steps
     )

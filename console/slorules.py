@@ -54,37 +54,51 @@ class Objective:
 Sli = tuple[str, str, tuple[tuple[str, str], ...]]  # expression, note, test inputs
 
 
-def _instances(settings: Settings, svc: Service) -> tuple[str, list[str]]:
-    """The scrape targets (``instance`` label: host:port) of the service's engines, and the
-    kinds configured for them."""
+Match = dict[str, list[str]]  # label -> its value for each of a service's engines
+
+
+def _instances(settings: Settings, svc: Service) -> tuple[Match, list[str]]:
+    """The labels that pick the service's engines' series in Prometheus (each engine's
+    ``prometheus_labels``, else ``instance``: the URL's host:port), and the kinds configured."""
     by_name = {e.name: e for e in settings.engines if e.name}
-    hosts, kinds = [], []
+    match: Match = {}
+    kinds = []
     for name in svc.engine_names:
         cfg = by_name.get(name)
         if cfg is None:
             continue
-        hosts.append(urlsplit(cfg.url).netloc)
+        for k, v in (cfg.prometheus_labels or {"instance": urlsplit(cfg.url).netloc}).items():
+            match.setdefault(k, []).append(v)
         if cfg.kind:
             kinds.append(cfg.kind)
-    return "|".join(hosts), kinds
+    return match, kinds
 
 
-def _sel(name: str, instance: str, extra: str = "") -> str:
+def _matchers(match: Match) -> list[str]:
+    """One matcher per label: equal for one engine, a regex (dots literal) for replicas."""
+    out = []
+    for k, vals in match.items():
+        vals = list(dict.fromkeys(vals))
+        if len(vals) == 1:
+            out.append(f'{k}="{vals[0]}"')
+        else:
+            out.append(f'{k}=~"' + "|".join(v.replace(".", "\\\\.") for v in vals) + '"')
+    return out
+
+
+def _sel(name: str, match: Match, extra: str = "") -> str:
     base, labels = parse_selector(name)
-    if "|" in instance:  # several replicas: a regex, its dots literal
-        body = ['instance=~"' + instance.replace(".", "\\\\.") + '"']
-    else:
-        body = [f'instance="{instance}"'] if instance else []
+    body = _matchers(match)
     body += [f'{k}="{v}"' if isinstance(v, str) else f'{k}=~"{"|".join(v)}"' for k, v in labels]
     if extra:
         body.append(extra)
     return f"{base}{{{','.join(body)}}}"
 
 
-def _series(name: str, instance: str, extra: str = "") -> str:
-    """One series a test feeds: the first instance, the selector's labels as values."""
+def _series(name: str, match: Match, extra: str = "") -> str:
+    """One series a test feeds: the first engine's labels, the selector's labels as values."""
     base, labels = parse_selector(name)
-    body = [f'instance="{instance.split("|")[0]}"', 'job="engines"']
+    body = [f'{k}="{vals[0]}"' for k, vals in match.items()] + ['job="engines"']
     body += [f'{k}="{v if isinstance(v, str) else v[0]}"' for k, v in labels]
     if extra:
         body.append(extra)
@@ -95,7 +109,7 @@ def _rate(sel: str) -> str:
     return f"sum(rate({sel}[{{w}}]))"
 
 
-def _completion(prof: EngineProfile, instance: str) -> Sli | None:
+def _completion(prof: EngineProfile, match: Match) -> Sli | None:
     spec = prof.success
     if spec is None:
         return None
@@ -110,11 +124,11 @@ def _completion(prof: EngineProfile, instance: str) -> Sli | None:
             return None
         good = "|".join(spec.good)
         aborted = "|".join(as_list(spec.aborted))
-        done = _rate(_sel(name, instance, f'{spec.label}!~"{aborted}"' if aborted else ""))
-        ok = _rate(_sel(name, instance, f'{spec.label}=~"{good}"'))
+        done = _rate(_sel(name, match, f'{spec.label}!~"{aborted}"' if aborted else ""))
+        ok = _rate(_sel(name, match, f'{spec.label}=~"{good}"'))
         inputs = (
-            (_series(name, instance, f'{spec.label}="{spec.good[0]}"'), "good"),
-            (_series(name, instance, f'{spec.label}="error"'), "bad"),
+            (_series(name, match, f'{spec.label}="{spec.good[0]}"'), "good"),
+            (_series(name, match, f'{spec.label}="error"'), "bad"),
         )
         note = f"{name}: {spec.label} in {good} over all but aborts"
         return f"1 - ({ok} / {done})", note, inputs
@@ -123,9 +137,9 @@ def _completion(prof: EngineProfile, instance: str) -> Sli | None:
         failed = [n for sig in as_list(spec.failed) if (n := first(sig))]
         if ok_name is None or not failed:
             return None
-        bad = " + ".join(_rate(_sel(n, instance)) for n in failed)
-        inputs = ((_series(ok_name, instance), "good"), (_series(failed[0], instance), "bad"))
-        expr = f"({bad}) / ({_rate(_sel(ok_name, instance))} + {bad})"
+        bad = " + ".join(_rate(_sel(n, match)) for n in failed)
+        inputs = ((_series(ok_name, match), "good"), (_series(failed[0], match), "bad"))
+        expr = f"({bad}) / ({_rate(_sel(ok_name, match))} + {bad})"
         return expr, f"{ok_name} against " + ", ".join(failed), inputs
     return None  # finished minus aborted (SGLang): no failure signal to count
 
@@ -150,7 +164,7 @@ def _le(v: float) -> str:
     return f"{v:.1f}" if v == int(v) else f"{v:g}"
 
 
-def _latency(prof: EngineProfile, signal: str, bound_s: float, instance: str) -> Sli | None:
+def _latency(prof: EngineProfile, signal: str, bound_s: float, match: Match) -> Sli | None:
     spec = prof.signals.get(signal)
     if spec is None or spec.type != "histogram" or spec.per_token == spec.series:
         return None
@@ -159,11 +173,11 @@ def _latency(prof: EngineProfile, signal: str, bound_s: float, instance: str) ->
     base, _ = parse_selector(name)
     # Python clients write 1.0, Go's 1 (Prometheus 3 stores 1.0 for both)
     le = f'le=~"{edge:.0f}|{edge:.0f}\\\\.0"' if edge == int(edge) else f'le="{_le(edge)}"'
-    bucket = _rate(_sel(f"{base}_bucket", instance, le))
-    count = _rate(_sel(f"{base}_count", instance))
+    bucket = _rate(_sel(f"{base}_bucket", match, le))
+    count = _rate(_sel(f"{base}_count", match))
     inputs = (
-        (_series(f"{base}_bucket", instance, f'le="{_le(edge)}"'), "good"),
-        (_series(f"{base}_count", instance), "all"),
+        (_series(f"{base}_bucket", match, f'le="{_le(edge)}"'), "good"),
+        (_series(f"{base}_count", match), "all"),
     )
     return f"1 - ({bucket} / {count})", f"{base}: {note}", inputs
 
@@ -174,9 +188,11 @@ def objectives(settings: Settings) -> tuple[list[Objective], list[str]]:
     skipped: list[str] = []
     for svc in settings.services:
         slo = default_slo(svc)
-        instance, kinds = _instances(settings, svc)
-        if not instance:
-            skipped.append(f"{svc.name}: its engine has no URL in the config's engines")
+        match, kinds = _instances(settings, svc)
+        if not match:
+            skipped.append(
+                f"{svc.name}: its engine is not in the config's engines (name it with a URL)"
+            )
             continue
         profs = [profiles()[k] for k in dict.fromkeys(kinds)] or list(profiles().values())
         wanted: list[tuple[str, float, str]] = [("completion", slo.completion, "")]
@@ -189,9 +205,9 @@ def objectives(settings: Settings) -> tuple[list[Objective], list[str]]:
             parts = []
             for prof in profs:
                 got = (
-                    _completion(prof, instance)
+                    _completion(prof, match)
                     if name == "completion"
-                    else _latency(prof, LATENCY[key], getattr(slo, key), instance)
+                    else _latency(prof, LATENCY[key], getattr(slo, key), match)
                 )
                 if got is not None:
                     parts.append(got)

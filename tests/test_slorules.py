@@ -356,3 +356,51 @@ def test_a_latency_miss_pages_through_a_real_prometheus_and_alertmanager(tmp_pat
         am.kill()
         hook.shutdown()
         eng.server.stop()
+
+
+def test_replicas_and_kubernetes_labels_pick_the_engines_series(tmp_path):
+    """Two replicas: a regex over their instances, dots literal; an engine named by its pod's
+    labels (a PodMonitor's target) is picked by them instead."""
+    settings = Settings.model_validate(
+        {
+            "engines": [
+                {"name": "a", "url": "http://10.0.0.5:8000/metrics", "kind": "vllm"},
+                {"name": "b", "url": "http://10.0.0.6:8000/metrics", "kind": "vllm"},
+                {
+                    "name": "k",
+                    "url": "http://chat.ai.svc:8000/metrics",
+                    "kind": "vllm",
+                    "prometheus_labels": {"namespace": "ai", "pod": "chat-0"},
+                },
+            ],
+            "services": [
+                {
+                    "name": name,
+                    "replicas": replicas,
+                    "model": "llama-3.1-8b",
+                    "weight_bits": 16,
+                    "device": "0",
+                    "tokens_per_sequence": 8192,
+                    "concurrent_sequences": 8,
+                    "slo": SEED,
+                }
+                for name, replicas in (("two", ["a", "b"]), ("pod", ["k"]))
+            ],
+        }
+    )
+    doc, _ = rule_groups(settings)
+    exprs = {
+        (r["labels"]["service"], r["labels"]["slo"]): r["expr"]
+        for r in doc["groups"][0]["rules"]
+        if r.get("record") == "inferdeck:slo_errors:ratio_rate5m"
+    }
+    assert (
+        'instance=~"10\\\\.0\\\\.0\\\\.5:8000|10\\\\.0\\\\.0\\\\.6:8000"' in exprs[("two", "ttft")]
+    )
+    assert '{namespace="ai",pod="chat-0",le=~' in exprs[("pod", "ttft")]
+    if os.access(PROMTOOL, os.X_OK):
+        (tmp_path / "r.yaml").write_text(to_yaml(doc, []))
+        (tmp_path / "t.yaml").write_text(yaml.safe_dump(rule_tests(settings, "r.yaml")))
+        for args in (("check", "rules", "r.yaml"), ("test", "rules", "t.yaml")):
+            ran = _promtool(*args, cwd=tmp_path)
+            assert ran.returncode == 0, ran.stdout + ran.stderr
