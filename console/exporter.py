@@ -24,12 +24,23 @@ BASE_UNITS = {
     "waiting": ("requests", 1.0),
     "s down": ("seconds", 1.0),
 }
+# the headroom families, one per unit (the fleet reads them back by this pattern)
+HEADROOM_NAMES = "|".join(f"{PREFIX}headroom_{unit}" for unit, _ in BASE_UNITS.values())
 HELP = {
     "build_info": ("gauge", "inferdeck version and the hash of the plan it evaluates (value 1)."),
     "frame_timestamp_seconds": ("gauge", "When the newest frame was derived (Unix time)."),
     "engine_up": ("gauge", "1 when the engine's metrics page was read at the last poll."),
-    "headroom": ("gauge", "Live headroom of a planned service against its budget, in `unit`."),
-    "headroom_budget": ("gauge", "What the plan allows for that headroom, in `unit`."),
+    **{
+        f"headroom_{unit}": (
+            "gauge",
+            f"Live headroom of a planned service against its budget, in {unit}.",
+        )
+        for unit, _ in BASE_UNITS.values()
+    },
+    **{
+        f"headroom_budget_{unit}": ("gauge", f"What the plan allows for that headroom, in {unit}.")
+        for unit, _ in BASE_UNITS.values()
+    },
     "headroom_severity": (
         "gauge",
         "Headroom state: 0 ok, 1 warning, 2 critical (absent: unknown).",
@@ -54,7 +65,11 @@ HELP = {
         "gauge",
         "Seconds of the burn window the console has watched.",
     ),
-    "cost_usd_per_hour": ("gauge", "The service's share of the node's hourly cost."),
+    "service_total_hourly_cost": (
+        "gauge",
+        "The service's share of the node's hourly cost in USD (named as OpenCost names its "
+        "hourly figures, e.g. node_total_hourly_cost).",
+    ),
     "cost_usd_per_million_compliant_tokens": (
         "gauge",
         "Cost per million output tokens of requests meeting every SLO (bounds).",
@@ -187,10 +202,12 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
                 p.add("saturating", float(cap.saturating), engine=e.name)
     for s in frame.services:
         for h in s.headroom:
-            unit, scale = BASE_UNITS.get(h.unit, (h.unit, 1.0))
-            labels = {"service": s.name, "rule": h.name, "unit": unit}
-            p.add("headroom", None if h.value is None else h.value * scale, **labels)
-            p.add("headroom_budget", None if h.budget is None else h.budget * scale, **labels)
+            if h.unit in BASE_UNITS:  # one unit per name, so sum() and rate() mean something
+                unit, scale = BASE_UNITS[h.unit]
+                labels = {"service": s.name, "rule": h.name}
+                p.add(f"headroom_{unit}", None if h.value is None else h.value * scale, **labels)
+                budget = None if h.budget is None else h.budget * scale
+                p.add(f"headroom_budget_{unit}", budget, **labels)
             p.add("headroom_severity", SEVERITY.get(h.state), service=s.name, rule=h.name)
             p.add("headroom_exhausted_in_seconds", h.exhausted_in_s, service=s.name, rule=h.name)
         cap = s.capacity
@@ -253,7 +270,7 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
                             window=window,
                         )
         if s.cost is not None:
-            p.add("cost_usd_per_hour", s.cost.usd_per_h, service=s.name)
+            p.add("service_total_hourly_cost", s.cost.usd_per_h, service=s.name)
             price = s.cost.usd_per_m_compliant_tokens
             if price is not None:
                 for bound in ("low", "high"):
@@ -317,6 +334,9 @@ def alert_rules(plan: Plan) -> str:
                 f"        for: {int(for_s)}s",
                 "        labels:",
                 f"          severity: {severity}",
+                # these read the exporter's gauges: they live only as long as it runs (the SLO
+                # burn that must outlive it is `inferdeck rules --slo`, from the engines' series)
+                "          source: inferdeck-export",
                 "        annotations:",
                 f'          summary: "{summary}"',
             ]
@@ -361,6 +381,24 @@ def alert_rules(plan: Plan) -> str:
             r.burn.for_s,
             "warning",
             "{{ $labels.service }}: error budget burning at 6x or more (1h and 6h)",
+        )
+    if r.saturation.enabled:
+        rule(
+            "InferdeckEngineSaturated",
+            f"{PREFIX}saturation_ratio >= 1",
+            r.saturation.for_s,
+            "warning",
+            "{{ $labels.engine }}: p90 {{ $labels.slo }} at {{ $value }}x its SLO (saturated); "
+            "the console's Room and Sat columns say how much more it takes",
+        )
+    if r.exhaustion.enabled:
+        rule(
+            "InferdeckHeadroomExhaustedSoon",
+            f"{PREFIX}headroom_exhausted_in_seconds < {r.exhaustion_horizon_s:g}",
+            r.exhaustion.for_s,
+            "warning",
+            "{{ $labels.service }}: {{ $labels.rule }} used up in {{ $value }} s at its trend "
+            f"(planned horizon {r.exhaustion_horizon_s:g} s)",
         )
     if r.engine_down.enabled:
         rule(

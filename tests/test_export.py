@@ -50,8 +50,8 @@ def test_frame_metrics_names_units_and_absent_unknowns():
     frame = node_frame()
     text = frame_metrics(frame, Settings(), "9.9")
     page = parse(text)
-    rows = dict(page.get("inferdeck_headroom"))
-    key = (("service", "llama-70b"), ("rule", "memory"), ("unit", "bytes"))
+    rows = dict(page.get("inferdeck_headroom_bytes"))
+    key = (("service", "llama-70b"), ("rule", "memory"))
     assert rows[key] == pytest.approx(5.8 * 2**30)  # GiB on screen, bytes for Prometheus
     sev = dict(page.get("inferdeck_headroom_severity"))
     assert sev[(("service", "llama-8b-a"), ("rule", "kv"))] == 2  # critical
@@ -279,6 +279,7 @@ def test_the_burn_rules_fire_on_served_burn_and_never_on_absent_burn(tmp_path):
     def fired(name: str, service: str, window: str, severity: str, summary: str) -> str:
         return (
             f"          - exp_labels: {{alertname: {name}, severity: {severity}, "
+            "source: inferdeck-export, "
             f"instance: 'n:9464', service: {service}, window: {window}}}\n"
             f"            exp_annotations: {{summary: '{service}: {summary}'}}\n"
         )
@@ -328,7 +329,10 @@ def test_headroom_rules_nest_so_a_rising_severity_never_resets_the_warning(tmp_p
         pytest.skip("promtool is not installed (apt-get install prometheus; .ci/run does)")
     out = _cli("rules", "--demo")
     (tmp_path / "rules.yml").write_text(out.stdout)
-    labels = "{alertname: %s, severity: %s, instance: 'n:9464', service: s, rule: kv}"
+    labels = (
+        "{alertname: %s, severity: %s, source: inferdeck-export, instance: 'n:9464', service: s, "
+        "rule: kv}"
+    )
     summary = {
         "warning": "s: kv headroom at or past its budget (severity %s); the console and "
         "inferdeck check say why",

@@ -16,6 +16,7 @@ from console import __version__
 from console.alerts import AlertBook, Condition
 from console.cost import CostSpec, node_hourly, per_million
 from console.engines import profiles
+from console.exporter import HEADROOM_NAMES
 from console.fleet.prom import PromClient, PromError
 from console.fleet.promql import (
     detect_query,
@@ -150,7 +151,7 @@ class FleetSource:
         # what a node's `inferdeck export` says itself: its plan's alerts and its cost figure
         queries["x:alerts"] = "inferdeck_alerts_active"
         queries["x:alert"] = "inferdeck_alert_since_timestamp_seconds"
-        queries["x:headroom"] = "inferdeck_headroom"
+        queries["x:headroom"] = f'{{__name__=~"{HEADROOM_NAMES}"}}'
         queries["x:cost"] = 'inferdeck_cost_usd_per_million_compliant_tokens{bound="low"}'
         names = list(queries)
         self.queries_per_refresh = sum(1 for q in queries.values() if q)
@@ -496,7 +497,10 @@ def _exported(
             node_cost[n] = min(value, node_cost.get(n, value))
     named: dict[str, list[Alert]] = {}
     heads = {
-        (_node(lab), lab.get("service", ""), lab.get("rule", "")): (v, lab.get("unit", ""))
+        (_node(lab), lab.get("service", ""), lab.get("rule", "")): (
+            v,
+            lab.get("__name__", "").removeprefix("inferdeck_headroom_"),
+        )
         for lab, v in got.get("x:headroom") or []
     }
     for labels, since in got.get("x:alert") or []:
