@@ -71,6 +71,29 @@ def _errors(errors: dict[str, str]) -> str:
     return "\n".join(lines[:4])
 
 
+def slo_text(st: FleetState, c: dict[str, str]) -> Text:
+    """Each service objective's budget left and burn alert, from Prometheus' SLO rules."""
+    t = Text()
+    t.append("SLO error budget left (Prometheus' rules: inferdeck rules --slo)\n", style="bold")
+    width = max((len(r.service) for r in st.slo), default=0)
+    for r in st.slo:
+        left = (
+            "n/a"
+            if r.remaining is None
+            else f"{r.remaining * 100:.1f}%"
+            if abs(r.remaining) < 1
+            else f"{r.remaining * 100:.0f}%"
+        )
+        line = f"  {r.service:<{width}}  {r.slo:<10} {left:>7} of {r.period or '?'}"
+        style = c["error"] if r.remaining is not None and r.remaining < 0 else ""
+        if r.alert:
+            since = time.strftime("%H:%M:%S", time.gmtime(r.since)) + "Z" if r.since else "?"
+            line += f"   {r.alert.upper()} {r.state} since {since}"
+            style = c["error"] if r.alert == "page" else c["warning"]
+        t.append(line + "\n", style=style)
+    return t
+
+
 def _share(summary: NodeSummary | None, style: str) -> Text:
     v = summary.ttft_within_target if summary else None
     return Text("n/a" if v is None else f"{v * 100:.1f}%", style=style)
@@ -223,6 +246,7 @@ class FleetApp(App[None]):
         yield Static("inferdeck fleet", id="status", markup=False)
         yield Input(placeholder="filter nodes", id="fleet-filter")
         yield KeyedTable(id="fleet-table", cursor_type="row")
+        yield Static(id="fleet-slo", markup=False)
         yield Static(id="fleet-errors", markup=False)
         yield Footer()
 
@@ -334,6 +358,9 @@ class FleetApp(App[None]):
         box = self.query_one("#fleet-errors", Static)
         box.update(Text(errors, style=c["warning"]))
         box.display = bool(errors)
+        slo = self.query_one("#fleet-slo", Static)
+        slo.update(slo_text(st, c))
+        slo.display = bool(st.slo)
         if isinstance(self.screen, (NodeScreen, FleetEngineScreen)):
             self.screen.show_state(st)
 

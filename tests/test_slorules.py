@@ -343,6 +343,24 @@ def test_a_latency_miss_pages_through_a_real_prometheus_and_alertmanager(tmp_pat
         assert "bad over the long window" in page["annotations"]["summary"]
         before = firing()
         assert before, "Prometheus does not list the page as firing"
+        # the fleet view reads the same state from Prometheus: alert, activeAt, budget left
+        import asyncio
+
+        from console.fleet.prom import PromClient
+        from console.fleet.source import FleetSource, _timestamp
+
+        async def fleet_slo() -> list:
+            src = FleetSource(PromClient(f"http://127.0.0.1:{prom_port}"))
+            try:
+                return (await src.poll()).slo
+            finally:
+                await src.aclose()
+
+        rows = {(r.service, r.slo): r for r in asyncio.run(fleet_slo())}
+        row = rows[("chat", "ttft")]
+        assert row.alert == "page" and row.state == "firing"
+        assert row.since == pytest.approx(_timestamp(before[0]["activeAt"]))
+        assert row.remaining is not None and row.remaining < 0 and row.period == "28d"
         exporter.terminate()
         exporter.wait(timeout=20)
         time.sleep(3)

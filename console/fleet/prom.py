@@ -52,6 +52,12 @@ class PromClient:
         data: dict[str, Any] = doc["data"]
         return data
 
+    async def alerts(self) -> list[dict[str, Any]]:
+        """The alerts Prometheus' rules hold now (pending and firing), with ``activeAt``."""
+        data = await self._get("/api/v1/alerts", {})
+        got = data.get("alerts", [])
+        return [a for a in got if isinstance(a, dict)] if isinstance(got, list) else []
+
     async def query(self, q: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
         params = {"query": q} if at is None else {"query": q, "time": at}
         data = await self._get("/api/v1/query", params)

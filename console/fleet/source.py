@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,7 +26,7 @@ from console.fleet.promql import (
     signal_query,
     success_query,
 )
-from console.fleet.state import FleetState, NodeSummary
+from console.fleet.state import FleetState, NodeSummary, SloRow
 from console.frame import (
     Alert,
     Engine,
@@ -40,6 +41,7 @@ from console.frame import (
 )
 from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
+from console.slorules import REMAINING
 
 MIB = 1024 * 1024
 DCGM_INTERVAL_S = 30.0  # dcgm-exporter's default collection interval (its activity averages)
@@ -170,7 +172,39 @@ class FleetSource:
         self.state.taken_at = when
         if self.at is None and now - self._trend_at > 30:
             await self._trends(now)
+        if self.at is None:  # the alerts API answers for now only
+            await self._slo()
         return self.state
+
+    async def _slo(self) -> None:
+        """Each service objective's budget left and burn alert, from Prometheus' own rules
+        (`inferdeck rules --slo`): they hold whatever any inferdeck process remembers."""
+        try:
+            left = await self.client.query(REMAINING)
+            alerts = await self.client.alerts()
+        except PromError as exc:
+            self.state.slo_note = str(exc)
+            return
+        rank = {"page": 0, "ticket": 1}
+        burning: dict[tuple[str, str], tuple[str, str, float | None]] = {}
+        for a in alerts:
+            lab = a.get("labels") or {}
+            if not str(lab.get("alertname", "")).startswith("InferdeckSLOBurn"):
+                continue
+            key = (str(lab.get("service", "")), str(lab.get("slo", "")))
+            asks = str(lab.get("asks", ""))
+            seen = burning.get(key)
+            if seen is None or rank.get(asks, 9) < rank.get(seen[0], 9):
+                burning[key] = (asks, str(a.get("state", "")), _timestamp(a.get("activeAt")))
+        rows: dict[tuple[str, str], SloRow] = {}
+        for lab, value in left:
+            key = (lab.get("service", ""), lab.get("slo", ""))
+            rows[key] = SloRow(*key, remaining=value, period=lab.get("period", ""))
+        for key, (asks, state, since) in burning.items():
+            base = rows.get(key, SloRow(*key))
+            rows[key] = replace(base, alert=asks, state=state, since=since)
+        self.state.slo = [rows[k] for k in sorted(rows)]
+        self.state.slo_note = None if rows else "no inferdeck SLO rules in Prometheus"
 
     async def _trends(self, now: float) -> None:
         """The last hour of output tokens/s per node (query_range), for the fleet's sparklines."""
@@ -574,3 +608,16 @@ def _seen_alerts(engines: list[Engine], gpus: list[Gpu], taken: datetime) -> lis
                 )
             )
     return alerts
+
+
+def _timestamp(text: object) -> float | None:
+    """Prometheus' RFC 3339 activeAt (nanoseconds and all) as Unix time."""
+    if not isinstance(text, str):
+        return None
+    head, _, frac = text.rstrip("Z").partition(".")
+    try:
+        t = datetime.fromisoformat(head).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+    digits = "".join(ch for ch in frac if ch.isdigit())
+    return t + (float("0." + digits) if digits else 0.0)

@@ -23,6 +23,20 @@ class NodeSummary:
     no_good: bool = False
 
 
+@dataclass(frozen=True)
+class SloRow:
+    """One service objective as Prometheus' `inferdeck rules --slo` hold it: the error budget
+    left over the period, and the burn alert's state with when it became active."""
+
+    service: str
+    slo: str
+    remaining: float | None = None  # share of the period's budget left (negative: overspent)
+    period: str = ""
+    alert: str | None = None  # the most urgent: "page" or "ticket"
+    state: str | None = None  # "firing" or "pending"
+    since: float | None = None  # activeAt (Unix time)
+
+
 @dataclass
 class FleetState:
     nodes: dict[str, Frame] = field(default_factory=dict)
@@ -31,6 +45,8 @@ class FleetState:
     taken_at: float = 0.0  # the time the figures describe (in the past while scrubbing)
     trends: dict[str, list[float]] = field(default_factory=dict)  # node -> output tok/s, last hour
     summary: dict[str, NodeSummary] = field(default_factory=dict)  # node -> SLO share and cost
+    slo: list[SloRow] = field(default_factory=list)  # from Prometheus' SLO rules and alerts
+    slo_note: str | None = None  # why those could not be read, when they could not
 
 
 def node_row(node: str, f: Frame, summary: NodeSummary | None = None) -> dict[str, Any]:
