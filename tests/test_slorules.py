@@ -20,18 +20,23 @@ PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 SEED = {"ttft_s": 1.0, "tpot_s": 0.05, "completion": 0.995}
 
 
+def _service(name: str, **where: object) -> dict:
+    """A planned 8B service at the seed SLOs; ``where``: its engine (or replicas) and device."""
+    return {
+        "name": name,
+        "model": "llama-3.1-8b",
+        "weight_bits": 16,
+        "device": "0",
+        "tokens_per_sequence": 8192,
+        "concurrent_sequences": 8,
+        "slo": SEED,
+        **where,
+    }
+
+
 def _settings() -> Settings:
     def svc(name: str, engine: str, gpu: str) -> dict:
-        return {
-            "name": name,
-            "engine": engine,
-            "model": "llama-3.1-8b",
-            "weight_bits": 16,
-            "device": gpu,
-            "tokens_per_sequence": 8192,
-            "concurrent_sequences": 8,
-            "slo": SEED,
-        }
+        return _service(name, engine=engine, device=gpu)
 
     return Settings.model_validate(
         {
@@ -232,18 +237,7 @@ def test_a_latency_miss_pages_through_a_real_prometheus_and_alertmanager(tmp_pat
                         "kind": "vllm",
                     }
                 ],
-                "services": [
-                    {
-                        "name": "chat",
-                        "engine": "v",
-                        "model": "llama-3.1-8b",
-                        "weight_bits": 16,
-                        "device": "0",
-                        "tokens_per_sequence": 8192,
-                        "concurrent_sequences": 8,
-                        "slo": SEED,
-                    }
-                ],
+                "services": [_service("chat", engine="v")],
             }
         )
     )
@@ -391,19 +385,7 @@ def test_replicas_and_kubernetes_labels_pick_the_engines_series(tmp_path):
                     "prometheus_labels": {"namespace": "ai", "pod": "chat-0"},
                 },
             ],
-            "services": [
-                {
-                    "name": name,
-                    "replicas": replicas,
-                    "model": "llama-3.1-8b",
-                    "weight_bits": 16,
-                    "device": "0",
-                    "tokens_per_sequence": 8192,
-                    "concurrent_sequences": 8,
-                    "slo": SEED,
-                }
-                for name, replicas in (("two", ["a", "b"]), ("pod", ["k"]))
-            ],
+            "services": [_service("two", replicas=["a", "b"]), _service("pod", replicas=["k"])],
         }
     )
     doc, _ = rule_groups(settings)
