@@ -58,6 +58,7 @@ class LoadPoint:
     span_s: float
     ttft: tuple[tuple[float, float], ...] = ()  # TTFT bucket increases (bound, cumulative)
     running_var: float = 0.0  # variance of the running gauge within the stretch
+    queued_share: float = 0.0  # share of the stretch's scrapes with requests waiting
 
 
 def _sum(values: Mapping[Labels, float] | None) -> float | None:
@@ -150,6 +151,7 @@ def _point(
         span_s=span,
         ttft=_buckets(a, b, "ttft") or (),
         running_var=sum((r - running) ** 2 for r in run) / len(run),
+        queued_share=sum(1 for w in wait if w > 0) / len(wait) if wait else 0.0,
     )
 
 
@@ -382,6 +384,7 @@ def _estimate(
     kv = [p.kv_tokens for p in points if p.kv_tokens]
     if kv and kv_capacity_tokens:
         bounds["kv"] = below(kv_capacity_tokens / (sum(kv) / len(kv)))
+    batch_limit = batch_limit or _batch_seen(points, kv_capacity_tokens)
     if batch_limit:
         bounds["batch"] = below(batch_limit)
     if ttft_limit_s is not None and t0_p95 > ttft_limit_s:
@@ -446,6 +449,26 @@ def _estimate(
         queue_from=min(queued, key=lambda k: queued[k]) if queued else None,
         kv_full_in_s=full_in,
     )
+
+
+QUEUED = 0.8  # a stretch queued this much of the time, with KV room, ran at the batch limit
+KV_ROOM = 0.9
+
+
+def _batch_seen(points: Sequence[LoadPoint], kv_capacity: float | None) -> float | None:
+    """The batch limit the engine showed: the most sequences running in a stretch that queued
+    throughout while its KV pool had room (the engine schedules no more at once, whatever the
+    arrivals); None when no stretch did."""
+    if not kv_capacity:
+        return None
+    capped = [
+        p.running
+        for p in points
+        if p.queued_share >= QUEUED
+        and p.kv_tokens is not None
+        and p.kv_tokens * p.running / kv_capacity < KV_ROOM
+    ]
+    return max(capped) if capped else None
 
 
 def _tpot_tail(

@@ -345,3 +345,21 @@ def test_the_fit_chart_puts_points_line_and_bound_in_their_cells():
     assert rows[0].startswith("    26┤") and rows[4].startswith("     0┤")
     assert rows[6].split() == ["0", "8", "15"]
     assert fit_chart([], 0.01, 0.001, None) == []
+
+
+def test_a_batch_limit_nothing_exports_is_read_from_stretches_that_queued_with_kv_room():
+    """Stretches queued throughout while the KV pool had room ran at the engine's batch limit
+    (vLLM's --max-num-seqs is on no metrics page): the most running among them is the limit. A
+    brief queue, or one with the pool full (KV binds, not the batch), says nothing of it."""
+    from console.capacity import LoadPoint, _batch_seen
+
+    def p(running, queued, kv_fill):
+        return LoadPoint(
+            0.0, running, 0.03, 5.0, 500.0, 3.0, kv_fill * 100_000 / running, 10.0,
+            queued_share=queued,
+        )  # fmt: skip
+
+    assert _batch_seen([p(10, 0.0, 0.2), p(31.6, 1.0, 0.4), p(30.2, 0.9, 0.4)], 100_000) == 31.6
+    assert _batch_seen([p(20, 0.3, 0.2), p(25, 0.5, 0.3)], 100_000) is None  # brief queues
+    assert _batch_seen([p(40, 1.0, 0.95)], 100_000) is None  # the KV pool binds
+    assert _batch_seen([p(31.6, 1.0, 0.4)], None) is None  # no pool size: cannot tell
