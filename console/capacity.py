@@ -76,6 +76,11 @@ def _count(ex: Extract, signal: str) -> float | None:
     return sum(v[-1] for v in rows.values()) if rows else None
 
 
+def _first_within(history: Sequence[Extract], window_s: float) -> Extract:
+    """The oldest scrape of the last ``window_s`` (the start of a windowed increase)."""
+    return next((ex for ex in history if ex.t >= history[-1].t - window_s), history[0])
+
+
 def _buckets(a: Extract, b: Extract, signal: str) -> tuple[tuple[float, float], ...] | None:
     """The histogram's cumulative bucket increases from ``a`` to ``b``, summed by bound."""
     new, old = b.histograms.get(signal) or {}, a.histograms.get(signal) or {}
@@ -270,7 +275,7 @@ def saturation(
     both rising over the last two minutes by more than their noise."""
     out: dict[str, object] = {}
     if len(history) >= 2:
-        old = next((ex for ex in history if ex.t >= history[-1].t - recent_s), history[0])
+        old = _first_within(history, recent_s)
         worst: tuple[float, str] | None = None
         for slo, limit in limits.items():
             buckets = _buckets(old, history[-1], slo) if limit else None
@@ -310,11 +315,12 @@ def estimate(
     room above the current rate; the times to a full KV cache and to a queue long enough to
     break the TTFT SLO; the saturation index over the recent window."""
     points = load_points(history, window_s, kv_capacity_tokens)
-    report = _estimate(
-        history, points, window_s, ttft_limit_s, tpot_limit_s, kv_capacity_tokens, batch_limit
-    )
-    extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
     now = recent_rate(points)
+    report = _estimate(
+        history, points, window_s, ttft_limit_s, tpot_limit_s, kv_capacity_tokens, batch_limit,
+        now or 0.0,
+    )  # fmt: skip
+    extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
     if ttft_limit_s and now:
         # queued wait ~ waiting / the finished rate (Little's law): TTFT breaks from queueing alone
         # once this many wait
@@ -338,6 +344,7 @@ def _estimate(
     tpot_limit_s: float | None,
     kv_capacity_tokens: float | None,
     batch_limit: float | None,
+    now: float,
 ) -> CapacityReport:
     full_in = kv_full_in(history, window_s)
     fit = fit_itl(points)
@@ -359,7 +366,6 @@ def _estimate(
         return CapacityReport(
             cant_tell="no stretch without a queue to read unqueued TTFT from", kv_full_in_s=full_in
         )
-    now = recent_rate(points) or 0.0
     tail = _tpot_tail(history, window_s, points, fit)
 
     def itl(n: float, w: float = fit.w, h: float = fit.h) -> float:
@@ -479,8 +485,7 @@ def _tpot_tail(
     against the TPOT histogram's p95, so the load's own variation is not counted as spread."""
     if len(history) < 2:
         return 1.0
-    old = next((ex for ex in history if ex.t >= history[-1].t - window_s), history[0])
-    buckets = _buckets(old, history[-1], "tpot") or ()
+    buckets = _buckets(_first_within(history, window_s), history[-1], "tpot") or ()
     observed, ge = histogram_quantile(0.95, buckets) if buckets else (None, False)
     mix = sorted((fit.w + fit.h * p.running, p.finished) for p in points if p.finished > 0)
     total = sum(n for _, n in mix)

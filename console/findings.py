@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from console.capacity import CAPACITY_WINDOW_S
 from console.engines import Knobs, profiles
 from console.enginestats import KV_FULL
-from console.frame import Engine, Frame, MemoryLine, ServiceStatus
+from console.frame import CapacityReport, Engine, Frame, MemoryLine, ServiceStatus
 from console.slo import FAST_BURN, OBJECTIVES
 from console.slo import SLOW_BURN as BURN_SLOW
 from console.thresholds import at_least, below
@@ -249,18 +249,35 @@ def _engine(e: Engine) -> list[Finding]:
     return out
 
 
-def _saturation(e: Engine, k: Knobs) -> list[Finding]:
-    """llm-d's saturation index past 1 (p90 over its SLO), or past SATURATING while load and TTFT
-    both rise (GuideLLM's over-saturation test): the engine is taking more than it serves."""
+def saturation_kind(e: Engine) -> str | None:
+    """ "saturated" (llm-d's index, the worst p90 / SLO, at 1 or more), "saturating" (past
+    SATURATING while load and TTFT both rise: GuideLLM's test), "prefill" (a late first token
+    with nothing waiting and no rise: not load), or None. The finding and the alert both ask."""
     cap = e.capacity
     index = cap.saturation if cap is not None else None
     if cap is None or index is None:
-        return []
+        return None
     rising = bool(cap.saturating)
     if below(index, 1.0) and not (rising and at_least(index, SATURATING)):
-        return []
-    slo = (cap.saturation_slo or "").upper()
+        return None
     if cap.saturation_slo == "ttft" and not rising and not e.requests_waiting:
+        return "prefill"
+    return "saturated" if at_least(index, 1.0) else "saturating"
+
+
+def saturation_knob(cap: CapacityReport, k: Knobs) -> str:
+    if cap.saturation_slo == "tpot":
+        return f"lower {k.max_seqs}: smaller batches decode faster (or add a replica)"
+    return "add a replica or shed load: requests are queueing"
+
+
+def _saturation(e: Engine, k: Knobs) -> list[Finding]:
+    """The engine takes more than it serves (saturation_kind), with the evidence and knob."""
+    kind, cap = saturation_kind(e), e.capacity
+    if kind is None or cap is None or cap.saturation is None:
+        return []
+    index = cap.saturation
+    if kind == "prefill":
         return [
             Finding(
                 "warning",
@@ -274,6 +291,8 @@ def _saturation(e: Engine, k: Knobs) -> list[Finding]:
                 index,
             )
         ]
+    slo = (cap.saturation_slo or "").upper()
+    rising = bool(cap.saturating)
     evidence = [
         f"p90 {slo} at {index:.2f}x its SLO (the saturation index: worst p90 / SLO)",
         "running + waiting and TTFT both rising over the last two minutes"
@@ -281,20 +300,14 @@ def _saturation(e: Engine, k: Knobs) -> list[Finding]:
         else f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
         f"room before an SLO breaks: {capacity_text(cap)}",
     ]
-    knob = (
-        f"lower {k.max_seqs}: smaller batches decode faster (or add a replica)"
-        if cap.saturation_slo == "tpot"
-        else "add a replica or shed load: requests are queueing"
-    )
-    title = "saturated" if at_least(index, 1.0) else "saturating"
     return [
         Finding(
             "warning",  # the burn rules page, over their windows
             e.name,
-            f"{title}: p90 {slo} at {index:.2f}x its SLO"
+            f"{kind}: p90 {slo} at {index:.2f}x its SLO"
             + (", load and TTFT rising" if rising else ""),
             evidence,
-            knob,
+            saturation_knob(cap, k),
             index,
         )
     ]

@@ -10,6 +10,7 @@ are critical. Plus node faults: NVML unavailable, a lost GPU, a scraped engine t
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ from typing import Literal
 
 from console.alerts import Condition
 from console.capacity import CAPACITY_WINDOW_S, service_capacity, time_to
-from console.findings import SATURATING, knobs
+from console.findings import knobs, saturation_kind, saturation_knob
 from console.frame import (
     Engine,
     Gpu,
@@ -59,7 +60,7 @@ class HeadroomState:
     layouts: dict[str, str] = field(default_factory=dict)  # GPU uuid or index -> MIG layout
     relaid: dict[str, tuple[float, str, str]] = field(default_factory=dict)  # (at, before, after)
     # each GPU's power readings over the capacity window, for its trend to the limit
-    power: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    power: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
 
 
 def _utc(t: float) -> datetime:
@@ -99,10 +100,10 @@ def evaluate(
         _gpu_conditions(g, plan, cond)
         conds += _layout_change(g, state, now)
         if g.power_w is not None:
-            seen = state.power.setdefault(g.uuid or str(g.index), [])
+            seen = state.power.setdefault(g.uuid or str(g.index), deque())
             seen.append((now, g.power_w))
-            while seen and seen[0][0] < now - CAPACITY_WINDOW_S:
-                seen.pop(0)
+            while seen[0][0] < now - CAPACITY_WINDOW_S:
+                seen.popleft()
     by_name = {e.name: e for e in engines}
     planned = {s.engine_name for s in plan.services}
     for e in engines:
@@ -600,7 +601,7 @@ def _power_headroom(parent: Gpu, plan: Plan, state: HeadroomState) -> Headroom |
     if parent.power_w is None or not parent.power_limit_w:
         return None
     lim = parent.power_limit_w
-    seen = state.power.get(parent.uuid or str(parent.index), [])
+    seen = list(state.power.get(parent.uuid or str(parent.index), ()))
     near = at_least(parent.power_w, lim * (1 - plan.alerts.power_within_pct / 100))
     return Headroom(
         name="power",
@@ -653,31 +654,18 @@ def _exhaustion(
 
 
 def _saturation(e: Engine, cond: CondFn) -> None:
-    """llm-d's saturation index (the worst of p90 latency / its SLO) at or past 1, or near it
-    (0.8) while concurrency and TTFT both rise (GuideLLM's over-saturation test)."""
-    cap = e.capacity
-    index = cap.saturation if cap is not None else None
-    if cap is None or index is None:
+    """A warning while the engine is saturated or saturating (findings.saturation_kind); slow
+    prefill is not load (the burn rules page on it)."""
+    kind, cap = saturation_kind(e), e.capacity
+    if kind not in ("saturated", "saturating") or cap is None or cap.saturation is None:
         return
-    rising = bool(cap.saturating)
-    if index < 1.0 and not (rising and index >= SATURATING):
-        return
-    if cap.saturation_slo == "ttft" and not rising and not e.requests_waiting:
-        return  # a late first token with nothing waiting is slow prefill, not load (burn pages it)
-    slo = (cap.saturation_slo or "").upper()
-    k = knobs(e.kind)
-    knob = (
-        f"lower {k.max_seqs} (smaller batches decode faster) or add a replica"
-        if cap.saturation_slo == "tpot"
-        else "add a replica or shed load (requests queue)"
-    )
     cond(
         f"saturation:{e.url}",
         "warning",  # pages go through the burn rules' windows, never one minute's p90
         e.name,
-        f"saturated: p90 {slo} at {index:.2f}x its SLO"
-        + (", load and TTFT both rising" if rising else "")
-        + f": {knob}",
+        f"saturated: p90 {(cap.saturation_slo or '').upper()} at {cap.saturation:.2f}x its SLO"
+        + (", load and TTFT both rising" if cap.saturating else "")
+        + f": {saturation_knob(cap, knobs(e.kind))}",
         "saturation",
     )
 

@@ -209,7 +209,7 @@ class EnginePane(TablePane):
             if wide or not wide_only
         ]
 
-    def show(self, frame: Frame) -> None:
+    def fill(self, frame: Frame) -> None:
         self.frame = frame
         c = self.palette()
         shown = [

@@ -126,7 +126,7 @@ class GpuPane(TablePane):
             for label, key, width in NARROW_COLUMNS + (WIDE_COLUMNS if wide else ())
         ]
 
-    def show(self, frame: Frame) -> None:
+    def fill(self, frame: Frame) -> None:
         self.frame = frame
         c = self.palette()
         note = self.query_one("#gpu-note", Static)

@@ -151,7 +151,7 @@ class ServicesPane(TablePane):
             + [(label, key, width) for key, label, width in (WIDE_HEAD if wide else ())]
         )
 
-    def show(self, frame: Frame) -> None:
+    def fill(self, frame: Frame) -> None:
         self.frame = frame
         c = self.palette()
         rows = []

@@ -278,6 +278,12 @@ class TablePane(Pane):
             self.show(self.frame)
 
     def show(self, frame: Frame) -> None:
+        """The frame's rows, under columns set for the pane's width first: a frame shown before
+        the pane was laid out (or as its width crosses WIDE) never meets the other set."""
+        self._columns()
+        self.fill(frame)
+
+    def fill(self, frame: Frame) -> None:
         raise NotImplementedError
 
     def trend(self, name: str, width: int) -> list[float]:

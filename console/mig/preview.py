@@ -137,7 +137,7 @@ def capacity_there(pred: Mapping[str, Any] | None) -> str:
     """ "~4.1 req/s before TPOT p95 breaks (measured 6.2 here now, x0.67 by compute: a scaling,
     not a measurement)"."""
     if pred is None:
-        return "unknown (no capacity measured on the device it runs on now)"
+        return "unknown: none measured on its device yet"
     slo = (pred.get("binding") or "an SLO").upper()
     return (
         f"~{pred['predicted_rps']:.1f} req/s before {slo} p95 breaks (measured "
