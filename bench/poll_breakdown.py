@@ -23,6 +23,7 @@ import httpx  # noqa: E402
 
 from console.derive import Deriver  # noqa: E402
 from console.engines import detect_kind, extract, needed_families, profiles  # noqa: E402
+from console.http1 import Http1  # noqa: E402
 from console.nvml import NvmlReader  # noqa: E402
 from console.promtext import parse  # noqa: E402
 from console.sample import EngineSample, Sample  # noqa: E402
@@ -69,6 +70,7 @@ async def run(n_engines: int, big: bool, polls: int) -> dict[str, float]:
             return None
 
     frame = None
+    lean = Http1()  # plain-http pages as the poller reads them (httpx only for HTTPS and the rest)
     app = InferdeckApp(Source(), interval_s=3600)
     try:
         async with httpx.AsyncClient() as client, app.run_test(size=(160, 48)) as pilot:
@@ -76,7 +78,7 @@ async def run(n_engines: int, big: bool, polls: int) -> dict[str, float]:
                 c0 = time.process_time()
                 source, gpus = reader.read()
                 c1 = time.process_time()
-                results = await asyncio.gather(*(scrape(client, u, 2.0) for u in urls))
+                results = await asyncio.gather(*(scrape(client, u, 2.0, lean=lean) for u in urls))
                 c2 = time.process_time()
                 engines = []
                 for r in results:
@@ -107,6 +109,7 @@ async def run(n_engines: int, big: bool, polls: int) -> dict[str, float]:
                         totals[key] += dt
                 await asyncio.sleep(max(0.0, 1.0 - (time.process_time() - c0)))
     finally:
+        await lean.aclose()
         farm.kill()
     return {k: v / polls * 1000 for k, v in totals.items()}
 

@@ -19,13 +19,13 @@ M = TypeVar("M", bound=BaseModel)
 class Record(BaseModel):
     """A frozen record: built by keyword, every value checked, unknown keys refused."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class UserFile(BaseModel):
     """A part of a file a user wrote: unknown keys refused, fields settable by its validators."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 # pydantic's error types in the words a config error uses ("<key path>: <words>")

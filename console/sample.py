@@ -4,6 +4,7 @@ Samples, so replay derives the same Frames (windows, alerts) through the same co
 
 from __future__ import annotations
 
+import functools
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,7 +86,7 @@ class _ExtractDoc(BaseModel):
     """A recorded Extract as JSON holds it (label sets as lists of pairs), checked field by
     field."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built when a recording is read
     t: float
     series: dict[str, str] = {}
     model: str | None = None
@@ -99,14 +100,17 @@ class _ExtractDoc(BaseModel):
 
 
 class _SampleDoc(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     t: float
     source: GpuSource
     gpus: list[Gpu] = []
     engines: list[dict[str, Any]] = []
 
 
-_ENGINE = TypeAdapter(EngineSample)
+@functools.cache
+def _engine_adapter() -> TypeAdapter[EngineSample]:
+    """A recorded engine's reader, built when a recording is first read (not by a live console)."""
+    return TypeAdapter(EngineSample)
 
 
 def _labels(pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -154,7 +158,7 @@ def sample_from_json(d: object) -> Sample:
     engines = []
     for e in doc.engines:
         ex = e.get("extract")
-        engine = _ENGINE.validate_python({**e, "extract": None})
+        engine = _engine_adapter().validate_python({**e, "extract": None})
         engine.extract = extract_from_json(ex) if ex is not None else None
         engines.append(engine)
     return Sample(t=doc.t, source=doc.source, gpus=doc.gpus, engines=engines)

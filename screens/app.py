@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -96,6 +97,7 @@ class InferdeckApp(App[None]):
     ]
     VIEWS = ("budget", "slo", "cost")
     TALL = 40  # from this height the budget, SLO and cost panes are all shown
+    FIRST_WAIT_S = 0.3  # the longest the first paint waits for the first poll
 
     def __init__(
         self,
@@ -107,8 +109,12 @@ class InferdeckApp(App[None]):
         secrets: list[str] | None = None,
         replay: ReplaySource | None = None,
         mig: MigManager | None = None,
+        freeze_startup: bool = False,
     ) -> None:
         super().__init__()
+        # the console's own process: once the first frame is drawn, what start-up built (modules,
+        # classes, widgets) leaves the collector's full passes (tests' apps come and go: off)
+        self.freeze_startup = freeze_startup
         ScrollBar.renderer = CellScrollBar  # whole-cell scrollbars (Textual's documented hook)
         self._poll_now = asyncio.Event()
         self.mig = mig
@@ -130,6 +136,8 @@ class InferdeckApp(App[None]):
         self.last_poll_error: str | None = None
         self._dash_widgets: dict[tuple[type[Widget], str | None], Widget] = {}
         self._pane_tables: list[tuple[Pane, KeyedTable]] = []
+        self._first: Frame | None = None  # the poll made before the first paint
+        self._first_polled: float | None = None  # and when it started
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         replay_only = {"step", "jump", "speed", "seek"}
@@ -168,10 +176,32 @@ class InferdeckApp(App[None]):
         yield ChartStrip()
         yield KeyBar()
 
+    async def on_load(self) -> None:
+        """The first poll before the first paint, so the dashboard opens with its figures rather
+        than drawing an empty layout first; a source slower than FIRST_WAIT_S is left to the poll
+        loop (the empty dashboard is drawn meanwhile, and its answer lands in a later poll)."""
+        if self.replay is not None:
+            return
+        started = time.monotonic()
+        try:
+            self._first = await asyncio.wait_for(self.source.poll(), self.FIRST_WAIT_S)
+        except TimeoutError:
+            return
+        except Exception as exc:  # noqa: BLE001 - counted and shown as the loop does
+            self.poll_errors += 1
+            self.last_poll_error = f"{type(exc).__name__}: {exc}"
+            return
+        self._first_polled = started
+
     def on_mount(self) -> None:
         for pane in (self.query_one(GpuPane), self.query_one(EnginePane)):
             pane.history = self.keys
         self.query_one(ChartStrip).keys = self.keys
+        if self._first is not None:
+            self._draw(self._first)
+            self._first = None
+        if self.freeze_startup:
+            self.call_after_refresh(_freeze_startup)
         self.poll_loop()
         # a dropped SSH session: exit on SIGHUP, and when the terminal stops being one (no spin)
         self._had_tty = _stdin_is_tty()
@@ -192,28 +222,34 @@ class InferdeckApp(App[None]):
 
     @work(exclusive=True, group="poll", exit_on_error=False)
     async def poll_loop(self) -> None:
+        started = self._first_polled  # the poll before the first paint, when it came in time
         while True:
-            started = time.monotonic()
-            try:
-                frame = await self.source.poll()
-            except Exception as exc:  # noqa: BLE001 - counted and shown; the loop goes on
-                self.poll_errors += 1
-                self.last_poll_error = f"{type(exc).__name__}: {exc}"
-                self.draw_status()
-            else:
-                self.frame = frame
-                if not self.paused:
-                    try:
-                        self.show(frame)
-                    except Exception as exc:  # noqa: BLE001 - a drawing bug must not stop polling
-                        self.poll_errors += 1
-                        self.last_poll_error = f"draw: {type(exc).__name__}: {exc}"
+            if started is None:
+                started = time.monotonic()
+                try:
+                    frame = await self.source.poll()
+                except Exception as exc:  # noqa: BLE001 - counted and shown; the loop goes on
+                    self.poll_errors += 1
+                    self.last_poll_error = f"{type(exc).__name__}: {exc}"
+                    self.draw_status()
+                else:
+                    self._draw(frame)
             wait = max(0.05, self.interval_s - (time.monotonic() - started))
             try:  # until the next poll is due, or a key asks for one now (w: a new window)
                 await asyncio.wait_for(self._poll_now.wait(), wait)
             except TimeoutError:
                 pass
             self._poll_now.clear()
+            started = None
+
+    def _draw(self, frame: Frame) -> None:
+        self.frame = frame
+        if not self.paused:
+            try:
+                self.show(frame)
+            except Exception as exc:  # noqa: BLE001 - a drawing bug must not stop polling
+                self.poll_errors += 1
+                self.last_poll_error = f"draw: {type(exc).__name__}: {exc}"
 
     def show(self, frame: Frame) -> None:
         if self.replay is None:
@@ -611,6 +647,15 @@ class InferdeckApp(App[None]):
             self.show(self.frame)
         else:
             self.draw_status()
+
+
+def _freeze_startup() -> None:
+    """Start-up's objects out of the garbage collector's full passes: a full pass walks every
+    tracked object (a 15-minute history and Textual's widgets: 100-200 ms, a frozen screen), and
+    those built at start-up live as long as the console does. Garbage is collected first, so
+    none is kept for good."""
+    gc.collect()
+    gc.freeze()
 
 
 def _stdin_is_tty() -> bool:

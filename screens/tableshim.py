@@ -10,12 +10,16 @@ three things:
   or until rows or columns are rebuilt (the generation);
 - a one-line Text cell that fits its column is turned into segments directly (Rich's Padding
   and Styled split and crop every cell: most of a table's drawing time);
-- ``set_cells`` sets a row's changed cells in place and repaints that row only.
+- ``set_cells`` sets a row's changed cells in place and repaints that row only, and empties the
+  caches DataTable keyed on the count it moved.
 
 Private names used, all of DataTable (Textual 8.x): ``_render_line_in_row``, ``_render_cell``,
 ``_get_row_renderables``, ``_get_styles_to_render_cell``, ``_row_locations``,
 ``_column_locations``, ``_header_row_key``, ``_data``, ``_update_count``,
-``_show_hover_cursor``, ``_pseudo_class_state``, ``_line_cache``. ``probe`` checks each of them
+``_show_hover_cursor``, ``_pseudo_class_state`` and the caches DataTable keys on its update count
+(``_line_cache``, ``_row_render_cache``, ``_cell_render_cache``, ``_row_renderable_cache``: a
+table whose cells change every poll moves the count every poll, and each of those LRU caches
+would otherwise fill with up to 1,000-10,000 stale drawings). ``probe`` checks each of them
 and the two render methods' parameters on the installed Textual; when one is missing or its
 signature changed, the table falls back to DataTable's public behaviour (slower, same screen),
 so a new Textual release cannot break the console, only slow its tables. tests/test_tableshim.py
@@ -44,7 +48,12 @@ ATTRIBUTES = (
     "_show_hover_cursor",
     "_pseudo_class_state",
     "_line_cache",
+    "_row_render_cache",
+    "_cell_render_cache",
+    "_row_renderable_cache",
 )
+# DataTable's caches keyed on its update count: every entry is stale once the count moves
+COUNTED_CACHES = ("_line_cache", "_row_render_cache", "_cell_render_cache", "_row_renderable_cache")
 METHODS = {
     "_render_line_in_row": (
         "row_key",
@@ -92,7 +101,7 @@ class CachedDataTable(DataTable[Any]):
         self.fast = not probe(self)
         self._generation = 0
         self._versions: dict[tuple[object, object], int] = {}
-        self._cells: dict[tuple[object, ...], Any] = {}
+        self._cells: dict[tuple[object, ...], tuple[tuple[object, ...], Any]] = {}
 
     def drop_caches(self) -> None:
         """Forget every kept line and cell (the next draw renders all of them)."""
@@ -152,13 +161,23 @@ class CachedDataTable(DataTable[Any]):
                 self.refresh_row(self.get_row_index(row_key))
         if changed:
             self._update_count += 1  # DataTable's row renderables are cached on it
+            for name in COUNTED_CACHES:  # what they hold was drawn at an older count
+                getattr(self, name).clear()
 
-    def _cached(self, key: tuple[object, ...], make: Callable[[], Any]) -> Any:
-        lines = self._cells.get(key)
-        if lines is None:
-            if len(self._cells) > 4096:
-                self._cells.clear()
-            lines = self._cells[key] = make()
+    def _cached(
+        self, slot: tuple[object, ...], key: tuple[object, ...], make: Callable[[], Any]
+    ) -> Any:
+        """The drawing of ``slot`` (a row's line, a cell) as of ``key`` (its version and looks):
+        one kept per slot, so a changed cell replaces its old drawing instead of piling up
+        beside it (stale drawings were kept until 4,096 had gathered: tens of thousands of
+        objects the garbage collector walked at every full collection)."""
+        kept = self._cells.get(slot)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        if kept is None and len(self._cells) > 4096:  # rows come and go: their slots stay
+            self._cells.clear()
+        lines = make()
+        self._cells[slot] = (key, lines)
         return lines
 
     def _render_line_in_row(
@@ -174,11 +193,8 @@ class CachedDataTable(DataTable[Any]):
             return draw(row_key, line_no, base_style, cursor_location, hover_location)
         row = getattr(row_key, "value", None)
         key = (
-            "row",
-            row,
             self._versions.get((row, None), 0),
             self._generation,
-            line_no,
             base_style,
             cursor_location,
             hover_location,
@@ -188,7 +204,9 @@ class CachedDataTable(DataTable[Any]):
             self._pseudo_class_state,
         )
         return self._cached(
-            key, lambda: draw(row_key, line_no, base_style, cursor_location, hover_location)
+            ("row", row, line_no),
+            key,
+            lambda: draw(row_key, line_no, base_style, cursor_location, hover_location),
         )
 
     def _render_cell(
@@ -207,19 +225,17 @@ class CachedDataTable(DataTable[Any]):
         column = self._column_locations.get_key(column_index)
         cell = (getattr(row, "value", None), getattr(column, "value", None))
         key = (
-            cell,
             self._versions.get(cell, 0),
             self._generation,
             row_index,
             column_index,
             base_style,
             width,
-            cursor,
-            hover,
             self._show_hover_cursor,
             self._pseudo_class_state,
         )
         return self._cached(
+            (cell, cursor, hover),  # the cursor's row keeps its look and its plain one
             key,
             lambda: (
                 self._one_line_cell(row_index, column_index, base_style, width, cursor, hover)

@@ -103,5 +103,6 @@ def replay(args: argparse.Namespace) -> int:
         title=f"inferdeck replay {header.get('host', '')}",
         read_only=True,
         replay=source,
+        freeze_startup=True,
     ).run()
     return 0

@@ -50,6 +50,7 @@ def run_tui(args: argparse.Namespace, demo: bool) -> int:
             snapshot_dir=snapshots_dir(settings.snapshot_dir),
             secrets=secrets_of(poller),
             mig=mig,
+            freeze_startup=True,
         )
         app.run(mouse=not args.no_mouse)
     finally:

@@ -1,0 +1,282 @@
+"""How long each key takes to redraw on the demo node, its 15-minute history full, polling at 1 s.
+
+    python bench/key_latency.py [--size 160x48] [--rounds 3] [--warm 960]
+
+The demo node's poller is first run over ``--warm`` seconds of simulated time (the clock moved by
+hand), then the console runs on it headless (Textual's test driver) at 1 s polls in real time.
+Every key the dashboard's help lists is pressed, then each view is opened (``enter`` on each
+table's first row, the MIG menu, findings, alerts, saved snapshots) and every key it lists. A key's time runs from the key event to the end of the
+first screen update that shows its effect: the view it opens drawn, the action it runs done and
+drawn; for ``w`` the frame over the new window drawn (the poll it asks for included). Polls keep
+running meanwhile, so a key that lands during a poll waits for it, as at a terminal. The slowest
+of ``--rounds`` presses is reported (the first press of a view includes loading its code, as an
+operator's first press does). ``--profile KEY`` prints where that key's presses spend their time.
+Target (issue "lean"): every key under 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import pstats
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from textual import events  # noqa: E402
+from textual.screen import Screen  # noqa: E402
+from textual.widgets import Input  # noqa: E402
+
+from console.mig.manager import MigManager  # noqa: E402
+from console.nvml import NvmlReader  # noqa: E402
+from console.poller import Poller  # noqa: E402
+from console.settings import demo_settings  # noqa: E402
+from console.sim.demo import start_demo  # noqa: E402
+from screens.app import InferdeckApp  # noqa: E402
+from screens.widgets import KeyedTable  # noqa: E402
+
+TARGET_MS = 100.0
+# the names a help line shows for keys whose event has another name
+KEY_NAMES = {
+    "^p": "ctrl+p",
+    "+": "plus",
+    "-": "minus",
+    "⏎": "enter",
+    "/": "slash",
+    "esc": "escape",
+    "<": "less_than_sign",
+    ">": "greater_than_sign",
+    "pgdn": "pagedown",
+    "pgup": "pageup",
+    "[": "left_square_bracket",
+    "]": "right_square_bracket",
+    ",": "comma",
+    ".": "full_stop",
+    "?": "question_mark",
+}
+SKIP = {"Quit", "Copy selected text", "Palette", "Help"}  # leaves, or Textual's own
+
+
+class Clock:
+    """Simulated time while the history fills, then real time from there on."""
+
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+        self.live_from: float | None = None
+
+    def __call__(self) -> float:
+        if self.live_from is None:
+            return self.t
+        return self.t + time.monotonic() - self.live_from
+
+
+class Stopwatch:
+    """Times a key to the end of the first screen update (the compositor's render of the top
+    screen) once the key's effect holds. A key whose effect changes nothing on screen (sorting a
+    table of one row) is timed to its effect: the next update then comes with the next poll."""
+
+    def __init__(self, app: InferdeckApp, profile: str | None = None) -> None:
+        self.app = app
+        self.profile = profile  # a key whose presses are profiled (cProfile, printed at the end)
+        self.profiler = cProfile.Profile()
+        self.waiting: Callable[[], bool] | None = None
+        self.start = 0.0
+        self.effect: tuple[float, object] | None = None  # when done() first held, the frame then
+        self.took: float | None = None
+        self.awaits_frame = False  # w: its effect is a new frame
+        original = Screen._compositor_refresh
+        watch = self
+
+        def refresh(screen: Screen[Any]) -> None:
+            original(screen)
+            if watch.waiting is None or screen is not watch.app.screen:
+                return
+            if watch.effect is None and watch.waiting():
+                watch.effect = (time.perf_counter(), watch.app.frame)
+            if watch.effect is None:
+                return
+            at, frame = watch.effect
+            mine = watch.awaits_frame or watch.app.frame is frame
+            watch.took = (time.perf_counter() if mine else at) - watch.start
+            watch.waiting = None
+
+        Screen._compositor_refresh = refresh  # type: ignore[method-assign]
+
+    async def press(self, key: str, done: Callable[[], bool], awaits_frame: bool = False) -> float:
+        """Milliseconds from ``key`` to the first update drawn once ``done()`` holds."""
+        self.took, self.effect, self.awaits_frame = None, None, awaits_frame
+        self.start = time.perf_counter()
+        self.waiting = done
+        event = events.Key(key, key if len(key) == 1 else None)
+        event.set_sender(self.app)
+        assert self.app._driver is not None
+        profiling = key == self.profile
+        if profiling:
+            self.profiler.enable()
+        self.app._driver.send_message(event)
+        try:
+            while self.took is None:
+                await asyncio.sleep(0.001)
+                if self.effect is None and self.waiting is not None and self.waiting():
+                    self.effect = (time.perf_counter(), self.app.frame)
+                if time.perf_counter() - self.start > 10:
+                    self.waiting = None
+                    return float("inf")
+        finally:
+            if profiling:
+                self.profiler.disable()
+        return self.took * 1000
+
+
+def help_keys(app: InferdeckApp) -> list[tuple[str, str]]:
+    """(key, what it does) for every key the view on top lists in its help, the one that leaves
+    the view last."""
+    keys = [
+        (KEY_NAMES.get(k.split("/")[0], k.split("/")[0]) if k != "/" else "slash", what)
+        for k, what, _ in app.view_keys()
+        if what not in SKIP
+    ]
+    return sorted(keys, key=lambda kw: kw[1] in ("Back", "Cancel"))
+
+
+async def run(
+    size: tuple[int, int], rounds: int, warm: int, profile: str | None
+) -> list[tuple[str, str, str, float]]:
+    clock = Clock()
+    settings = demo_settings()
+    node = start_demo(settings, clock=clock)
+    poller = Poller(
+        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
+    )
+    # as the console does once started (InferdeckApp(freeze_startup=True)): what start-up built
+    # leaves the collector's full passes; the history built after it does not
+    gc.collect()
+    gc.freeze()
+    for _ in range(warm):
+        clock.t += 1.0
+        await poller.poll()
+    clock.live_from = time.monotonic()
+    rows: dict[tuple[str, str, str], float] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="inferdeck-keys-"))
+    app = InferdeckApp(
+        poller,
+        interval_s=1.0,
+        snapshot_dir=tmp,
+        mig=MigManager(node.nvml, audit_path=tmp / "audit.jsonl", simulated=True),
+    )
+    watch = Stopwatch(app, profile)
+    calls = 0
+    real_run_action = app.run_action
+
+    async def counted(*args: Any, **kwargs: Any) -> bool:
+        nonlocal calls
+        result = await real_run_action(*args, **kwargs)
+        calls += 1
+        return result
+
+    app.run_action = counted  # type: ignore[method-assign]
+
+    def note(view: str, key: str, what: str, ms: float) -> None:
+        rows[(view, key, what)] = max(rows.get((view, key, what), 0.0), ms)
+
+    async def back_to(screen: Screen[Any], pilot: Any) -> None:
+        """Close what a key opened: a view or prompt, a filter being typed."""
+        while app.screen is not screen or isinstance(app.focused, Input):
+            await pilot.press("escape")
+            await pilot.pause(0.05)
+
+    async def press_each(view: str, pilot: Any) -> None:
+        home = app.screen
+        for key, what in help_keys(app):
+            if app.screen is not home:
+                await back_to(home, pilot)
+            before_screen, before_calls = app.screen, calls
+            target = None
+            if key == "w":
+                later = [w for w in (60.0, 300.0, 900.0) if w > app.source.window_s]
+                target = later[0] if later else 60.0
+
+            def done(
+                screen: Screen[Any] = before_screen,
+                seen: int = before_calls,
+                window: float | None = target,
+                back: bool = what in ("Back", "Cancel"),
+            ) -> bool:
+                if window is not None:  # w: the frame over the new window
+                    return app.frame is not None and app.frame.window_s == window
+                if back:
+                    return app.screen is not screen
+                return app.screen is not screen or calls > seen
+
+            note(view, key, what, await watch.press(key, done, awaits_frame=key == "w"))
+            await pilot.pause(0.15)
+            if what == "Pause":
+                await pilot.press("p")
+            if what in ("Back", "Cancel"):
+                return
+            await back_to(home, pilot)
+
+    try:
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause(2.0)
+            for _ in range(rounds):
+                await press_each("dashboard", pilot)
+                dashboard = app.screen
+                # the views a key opens: the details (enter on each table's first row), the MIG
+                # menu, findings, alerts and saved snapshots; then every key each view lists
+                for opener in ("gpu-table", "engine-table", "service-table", "m", "F", "a", "S"):
+                    key = opener
+                    if opener.endswith("-table"):
+                        table = app.query_one(f"#{opener}", KeyedTable)
+                        table.focus()
+                        table.move_cursor(row=0)
+                        await pilot.pause(0.1)
+                        key = "enter"
+                    ms = await watch.press(key, lambda d=dashboard: app.screen is not d)
+                    view = type(app.screen).__name__
+                    note("dashboard", key, f"open {view}", ms)
+                    await pilot.pause(0.3)
+                    await press_each(view, pilot)
+                    await back_to(dashboard, pilot)
+                await pilot.press("escape")
+    finally:
+        node.stop()
+    if profile:
+        pstats.Stats(watch.profiler).sort_stats("cumulative").print_stats(40)
+    return [(v, k, w, ms) for (v, k, w), ms in rows.items()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="160x48")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warm", type=int, default=960, help="seconds of history before the keys")
+    ap.add_argument("--profile", metavar="KEY", help="profile this key's presses (e.g. m, enter)")
+    args = ap.parse_args()
+    m = re.fullmatch(r"(\d+)x(\d+)", args.size)
+    if not m:
+        raise SystemExit("--size is WIDTHxHEIGHT, e.g. 160x48")
+    rows = asyncio.run(run((int(m[1]), int(m[2])), args.rounds, args.warm, args.profile))
+    print(f"demo node, {args.warm} s of history, {args.size}, slowest of {args.rounds} presses")
+    print(f"{'view':<22}{'key':<22}{'what':<28}{'ms':>8}")
+    for view, key, what, ms in rows:
+        flag = "" if ms < TARGET_MS else "  over"
+        print(f"{view:<22}{key:<22}{what[:27]:<28}{ms:>8.1f}{flag}")
+    worst = max(rows, key=lambda r: r[3])
+    print(
+        f"{len(rows)} keys; slowest: {worst[1]} ({worst[2]}) in {worst[0]}, {worst[3]:.1f} ms "
+        f"(target < {TARGET_MS:.0f} ms): {'met' if worst[3] < TARGET_MS else 'MISSED'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
