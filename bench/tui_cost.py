@@ -99,6 +99,7 @@ def measure(name: str, cmd: list[str], marker: str, seconds: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--only", default="abc", help="the scenarios to run, e.g. c (default abc)")
     args = ap.parse_args()
     compiled()
     base = [PY, "-m", "console"]
@@ -110,38 +111,22 @@ def main() -> None:
             args.seconds,
         )
     ]
-    f1, u1 = farm(1)
-    f3, u3 = farm(3)
-    f32, u32 = farm(32)
-    try:
-        eng = lambda urls: sum((["--engine", u] for u in urls), [])  # noqa: E731
-        rows.append(
-            measure(
-                "a: 1 engine, no GPU",
-                base + eng(u1) + ["--no-gpu", "--no-discover"],
-                r"Engines.*\n.*\n.*\d",
-                args.seconds,
+    scenarios = [
+        ("a", "a: 1 engine, no GPU", 1, ["--no-gpu"], r"Engines.*\n.*\n.*\d"),
+        ("b", "b: demo node", 3, ["--simulate-gpus", "demo"], r"RTX PRO"),
+        ("c", "c: 32 engines, 8x7 MIG", 32, ["--simulate-gpus", "big"], r"H100"),
+    ]
+    for letter, name, n, gpus, marker in scenarios:
+        if letter not in args.only:
+            continue
+        proc, urls = farm(n)
+        try:
+            engines = [a for u in urls for a in ("--engine", u)]
+            rows.append(
+                measure(name, base + engines + gpus + ["--no-discover"], marker, args.seconds)
             )
-        )
-        rows.append(
-            measure(
-                "b: demo node",
-                base + eng(u3) + ["--simulate-gpus", "demo", "--no-discover"],
-                r"RTX PRO",
-                args.seconds,
-            )
-        )
-        rows.append(
-            measure(
-                "c: 32 engines, 8x7 MIG",
-                base + eng(u32) + ["--simulate-gpus", "big", "--no-discover"],
-                r"H100",
-                args.seconds,
-            )
-        )
-    finally:
-        for f in (f1, f3, f32):
-            f.kill()
+        finally:
+            proc.kill()
     b = rows[0]
     print(
         f"{'scenario':<26}{'first frame':>12}{'CPU % core':>12}{'x baseline':>11}{'RSS MB':>9}{'x baseline':>11}"

@@ -1,3 +1,3 @@
-from console.cli import main
+from console.entry import main
 
 raise SystemExit(main())

@@ -6,7 +6,7 @@ import functools
 import math
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -316,6 +316,11 @@ class Extract:
     # (kind, signal) whose every series only grew since the previous scrape kept beside it: the
     # same series, the same shapes, no restart (set by EngineHistory; never recorded)
     grew: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
+    # this scrape's KV use as a window reads it (``kv_usage``), with the aggregate and replica
+    # labels it was combined by: worked out once, not at every poll the scrape stays in a window
+    kv_read: tuple[str, tuple[str, ...], float | None] | None = field(
+        default=None, compare=False, repr=False
+    )
 
 
 _INTERNED: dict[Any, Any] = {}
@@ -566,6 +571,19 @@ def _model(page: Page, model_labels: list[str]) -> str | None:
             if m and m.group(1):
                 return printable(m.group(1))
     return None
+
+
+def kv_usage(ex: Extract, aggregate: str, replica_labels: Sequence[str]) -> float | None:
+    """The scrape's KV use combined across ranks (``gauge_value``), kept on the scrape for the
+    polls that read it again while it stays in the window."""
+    how = tuple(replica_labels)
+    kept = ex.kv_read
+    if kept is not None and kept[0] == aggregate and kept[1] == how:
+        return kept[2]
+    values = ex.gauges.get("kv_cache_usage")
+    value = gauge_value(values, aggregate, how) if values else None
+    ex.kv_read = (aggregate, how, value)
+    return value
 
 
 def gauge_value(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.engines import EngineProfile, Extract, gauge_by, gauge_value, rank_key
+from console.engines import EngineProfile, Extract, gauge_by, gauge_value, kv_usage, rank_key
 from console.frame import (
     EngineMemory,
     EngineRank,
@@ -391,8 +391,7 @@ class _Deriver:
         for ex in reversed(self.h):
             if ex.t <= start and seen:
                 break
-            values = ex.gauges.get("kv_cache_usage")
-            v = gauge_value(values, spec.aggregate, self.p.replica_labels) if values else None
+            v = kv_usage(ex, spec.aggregate, self.p.replica_labels)
             if v is not None:
                 seen.append(v)
         if seen:

@@ -33,6 +33,7 @@ METRICS = (
     ("pcie_rx_mib_s", "NVML_GPM_METRIC_PCIE_RX_PER_SEC"),
 )
 DECODERS = tuple(f"NVML_GPM_METRIC_NVDEC_{i}_UTIL" for i in range(8))
+_NAMES = tuple(n for _, n in METRICS) + DECODERS  # the metrics one request asks for, in order
 
 
 class GpmLost(Exception):
@@ -53,6 +54,7 @@ class GpmSampler:
         self._clock = clock
         self._entities: dict[tuple[int, int | None], _Entity] = {}
         self._support: dict[int, str | None] = {}  # GPU index -> None (supported) or why not
+        self._request: Any = None  # one metrics request, its metric ids set once, reused
 
     def support(self, index: int, handle: Any) -> str | None:
         """None when the GPU supports GPM, else the reason (asked once per GPU)."""
@@ -124,19 +126,22 @@ class GpmSampler:
 
     def _metrics(self, older: Any, newer: Any, gap: float) -> GpmActivity:
         lib = self._lib
-        names = [n for _, n in METRICS] + list(DECODERS)
-        ids = [getattr(lib, n) for n in names]
-        mg = lib.c_nvmlGpmMetricsGet_t()
-        mg.version = lib.NVML_GPM_METRICS_GET_VERSION
-        mg.numMetrics = len(ids)
+        mg = self._request
+        if mg is None:  # the ids and count are set once: NVML writes only each metric's result
+            mg = self._request = lib.c_nvmlGpmMetricsGet_t()
+            mg.version = lib.NVML_GPM_METRICS_GET_VERSION
+            mg.numMetrics = len(_NAMES)
+            slots = mg.metrics
+            for i, name in enumerate(_NAMES):
+                slots[i].metricId = getattr(lib, name)
         mg.sample1, mg.sample2 = older, newer
-        for i, metric in enumerate(ids):
-            mg.metrics[i].metricId = metric
         lib.nvmlGpmMetricsGet(mg)
+        ok = lib.NVML_SUCCESS
+        slots = mg.metrics
         values: dict[str, float] = {}
-        for i, name in enumerate(names):
-            m = mg.metrics[i]
-            if int(m.nvmlReturn) == lib.NVML_SUCCESS:
+        for i, name in enumerate(_NAMES):
+            m = slots[i]
+            if int(m.nvmlReturn) == ok:
                 values[name] = float(m.value)
         fields: dict[str, float | None] = {f: values.get(n) for f, n in METRICS}
         decoders = [values[n] for n in DECODERS if n in values]

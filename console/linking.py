@@ -43,23 +43,28 @@ def link(gpus: list[Gpu], engines: list[Engine]) -> tuple[list[Gpu], list[Engine
         found_device.setdefault(engine.url, device)
         return p.model_copy(update={"engine": engine.name})
 
+    def matched(procs: list[GpuProcess], device: str) -> list[GpuProcess] | None:
+        """The processes with their engines, or None when none was matched (nothing to copy)."""
+        out = [match(p, device) for p in procs]
+        return out if any(a is not b for a, b in zip(out, procs, strict=True)) else None
+
     out_gpus = []
     for g in gpus:
-        procs = [match(p, str(g.index)) for p in g.processes]
+        procs = matched(g.processes, str(g.index))
         mig = g.mig
         if mig is not None and mig.devices:
-            devices = [
-                d.model_copy(
-                    update={"processes": [match(p, f"{g.index}/{d.index}") for p in d.processes]}
-                )
-                for d in mig.devices
-            ]
-            mig = mig.model_copy(update={"devices": devices})
-        out_gpus.append(
-            g.model_copy(update={"processes": procs, "mig": mig})
-            if procs or mig is not g.mig
-            else g
-        )
+            devices = []
+            for d in mig.devices:
+                found = matched(d.processes, f"{g.index}/{d.index}")
+                devices.append(d if found is None else d.model_copy(update={"processes": found}))
+            if any(a is not b for a, b in zip(devices, mig.devices, strict=True)):
+                mig = mig.model_copy(update={"devices": devices})
+        if procs is not None or mig is not g.mig:
+            update: dict[str, object] = {"mig": mig}
+            if procs is not None:
+                update["processes"] = procs
+            g = g.model_copy(update=update)
+        out_gpus.append(g)
     out_engines = [
         e.model_copy(update={"device": found_device[e.url]})
         if not e.device and e.url in found_device

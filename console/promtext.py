@@ -134,6 +134,11 @@ MAX_SERIES = 50_000  # samples kept from one page (families a profile reads)
 MAX_LABEL_CHARS = 16_384  # one series' label set, as written on the page
 
 
+# what a family name is to the parser: kept, skipped (not needed, or a *_created series), or not
+# a valid name; decided once per name, as a page repeats its names line after line
+_KEEP, _SKIP, _BAD = 0, 1, 2
+
+
 def parse(
     text: str,
     keep: Callable[[str], bool] | None = None,
@@ -144,15 +149,17 @@ def parse(
     page = Page()
     samples = page.samples
     types = page.types
+    names: dict[str, int] = {}
+    labels_of = _parse_labels
+    series = 0
     pos, size, lineno = 0, len(text), 0
     while pos < size:  # line by line without a list of them all (a page costs its size)
         end = text.find("\n", pos)
         if end < 0:
             end = size
-        raw = text[pos:end]
+        line = text[pos:end].strip(" \t\r")
         pos = end + 1
         lineno += 1
-        line = raw.strip(" \t\r")
         if not line:
             continue
         if line[0] == "#":
@@ -168,20 +175,31 @@ def parse(
             if not head:
                 continue
             name = head[0]
-        if name.endswith("_created") or (keep is not None and not keep(name)):
-            # a family nobody reads: skipped before its labels are tokenised
-            if _NAME_RE.match(name):
-                page.skipped += 1
-                if name not in page.skipped_names:
-                    close = _close_brace(line, brace) if brace >= 0 else -1
-                    body = line[brace + 1 : close] if close >= 0 else ""
-                    page.skipped_names[name] = body[:max_label_chars]
+        state = names.get(name)
+        if state is None:
+            if not _NAME_RE.match(name):
+                state = _BAD
+            elif name.endswith("_created") or (keep is not None and not keep(name)):
+                state = _SKIP
             else:
-                page.bad_lines += 1
-                page.first_bad_line = page.first_bad_line or lineno
+                state = _KEEP
+            names[name] = state
+        if state == _SKIP:
+            # a family nobody reads: skipped before its labels are tokenised
+            page.skipped += 1
+            if name not in page.skipped_names:
+                close = _close_brace(line, brace) if brace >= 0 else -1
+                body = line[brace + 1 : close] if close >= 0 else ""
+                page.skipped_names[name] = body[:max_label_chars]
+            continue
+        if state == _BAD:
+            page.bad_lines += 1
+            page.first_bad_line = page.first_bad_line or lineno
             continue
         if brace >= 0:
-            close = _close_brace(line, brace)
+            close = line.find("}", brace)
+            if close < 0 or line.count('"', brace, close) % 2 or line.find("\\", brace, close) >= 0:
+                close = _close_brace(line, brace)  # a quoted '}' or an escape: walk the quotes
             if close < 0:
                 page.bad_lines += 1
                 page.first_bad_line = page.first_bad_line or lineno
@@ -195,26 +213,29 @@ def parse(
             rest = line[close + 1 :].split()
         else:
             rest = line.split()[1:]
-        if not rest or not _NAME_RE.match(name):
+        if not rest:
             page.bad_lines += 1
             page.first_bad_line = page.first_bad_line or lineno
             continue
         try:
-            value = parse_float(rest[0])
+            value = float(rest[0])
         except ValueError:
-            page.bad_lines += 1
-            page.first_bad_line = page.first_bad_line or lineno
-            continue
+            try:
+                value = parse_float(rest[0])  # NaN and Inf as engines spell them
+            except ValueError:
+                page.bad_lines += 1
+                page.first_bad_line = page.first_bad_line or lineno
+                continue
         if brace >= 0:
-            labels = _parse_labels(line[brace + 1 : close])
+            labels = labels_of(line[brace + 1 : close])
             if labels is None:
                 page.bad_lines += 1
                 page.first_bad_line = page.first_bad_line or lineno
                 continue
         else:
             labels = ()
-        page.series += 1
-        if page.series > max_series:
+        series += 1
+        if series > max_series:
             page.over_limit = (
                 f"the page holds more than {max_series:,} series ({text.count(chr(10)) + 1:,} "
                 f"lines); limit {max_series:,}: raise scrape.max_series"
@@ -225,6 +246,7 @@ def parse(
             samples[name] = [(labels, value)]
         else:
             bucket.append((labels, value))
+    page.series = series
     return page
 
 

@@ -77,4 +77,4 @@ def test_the_wheel_holds_every_package_and_data_file(wheel):
 def test_the_wheel_declares_the_console_script(wheel):
     z = zipfile.ZipFile(wheel)
     (entry,) = [n for n in z.namelist() if n.endswith("entry_points.txt")]
-    assert "inferdeck = console.cli:main" in z.read(entry).decode()
+    assert "inferdeck = console.entry:main" in z.read(entry).decode()

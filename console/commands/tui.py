@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +18,9 @@ def run_tui(args: argparse.Namespace, demo: bool) -> int:
         not demo and settings_from(args).prometheus is not None
     ):
         return run_fleet(args)
+    # the collector held off until the first frame is drawn (the app then freezes what start-up
+    # built and switches it back on): nothing start-up builds is garbage
+    gc.disable()
     poller, node, settings = build(args, demo)
     from screens.app import InferdeckApp
 
@@ -54,6 +58,7 @@ def run_tui(args: argparse.Namespace, demo: bool) -> int:
         )
         app.run(mouse=not args.no_mouse)
     finally:
+        gc.enable()  # the app did at its first frame, unless it stopped before
         if node is not None:
             node.stop()
     return app.return_code or 0  # a crash inside the app is 1, never 0

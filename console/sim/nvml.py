@@ -904,10 +904,12 @@ class SimNvml:
         if a is None or b is None or a[:2] != b[:2] or b[2] <= a[2]:
             raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         mean = (b[3] - a[3]) / (b[2] - a[2])
+        metrics = mg.metrics
         for i in range(mg.numMetrics):
-            m = mg.metrics[i]
-            if m.metricId in GPM_TRUTH:
-                m.value = mean * GPM_TRUTH[m.metricId]
+            m = metrics[i]
+            share = GPM_TRUTH.get(m.metricId)
+            if share is not None:
+                m.value = mean * share
                 m.nvmlReturn = pynvml.NVML_SUCCESS
             else:
                 m.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
