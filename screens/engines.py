@@ -36,7 +36,8 @@ from screens.widgets import (
     KeyedTable,
     Quiet,
     TablePane,
-    bar,
+    bar_cell,
+    cell,
     pct_cell,
     spark,
     theme_colors,
@@ -87,16 +88,20 @@ def _completion_target(e: Engine, pane: EnginePane) -> float:
 
 def _kv(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     if e.kv_cache_usage is None:
-        return Text(NA, style=c["dim"])
-    return Text.assemble(
-        bar(e.kv_cache_usage, 3, c, _limits(pane).kv_usage_critical, 0.97),
+        return cell(NA, c["dim"])
+    return bar_cell(
+        e.kv_cache_usage,
+        3,
+        c,
+        _limits(pane).kv_usage_critical,
+        0.97,
         f"{e.kv_cache_usage * 100:4.0f}%",
     )
 
 
 def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     if e.success_rate is None:
-        return Text(NA, style=c["dim"])
+        return cell(NA, c["dim"])
     style = (
         c["error"]
         if e.success_rate < 0.99
@@ -106,7 +111,7 @@ def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     )
     finished = e.requests_finished or 0
     text = f"{e.success_rate * 100:.1f}" if e.success_rate < 0.9995 else "100"
-    return Text(text, style=style if finished >= 20 else c["dim"])
+    return cell(text, style if finished >= 20 else c["dim"])
 
 
 def _saturation_style(e: Engine, c: dict[str, str]) -> str:
@@ -119,7 +124,7 @@ def _saturation_style(e: Engine, c: dict[str, str]) -> str:
 COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     # label, key, width, wide only, cell
     ("Engine", "engine", 12, False, _name),
-    ("Kind", "kind", 8, True, lambda e, c, p: Text(e.kind or "?")),
+    ("Kind", "kind", 8, True, lambda e, c, p: cell(e.kind or "?")),
     (
         "Model",
         "model",
@@ -128,7 +133,7 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
         lambda e, c, p: (
             Text(e.model.rsplit("/", 1)[-1], overflow="ellipsis", no_wrap=True)
             if e.model
-            else Text(NA, style=c["dim"])
+            else cell(NA, c["dim"])
         ),
     ),
     (
@@ -136,20 +141,20 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
         "dev",
         3,
         False,
-        lambda e, c, p: Text(e.device or "-", style="" if e.device else c["dim"]),
+        lambda e, c, p: cell(e.device or "-", "" if e.device else c["dim"]),
     ),
-    ("Run", "run", 4, False, lambda e, c, p: Text(num(e.requests_running))),
+    ("Run", "run", 4, False, lambda e, c, p: cell(num(e.requests_running))),
     (
         "Wait",
         "wait",
         4,
         False,
-        lambda e, c, p: Text(
-            num(e.requests_waiting), style=c["warning"] if (e.requests_waiting or 0) > 0 else ""
+        lambda e, c, p: cell(
+            num(e.requests_waiting), c["warning"] if (e.requests_waiting or 0) > 0 else ""
         ),
     ),
     ("KV", "kv", 8, False, _kv),
-    ("tok/s", "tps", 5, False, lambda e, c, p: Text(num(e.generation_tokens_per_s))),
+    ("tok/s", "tps", 5, False, lambda e, c, p: cell(num(e.generation_tokens_per_s))),
     ("TTFT95", "ttft", 10, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"], 10)),
     ("TPOT95", "tpot", 10, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"], 10)),
     ("OK%", "ok", 4, False, _ok),
@@ -158,16 +163,16 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
         "rps",
         6,
         True,
-        lambda e, c, p: Text(num(e.requests_per_s, 1), style="" if e.requests_per_s else c["dim"]),
+        lambda e, c, p: cell(num(e.requests_per_s, 1), "" if e.requests_per_s else c["dim"]),
     ),
     (
         "Room",
         "room",
         11,
         True,
-        lambda e, c, p: Text(
+        lambda e, c, p: cell(
             room_cell(e.capacity),
-            style="" if e.capacity and e.capacity.requests_per_s is not None else c["dim"],
+            "" if e.capacity and e.capacity.requests_per_s is not None else c["dim"],
         ),
     ),
     (
@@ -175,18 +180,15 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
         "sat",
         5,
         True,
-        lambda e, c, p: Text(
-            saturation_cell(e.capacity),
-            style=_saturation_style(e, c),
-        ),
+        lambda e, c, p: cell(saturation_cell(e.capacity), _saturation_style(e, c)),
     ),
     (
         "Trend tok/s",
         "trend",
         16,
         True,
-        lambda e, c, p: Text(
-            spark(p.trend(f"{e.name}.generation_tokens_per_s", 16), 16), style=c["success"]
+        lambda e, c, p: cell(
+            spark(p.trend(f"{e.name}.generation_tokens_per_s", 16), 16), c["success"]
         ),
     ),
 ]

@@ -19,6 +19,8 @@ from screens.widgets import (
     Quiet,
     TablePane,
     bar,
+    bar_cell,
+    cell,
     short_gpu_name,
     spark,
     theme_colors,
@@ -44,9 +46,9 @@ HOT = {"power cap", "thermal (SW)", "thermal (HW)", "HW slowdown", "power brake 
 def _activity(a: GpmActivity | None, c: dict[str, str]) -> Text:
     """A MIG instance's GPM graphics activity (NVML has no utilisation there)."""
     if a is None or a.graphics_pct is None:
-        return Text("n/a MIG", style=c["dim"])
+        return cell("n/a MIG", c["dim"])
     v = a.graphics_pct
-    return Text.assemble(bar(min(v, 100.0) / 100, 4, c, 0.9, 0.99), f"{v:4.0f}%")
+    return bar_cell(min(v, 100.0) / 100, 4, c, 0.9, 0.99, f"{v:4.0f}%")
 
 
 def activity_text(a: GpmActivity) -> str:
@@ -73,25 +75,28 @@ def _frac(used: float | None, total: float | None) -> float | None:
 
 def _mem(used: int | None, total: int | None, c: dict[str, str]) -> Text:
     if used is None or total is None:
-        return Text(NA, style=c["dim"])
-    return Text.assemble(
-        bar(_frac(used, total), 6, c, 0.9, 0.98), f" {used / GIB:4.1f}/{total / GIB:.0f}G"
-    )
+        return cell(NA, c["dim"])
+    return bar_cell(_frac(used, total), 6, c, 0.9, 0.98, f" {used / GIB:4.1f}/{total / GIB:.0f}G")
 
 
 def _power(g: Gpu, c: dict[str, str]) -> Text:
     if g.power_w is None or not g.power_limit_w:
-        return Text(NA, style=c["dim"])
+        return cell(NA, c["dim"])
     capped = bool(g.clock_events and "power cap" in g.clock_events)
-    return Text.assemble(
-        bar(g.power_w / g.power_limit_w, 4, c, 0.95, 0.99),
-        (f"{g.power_w:4.0f}W", c["warning"] if capped else ""),
+    return bar_cell(
+        g.power_w / g.power_limit_w,
+        4,
+        c,
+        0.95,
+        0.99,
+        f"{g.power_w:4.0f}W",
+        c["warning"] if capped else "",
     )
 
 
 def _temp(g: Gpu, c: dict[str, str]) -> Text:
     if g.temperature_c is None:
-        return Text(NA, style=c["dim"])
+        return cell(NA, c["dim"])
     frac = g.temperature_c / g.temperature_slowdown_c if g.temperature_slowdown_c else None
     hot = bool(g.clock_events and {"thermal (SW)", "thermal (HW)"} & set(g.clock_events))
     return Text.assemble(
@@ -102,9 +107,9 @@ def _temp(g: Gpu, c: dict[str, str]) -> Text:
 
 def _events(g: Gpu, c: dict[str, str]) -> Text:
     if g.clock_events is None:
-        return Text(NA, style=c["dim"])
+        return cell(NA, c["dim"])
     if not g.clock_events:
-        return Text("none", style=c["dim"])
+        return cell("none", c["dim"])
     return Text(", ").join(
         Text(e, style=f"bold {c['warning']}" if e in HOT else c["dim"]) for e in g.clock_events
     )
@@ -143,22 +148,22 @@ class GpuPane(TablePane):
         table.display = bool(rows)
 
     def _pad(self, cells: list[Text]) -> list[Text]:
-        return cells + [Text("")] * (
+        return cells + [cell("")] * (
             (len(NARROW_COLUMNS) + (len(WIDE_COLUMNS) if self.wide else 0)) - len(cells)
         )
 
     def _mig_row(self, g: Gpu, d: MigDevice, c: dict[str, str]) -> list[Text]:
         where = f"@{d.placement_start}" if d.placement_start is not None else ""
         cells = [
-            Text(f" {g.index}/{d.index}"),
+            cell(f" {g.index}/{d.index}"),
             Text(f"└ {d.profile or NA}{where}", overflow="ellipsis", no_wrap=True),
             _mem(d.memory_used_bytes, d.memory_total_bytes, c),
             _activity(d.activity, c),
-            Text(""),
-            Text(""),
+            cell(""),
+            cell(""),
         ]
         if self.wide:
-            cells += [Text(""), Text(""), Text(str(len(d.processes)) if d.processes else "")]
+            cells += [cell(""), cell(""), cell(str(len(d.processes)) if d.processes else "")]
         return self._pad(cells)
 
     def _gpu_row(self, g: Gpu, c: dict[str, str]) -> list[Text]:
@@ -181,11 +186,11 @@ class GpuPane(TablePane):
                 style=c["dim"],
             )
         else:
-            util = Text.assemble(
-                bar(g.utilization_gpu_pct / 100, 4, c, 0.9, 0.99), f"{g.utilization_gpu_pct:4.0f}%"
+            util = bar_cell(
+                g.utilization_gpu_pct / 100, 4, c, 0.9, 0.99, f"{g.utilization_gpu_pct:4.0f}%"
             )
         cells = [
-            Text(str(g.index), style="bold"),
+            cell(str(g.index), "bold"),
             name,
             _mem(g.memory_used_bytes, g.memory_total_bytes, c),
             util,
@@ -198,10 +203,10 @@ class GpuPane(TablePane):
                 len(d.processes) for d in (g.mig.devices if g.mig else [])
             )
             cells += [
-                Text(clock),
+                cell(clock),
                 _events(g, c),
-                Text(str(procs) if procs else ""),
-                Text(spark(self.trend(f"gpu{g.index}.power_w", 16), 16), style=c["success"]),
+                cell(str(procs) if procs else ""),
+                cell(spark(self.trend(f"gpu{g.index}.power_w", 16), 16), c["success"]),
             ]
         return cells
 

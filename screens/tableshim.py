@@ -92,6 +92,17 @@ def probe(table: DataTable[Any]) -> list[str]:
     return missing
 
 
+def same_cell(old: object, new: object) -> bool:
+    """Whether a cell shows the same: the same object (a shared cell), or equal with the same
+    style (Rich's Text equality leaves out the text's own style, so a figure turning red or dim
+    with the same digits compared equal and was never redrawn)."""
+    if old is new:
+        return True
+    if isinstance(old, Text) and isinstance(new, Text):
+        return old.style == new.style and old == new
+    return old == new
+
+
 class CachedDataTable(DataTable[Any]):
     """A DataTable that redraws only what changed (see the module's text); ``fast`` is False
     where the installed Textual lacks what the caches need."""
@@ -143,7 +154,7 @@ class CachedDataTable(DataTable[Any]):
         if not self.fast:
             for key, cells in rows:
                 for col, value in zip(columns, cells, strict=False):
-                    if self.get_cell(key, col) != value:
+                    if not same_cell(self.get_cell(key, col), value):
                         self.update_cell(key, col, value)
             return
         changed = False
@@ -152,7 +163,7 @@ class CachedDataTable(DataTable[Any]):
             data = self._data[row_key]
             row_changed = False
             for col, value in zip(columns, cells, strict=False):
-                if data.get(col) != value:
+                if not same_cell(data.get(col), value):
                     data[col] = value
                     self._changed(key, col.value)
                     row_changed = True

@@ -39,15 +39,53 @@ def bar(
     copies, never change it."""
     if frac is None:
         return Text(" " * width)
+    return _bar(*_fill(frac, width, colors, warn, crit))
+
+
+def _fill(
+    frac: float, width: int, colors: dict[str, str], warn: float, crit: float
+) -> tuple[int, int, str, str]:
+    """A bar's cells filled, its width and colours, by level."""
     frac = min(max(frac, 0.0), 1.0)
-    filled = round(frac * width)
     lvl = "error" if frac >= crit else "warning" if frac >= warn else "success"
-    return _bar(filled, width, colors[lvl], colors["dim"])
+    return round(frac * width), width, colors[lvl], colors["dim"]
 
 
 @functools.lru_cache(maxsize=512)
 def _bar(filled: int, width: int, fill: str, empty: str) -> Text:
     return Text.assemble((BAR_FULL * filled, fill), (BAR_EMPTY * (width - filled), empty))
+
+
+@functools.lru_cache(maxsize=8192)
+def cell(plain: str, style: str = "") -> Text:
+    """A one-line table cell, one shared Text per text and style: a large node's tables set a
+    thousand cells a poll, most of them as they were (an idle slice's "0", every "n/a"), and a
+    shared cell is made once and found unchanged by identity. Never change it (``_fit`` and
+    Text.assemble copy)."""
+    return Text(plain, style=style)
+
+
+def bar_cell(
+    frac: float | None,
+    width: int,
+    colors: dict[str, str],
+    warn: float,
+    crit: float,
+    label: str,
+    label_style: str = "",
+) -> Text:
+    """``bar`` followed by ``label``, shared as ``cell`` is (never change it)."""
+    if frac is None:
+        return _bar_cell(None, width, "", "", label, label_style)
+    return _bar_cell(*_fill(frac, width, colors, warn, crit), label, label_style)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bar_cell(
+    filled: int | None, width: int, fill: str, empty: str, label: str, label_style: str
+) -> Text:
+    head = Text(" " * width) if filled is None else _bar(filled, width, fill, empty)
+    return Text.assemble(head, (label, label_style))
 
 
 def short_gpu_name(name: str | None) -> str:
@@ -324,7 +362,7 @@ def pct_cell(p: Percentiles | None, name: str, dim: str = "dim", width: int | No
     dimmed when fewer than FEW requests stand behind it."""
     text = quantile_text(p, name, fit=width)
     few = p is None or getattr(p, name) is None or p.observations < FEW
-    return Text(text, style=dim if few else "")
+    return cell(text, dim if few else "")
 
 
 def _fit(value: object, width: int) -> object:

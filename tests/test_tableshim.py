@@ -129,3 +129,30 @@ async def test_a_table_without_the_caches_still_updates_its_cells(monkeypatch):
         assert str(table.get_cell("a", "value")) == "10"
         lines = ["".join(t for t, _ in line) for line in _screen_of(table)]
         assert any("10" in line and "alpha" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["shim", "datatable"])
+async def test_a_cell_that_only_changes_colour_is_redrawn(fast):
+    """The same digits in another style (a figure turning red, or dim when few requests stand
+    behind it) is a change: Rich's Text equality leaves the style out, so the cell kept its old
+    colour until its digits changed."""
+    from rich.text import Text
+    from textual.app import App
+
+    class One(App[None]):
+        def compose(self):
+            yield KeyedTable(id="t")
+
+    app = One()
+    async with app.run_test(size=(40, 5)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.fast = fast
+        table.show_cursor = False  # the cursor row's own colours would hide the cell's
+        table.add_column("v", key="v", width=6)
+        table.sync([("r", [Text("97.0", style="green")])])
+        await pilot.pause()
+        table.sync([("r", [Text("97.0", style="red")])])
+        await pilot.pause()
+        assert table.get_cell("r", "v").style == "red"
+        drawn = {seg.style.color.name for seg in table.render_line(1) if seg.text.strip()}
+        assert drawn == {"red"}
