@@ -484,9 +484,10 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                         break
                     ex.gauges[signal] = kept
                 elif spec.type == "counter":
-                    ex.counters[signal] = {
-                        _intern(lab): array("d", (v * spec.scale,)) for lab, v in rows
-                    }
+                    # a one-value tuple: the size of a one-value array, and once the collector
+                    # has seen it neither it nor the dict holding it is walked again (a 15-minute
+                    # history of arrays was half of what every full collection walked)
+                    ex.counters[signal] = {_intern(lab): (v * spec.scale,) for lab, v in rows}
                 else:
                     ex.info[signal] = rows[0][0]
             ex.series[signal] = cand

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import os
 import signal
 import sys
@@ -650,16 +651,22 @@ class InferdeckApp(App[None]):
 
 
 GC_THRESHOLDS = (10_000, 10, 10)  # a young collection every 10,000 allocations, not 700
+# the code of the views a key opens, loaded once the first frame is drawn rather than at the
+# operator's first press of that key (50-100 ms of imports in the way of the screen)
+VIEW_MODULES = ("screens.mig", "screens.alerts", "screens.findings", "console.bundle")
 
 
 def _freeze_startup() -> None:
-    """Start-up's objects out of the garbage collector's passes, and the collector on (the
-    command held it off while starting): a full pass walks every tracked object (a 15-minute
-    history and Textual's widgets: 100-200 ms, a frozen screen), and what start-up built lives as
-    long as the console does. Garbage is collected first, so none is kept for good. Young
-    collections come every 10,000 allocations rather than every 700: a poll allocates tens of
-    thousands of short-lived objects, nearly all freed by their reference counts, and each
-    collection walks what is still young (a tenth of a poll's time on 32 engines)."""
+    """The views' code loaded, start-up's objects out of the garbage collector's passes, and the
+    collector on (the command held it off while starting): a full pass walks every tracked
+    object (a 15-minute history and Textual's widgets: 100-200 ms, a frozen screen), and what
+    start-up built lives as long as the console does. Garbage is collected first, so none is
+    kept for good. Young collections come every 10,000 allocations rather than every 700: a poll
+    allocates tens of thousands of short-lived objects, nearly all freed by their reference
+    counts, and each collection walks what is still young (a tenth of a poll's time on 32
+    engines)."""
+    for name in VIEW_MODULES:
+        importlib.import_module(name)
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
