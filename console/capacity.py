@@ -65,6 +65,21 @@ def _sum(values: Mapping[Labels, float] | None) -> float | None:
     return sum(values.values()) if values else None
 
 
+def _load(ex: Extract) -> tuple[float | None, float | None, float | None]:
+    """The scrape's requests running and waiting (summed over ranks) and its fullest KV pool:
+    read once and kept on the scrape, which the estimate walks again every few seconds while it
+    stays in the window."""
+    kept = ex.load_read
+    if kept is None:
+        use = ex.gauges.get("kv_cache_usage")
+        kept = ex.load_read = (
+            _sum(ex.gauges.get("requests_running")),
+            _sum(ex.gauges.get("requests_waiting")),
+            max(use.values()) if use else None,
+        )
+    return kept
+
+
 def _counter(ex: Extract, signal: str) -> float | None:
     rows = ex.counters.get(signal)
     return sum(v[0] for v in rows.values()) if rows else None
@@ -116,15 +131,13 @@ def load_points(
         start = i
         run, wait, kv = [], [], []
         for ex in inside:
-            r = _sum(ex.gauges.get("requests_running"))
-            w = _sum(ex.gauges.get("requests_waiting"))
-            use = ex.gauges.get("kv_cache_usage")
+            r, w, fullest = _load(ex)
             if r is not None:
                 run.append(r)
             if w is not None:
                 wait.append(w)
-            if kv_capacity and r and use:
-                kv.append(max(use.values()) * kv_capacity / r)
+            if kv_capacity and r and fullest is not None:
+                kv.append(fullest * kv_capacity / r)
         point = _point(a, b, run, wait, kv)
         if point is not None:
             out.append(point)
