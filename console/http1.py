@@ -50,19 +50,30 @@ class Http1:
     def __init__(self) -> None:
         self._conns: dict[tuple[str, int], _Conn] = {}
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        # the request of each URL and headers, built (and its headers checked) once: an engine's
+        # scrape asks the same thing every second, and h11's events are immutable
+        self._requests: dict[
+            tuple[str, tuple[tuple[str, str], ...]], tuple[tuple[str, int], h11.Request]
+        ] = {}
 
     async def get(self, url: str, headers: dict[str, str], max_bytes: int) -> tuple[int, bytes]:
         """(status, body) of GET ``url`` (http only). Raises OSError and asyncio errors as the
         connection does, TooLarge past ``max_bytes``, Unsupported for what it does not read,
         Broken (a ValueError) for an answer that is not HTTP/1.1 or stops short."""
-        parts = urlsplit(url)
-        host, port = parts.hostname or "", parts.port or 80
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        name = f"[{host}]" if ":" in host else host
-        request = h11.Request(
-            method="GET", target=target, headers=[("Host", f"{name}:{port}"), *headers.items()]
-        )
-        key = (host, port)
+        asked = (url, tuple(headers.items()))
+        known = self._requests.get(asked)
+        if known is None:
+            parts = urlsplit(url)
+            host, port = parts.hostname or "", parts.port or 80
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            name = f"[{host}]" if ":" in host else host
+            request = h11.Request(
+                method="GET", target=target, headers=[("Host", f"{name}:{port}"), *headers.items()]
+            )
+            if len(self._requests) > 1024:  # URLs that come and go (a path being searched)
+                self._requests.clear()
+            known = self._requests[asked] = ((host, port), request)
+        key, request = known
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             reused = key in self._conns
