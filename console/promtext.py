@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from console.safetext import printable
@@ -139,6 +139,36 @@ MAX_LABEL_CHARS = 16_384  # one series' label set, as written on the page
 _KEEP, _SKIP, _BAD = 0, 1, 2
 
 
+# a series' name and labels by its line's text up to the closing '}', across pages: an engine
+# writes the same series scrape after scrape (bounded: series of up to 512 characters, emptied
+# when 16,384 are kept, a few MB at most whatever a page holds)
+_HEADS: dict[str, tuple[str, Labels]] = {}
+_HEADS_KEPT = 16_384
+_HEAD_CHARS = 512
+
+
+def _too_many(text: str, max_series: int) -> str:
+    return (
+        f"the page holds more than {max_series:,} series ({text.count(chr(10)) + 1:,} "
+        f"lines); limit {max_series:,}: raise scrape.max_series"
+    )
+
+
+_CHUNK = 1 << 16  # characters split into lines at a time
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The page's lines ('\n' ends one), split a chunk at a time: at the speed of str.split,
+    and a page of a million one-character lines never stands as a million strings at once."""
+    pos, size = 0, len(text)
+    while pos < size:
+        cut = text.find("\n", pos + _CHUNK)
+        if cut < 0:
+            cut = size
+        yield from text[pos:cut].split("\n")
+        pos = cut + 1
+
+
 def parse(
     text: str,
     keep: Callable[[str], bool] | None = None,
@@ -151,24 +181,45 @@ def parse(
     types = page.types
     names: dict[str, int] = {}
     labels_of = _parse_labels
+    heads = _HEADS
     series = 0
-    pos, size, lineno = 0, len(text), 0
-    while pos < size:  # line by line without a list of them all (a page costs its size)
-        end = text.find("\n", pos)
-        if end < 0:
-            end = size
-        line = text[pos:end].strip(" \t\r")
-        pos = end + 1
+    lineno = 0
+    for line in _lines(text):
         lineno += 1
+        line = line.strip(" \t\r")
         if not line:
             continue
         if line[0] == "#":
-            parts = line.split(None, 3)
-            if len(parts) >= 4 and parts[1] == "TYPE":
-                types[parts[2]] = parts[3].strip().lower()
+            if "TYPE" in line:  # HELP lines and other comments are left at that
+                parts = line.split(None, 3)
+                if len(parts) >= 4 and parts[1] == "TYPE":
+                    types[parts[2]] = parts[3].strip().lower()
             continue
         brace = line.find("{")
         if brace >= 0:
+            # a series seen on an earlier page: its name and labels by the text up to the last
+            # '}' (values and timestamps hold none), the rest of the way below when anything
+            # about the line is new or odd
+            last = line.rfind("}")
+            known = heads.get(line[: last + 1])
+            if known is not None and names.get(known[0]) == _KEEP:
+                rest = line[last + 1 :].split()
+                if rest and last - brace - 1 <= max_label_chars:
+                    try:
+                        value = float(rest[0])
+                    except ValueError:
+                        pass
+                    else:
+                        series += 1
+                        if series > max_series:
+                            page.over_limit = _too_many(text, max_series)
+                            break
+                        bucket = samples.get(known[0])
+                        if bucket is None:
+                            samples[known[0]] = [(known[1], value)]
+                        else:
+                            bucket.append((known[1], value))
+                        continue
             name = line[:brace].rstrip()
         else:
             head = line.split(None, 1)
@@ -232,14 +283,15 @@ def parse(
                 page.bad_lines += 1
                 page.first_bad_line = page.first_bad_line or lineno
                 continue
+            if close < _HEAD_CHARS:
+                if len(heads) >= _HEADS_KEPT:
+                    heads.clear()
+                heads[line[: close + 1]] = (name, labels)
         else:
             labels = ()
         series += 1
         if series > max_series:
-            page.over_limit = (
-                f"the page holds more than {max_series:,} series ({text.count(chr(10)) + 1:,} "
-                f"lines); limit {max_series:,}: raise scrape.max_series"
-            )
+            page.over_limit = _too_many(text, max_series)
             break
         bucket = samples.get(name)
         if bucket is None:

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from console import promtext
 from console.promtext import label, parse
 from console.safetext import printable
 from tests.conftest import fixture_text
@@ -85,6 +86,65 @@ def test_junk_lines_are_counted_and_skipped():
 def test_keep_filter_skips_families():
     page = parse(fixture_text("vllm-live.prom"), keep=lambda n: n.startswith("vllm:"))
     assert page.names() and all(n.startswith("vllm:") for n in page.names())
+
+
+def _read(page):
+    return (
+        page.samples,
+        page.types,
+        page.bad_lines,
+        page.first_bad_line,
+        page.skipped,
+        page.skipped_names,
+        page.over_limit,
+        page.series,
+    )
+
+
+TRICKY = (
+    'm{a="say \\"hi\\"",d="brace}"} 1\n'  # a quoted '}' before the closing one
+    'm{a="x"} 2 # {trace_id="abc"} 1.0\n'  # an OpenMetrics exemplar: a '}' after the value
+    'm{a="x"} 3\n'
+    'm{a="x"} notanumber\n'
+    'm{a="x"}\n'
+    'm{a="x"} 4 }\n'
+    'n{a="long label value"} 5\n'
+    'skip_me{a="x"} 6\n'
+    'm_created{a="x"} 7\n'
+    'bad name{a="x"} 8\n'
+)
+
+
+def test_series_seen_on_an_earlier_page_read_as_on_the_first(fixtures_dir):
+    """The parser keeps each series' name and labels across pages: a second reading of a page,
+    and a reading with other limits or another keep filter, is what a first reading gives."""
+    texts = [p.read_text(encoding="utf-8") for p in sorted(fixtures_dir.glob("*.prom"))]
+    # a label set over the limit past a family's first line
+    longer = 'n{a="s"} 1\nn{a="a long label value"} 2\n'
+    for text in [*texts, TRICKY, longer]:
+        for kwargs in (
+            {},
+            {"keep": lambda n: n != "skip_me" and not n.startswith("vllm:")},
+            {"max_label_chars": 12},
+            {"max_series": 3},
+        ):
+            promtext._HEADS.clear()
+            first = _read(parse(text, **kwargs))
+            parse(text)  # every series known, under the default limits and no filter
+            assert _read(parse(text, **kwargs)) == first
+    promtext._HEADS.clear()
+    page = parse(TRICKY)
+    assert [v for _, v in page.get("m")] == [1.0, 2.0, 3.0, 4.0]
+    assert page.bad_lines == 3 and page.over_limit is None
+    assert parse(TRICKY, max_label_chars=12).over_limit.startswith("line 1: m has a label set")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='ab{}="\\ ,.1e\n#_', max_size=300))
+def test_odd_lines_read_the_same_once_known(text):
+    promtext._HEADS.clear()
+    first = _read(parse(text))
+    assert _read(parse(text)) == first
 
 
 @settings(max_examples=300, deadline=None)
