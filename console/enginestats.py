@@ -22,8 +22,8 @@ from console.promtext import label
 from console.thresholds import at_least
 from console.window import (
     Delta,
+    bucket_of,
     histogram_quantiles,
-    quantile_bucket,
     rate,
     wide,
     window_delta,
@@ -83,6 +83,7 @@ def percentiles(
     lower: list[str] = []
     spread: dict[str, tuple[float, float]] = {}
     marked: list[str] = []
+    ordered = sorted(buckets)
     for (name, _), (value, ge) in zip(
         QUANTILES, histogram_quantiles([q for _, q in QUANTILES], buckets), strict=True
     ):
@@ -90,7 +91,7 @@ def percentiles(
         if ge:
             lower.append(name)
         elif value is not None:
-            bucket = quantile_bucket(value, buckets)
+            bucket = bucket_of(value, ordered)
             if bucket is not None:
                 spread[name] = bucket
                 if wide(bucket, value):

@@ -226,21 +226,25 @@ def histogram_quantiles(
 
 def _prepare(buckets: Sequence[tuple[float, float]]) -> list[list[float]] | None:
     """Sorted, coalesced, monotonic buckets; None where Prometheus returns NaN for any q."""
-    pairs = sorted((float(le), float(c)) for le, c in buckets if not math.isnan(c))
+    pairs = sorted([(float(le), float(c)) for le, c in buckets if c == c])  # NaN counts left out
     # coalesce equal bounds (e.g. "1" and "1.0" from two exporters)
     merged: list[list[float]] = []
+    prev = None
     for le, c in pairs:
-        if merged and merged[-1][0] == le:
+        if le == prev:
             merged[-1][1] += c
         else:
             merged.append([le, c])
+            prev = le
     if len(merged) < 2 or not math.isinf(merged[-1][0]):
         return None
     # force monotonic counts, as Prometheus does for scrapes that raced the engine
     running = 0.0
     for item in merged:
-        running = max(running, item[1])
-        item[1] = running
+        if item[1] > running:
+            running = item[1]
+        else:
+            item[1] = running
     if merged[-1][1] <= 0:
         return None
     return merged
@@ -305,8 +309,13 @@ def quantile_bucket(
     value: float, buckets: Sequence[tuple[float, float]]
 ) -> tuple[float, float] | None:
     """The bucket ``(lower, upper]`` a quantile estimate lies in: where the true quantile may be."""
+    return bucket_of(value, sorted(buckets))
+
+
+def bucket_of(value: float, ordered: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """``quantile_bucket`` of buckets already in order of their bounds."""
     lower = 0.0
-    for le, _ in sorted(buckets):
+    for le, _ in ordered:
         if value <= le and not math.isinf(le):
             return lower, le
         lower = le

@@ -367,9 +367,16 @@ def pct_cell(p: Percentiles | None, name: str, dim: str = "dim", width: int | No
 
 def _fit(value: object, width: int) -> object:
     """A text cell longer than its column ends with '…' (the table would cut it silently)."""
-    if isinstance(value, Text) and "\n" not in value.plain and value.cell_len > width > 0:
-        value = value.copy()
-        value.truncate(width, overflow="ellipsis")
+    if not isinstance(value, Text) or width <= 0:
+        return value
+    plain = value.plain
+    if plain.isascii() and plain.isprintable():  # one cell a character: no width to measure
+        if len(plain) <= width:
+            return value
+    elif "\n" in plain or value.cell_len <= width:
+        return value
+    value = value.copy()
+    value.truncate(width, overflow="ellipsis")
     return value
 
 

@@ -156,3 +156,25 @@ async def test_a_cell_that_only_changes_colour_is_redrawn(fast):
         assert table.get_cell("r", "v").style == "red"
         drawn = {seg.style.color.name for seg in table.render_line(1) if seg.text.strip()}
         assert drawn == {"red"}
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "shown"),
+    [
+        ("12.3 tok/s", 10, "12.3 tok/s"),  # fits exactly
+        ("12.3 tok/s", 6, "12.3 …"),
+        ("Llama-3.1-70B", 8, "Llama-3…"),
+        ("模型名称", 8, "模型名称"),  # four wide characters: eight cells
+        ("模型名称", 5, "模型…"),  # fewer characters than cells
+        ("é" * 6, 6, "é" * 6),
+        ("é" * 7, 6, "ééééé…"),
+        ("two\nlines", 3, "two\nlines"),  # a multi-line cell is left to the table
+    ],
+)
+def test_a_cell_longer_than_its_column_ends_with_an_ellipsis(text, width, shown):
+    from rich.text import Text
+
+    from screens.widgets import _fit
+
+    assert _fit(Text(text), width).plain == shown
+    assert _fit(text, width) == text  # plain strings are the table's to cut
