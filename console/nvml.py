@@ -122,6 +122,9 @@ class NvmlReader:
         self._slow: dict[int, tuple[float, dict[str, Any], dict[str, str]]] = {}
         self._profiles: dict[int, list[_Profile]] = {}
         self._walk: dict[int, tuple[float, tuple[str, ...], MigState]] = {}
+        # per GPU, each MIG device's GPU and compute instance ids by its UUID, kept while the
+        # instance walk is (ids are fixed for a MIG device's life; a new device has a new UUID)
+        self._mig_ids: dict[int, dict[str, tuple[int, int]]] = {}
         self._variant: dict[str, str | None] = {}
         self._pids_seen = self._pids_visible = 0
 
@@ -536,6 +539,9 @@ class NvmlReader:
         count = self._call("nvmlDeviceGetMaxMigDeviceCount", handle, field="devices", na=na) or 0
         devices: list[MigDevice] = []
         uuids: list[str] = []
+        walked = self._walk.get(index)
+        fresh = walked is not None and time.monotonic() - walked[0] <= SLOW_TTL_S
+        ids = self._mig_ids.get(index, {}) if fresh else {}  # all read again with the walk
         for i in range(int(count)):
             dev_na: dict[str, str] = {}
             mh = self._call(
@@ -543,9 +549,13 @@ class NvmlReader:
             )
             if mh is None:
                 continue  # NOT_FOUND: no MIG device at this index (indices can be sparse)
-            devices.append(self._read_mig_device(i, mh, dev_na))
+            devices.append(self._read_mig_device(i, mh, dev_na, ids))
             uuids.append(devices[-1].uuid or f"#{i}")
-        walked = self._walk.get(index)
+        self._mig_ids[index] = {
+            d.uuid: (d.gpu_instance_id, d.compute_instance_id)
+            for d in devices
+            if d.uuid and d.gpu_instance_id is not None and d.compute_instance_id is not None
+        }
         key = tuple(uuids)
         errors = any(d.unavailable.get("handle") for d in devices)
         if (
@@ -720,10 +730,18 @@ class NvmlReader:
                     out.append(ComputeInstance(id=int(ci_info.id), profile=name, slices=slices))
         return out
 
-    def _read_mig_device(self, i: int, mh: Any, na: dict[str, str]) -> MigDevice:
+    def _read_mig_device(
+        self, i: int, mh: Any, na: dict[str, str], ids: dict[str, tuple[int, int]]
+    ) -> MigDevice:
         uuid = self._call("nvmlDeviceGetUUID", mh, field="uuid", na=na)
-        gi_id = self._call("nvmlDeviceGetGpuInstanceId", mh, field="gpu_instance_id", na=na)
-        ci_id = self._call("nvmlDeviceGetComputeInstanceId", mh, field="compute_instance_id", na=na)
+        known = ids.get(uuid) if uuid is not None else None
+        if known is not None:
+            gi_id, ci_id = known
+        else:
+            gi_id = self._call("nvmlDeviceGetGpuInstanceId", mh, field="gpu_instance_id", na=na)
+            ci_id = self._call(
+                "nvmlDeviceGetComputeInstanceId", mh, field="compute_instance_id", na=na
+            )
         mem = self._call("nvmlDeviceGetMemoryInfo", mh, field="memory_used_bytes", na=na)
         procs = self._processes(mh, na)
         return MigDevice(

@@ -97,3 +97,38 @@ def test_real_pynvml_without_driver_does_not_raise():
     source, gpus = NvmlReader().read()  # this machine has no GPU: a sentence, not a traceback
     if source.kind == "none":
         assert gpus == [] and source.error
+
+
+def test_mig_instance_ids_are_read_once_a_walk_and_again_for_a_new_device(tmp_path, monkeypatch):
+    """A MIG device's GPU and compute instance ids are fixed for its life: read with its UUID's
+    first sight and with every instance walk (5 s), not every poll; a device re-created by a tool
+    outside the console (new UUID) is read at once."""
+    from console import nvml
+    from console.mig.layouts import parse_layout
+    from console.mig.manager import MigManager
+
+    now = [100.0]
+    monkeypatch.setattr(nvml.time, "monotonic", lambda: now[0])
+    sim = SimNvml(load=lambda g, m: DeviceLoad(0.5, GIB))
+    sim.add_gpu("h100-80gb", mig=[("3g.40gb", 0), ("2g.20gb", 4), ("1g.10gb", 6)])
+    reader = NvmlReader(sim, simulated=True)
+
+    def poll() -> int:
+        """How many devices' ids the poll asked NVML for (the ids checked against the truth)."""
+        before = sim.calls["nvmlDeviceGetGpuInstanceId"]
+        now[0] += 1.0
+        _, (gpu,) = reader.read()
+        truth = [(gi.gi_id, ci.ci_id) for gi, ci in sim.gpus[0].mig_devices()]
+        assert [(d.gpu_instance_id, d.compute_instance_id) for d in gpu.mig.devices] == truth
+        return sim.calls["nvmlDeviceGetGpuInstanceId"] - before
+
+    assert poll() == 3
+    assert [poll() for _ in range(3)] == [0, 0, 0]  # known by UUID
+    MigManager(sim, audit_path=tmp_path / "a.jsonl", user="t").apply(
+        0, parse_layout("1g.10gb@0,1g.10gb@1,3g.40gb@4", sim.gpus[0].model)
+    )
+    assert poll() == 3  # mig-parted elsewhere: three new devices, their ids read at once
+    assert poll() == 0
+    now[0] += nvml.SLOW_TTL_S
+    assert poll() == 3  # read again with the instance walk
+    assert poll() == 0
