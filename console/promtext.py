@@ -142,9 +142,24 @@ _KEEP, _SKIP, _BAD = 0, 1, 2
 # a series' name and labels by its line's text up to the closing '}', across pages: an engine
 # writes the same series scrape after scrape (bounded: series of up to 512 characters, emptied
 # when 16,384 are kept, a few MB at most whatever a page holds)
-_HEADS: dict[str, tuple[str, Labels]] = {}
+# (labels None: a series of a family skipped when it was seen, its labels never read)
+_HEADS: dict[str, tuple[str, Labels | None, int]] = {}  # text -> name, labels, their characters
 _HEADS_KEPT = 16_384
 _HEAD_CHARS = 512
+
+
+def _remember(head: str, known: tuple[str, Labels | None, int]) -> None:
+    if len(_HEADS) >= _HEADS_KEPT:
+        _HEADS.clear()
+    _HEADS[head] = known
+
+
+def _decide(name: str, keep: Callable[[str], bool] | None) -> int:
+    if not _NAME_RE.match(name):
+        return _BAD
+    if name.endswith("_created") or (keep is not None and not keep(name)):
+        return _SKIP
+    return _KEEP
 
 
 def _too_many(text: str, max_series: int) -> str:
@@ -183,12 +198,46 @@ def parse(
     labels_of = _parse_labels
     heads = _HEADS
     series = 0
-    lineno = 0
-    for line in _lines(text):
-        lineno += 1
-        line = line.strip(" \t\r")
+    for lineno, line in enumerate(_lines(text), 1):
         if not line:
             continue
+        if line[0] != "#":
+            # a series seen on an earlier page, known by its text up to the last '}' (a value
+            # holds none); its value alone after it (float() passes over the spaces and a '\r')
+            last = line.rfind("}")
+            known = heads.get(line[: last + 1])
+            if known is not None:
+                name = known[0]
+                state = names.get(name)
+                if state is None:
+                    state = names[name] = _decide(name, keep)
+                if state == _SKIP and name in page.skipped_names:
+                    page.skipped += 1
+                    continue
+            if (
+                known is not None
+                and state == _KEEP
+                and known[1] is not None
+                and known[2] <= max_label_chars
+            ):
+                try:
+                    value = float(line[last + 1 :])
+                except ValueError:
+                    pass  # a timestamp, an engine's own NaN, no value: the rest of the way below
+                else:
+                    series += 1
+                    if series > max_series:
+                        page.over_limit = _too_many(text, max_series)
+                        break
+                    bucket = samples.get(name)
+                    if bucket is None:
+                        samples[name] = [(known[1], value)]
+                    else:
+                        bucket.append((known[1], value))
+                    continue
+            line = line.strip(" \t\r")
+            if not line:
+                continue
         if line[0] == "#":
             if "TYPE" in line:  # HELP lines and other comments are left at that
                 parts = line.split(None, 3)
@@ -197,29 +246,6 @@ def parse(
             continue
         brace = line.find("{")
         if brace >= 0:
-            # a series seen on an earlier page: its name and labels by the text up to the last
-            # '}' (values and timestamps hold none), the rest of the way below when anything
-            # about the line is new or odd
-            last = line.rfind("}")
-            known = heads.get(line[: last + 1])
-            if known is not None and names.get(known[0]) == _KEEP:
-                rest = line[last + 1 :].split()
-                if rest and last - brace - 1 <= max_label_chars:
-                    try:
-                        value = float(rest[0])
-                    except ValueError:
-                        pass
-                    else:
-                        series += 1
-                        if series > max_series:
-                            page.over_limit = _too_many(text, max_series)
-                            break
-                        bucket = samples.get(known[0])
-                        if bucket is None:
-                            samples[known[0]] = [(known[1], value)]
-                        else:
-                            bucket.append((known[1], value))
-                        continue
             name = line[:brace].rstrip()
         else:
             head = line.split(None, 1)
@@ -228,20 +254,16 @@ def parse(
             name = head[0]
         state = names.get(name)
         if state is None:
-            if not _NAME_RE.match(name):
-                state = _BAD
-            elif name.endswith("_created") or (keep is not None and not keep(name)):
-                state = _SKIP
-            else:
-                state = _KEEP
-            names[name] = state
+            state = names[name] = _decide(name, keep)
         if state == _SKIP:
             # a family nobody reads: skipped before its labels are tokenised
             page.skipped += 1
+            close = _close_brace(line, brace) if brace >= 0 else -1
             if name not in page.skipped_names:
-                close = _close_brace(line, brace) if brace >= 0 else -1
                 body = line[brace + 1 : close] if close >= 0 else ""
                 page.skipped_names[name] = body[:max_label_chars]
+            if 0 <= close < _HEAD_CHARS and line[: close + 1] not in heads:
+                _remember(line[: close + 1], (name, None, close - brace - 1))
             continue
         if state == _BAD:
             page.bad_lines += 1
@@ -284,9 +306,7 @@ def parse(
                 page.first_bad_line = page.first_bad_line or lineno
                 continue
             if close < _HEAD_CHARS:
-                if len(heads) >= _HEADS_KEPT:
-                    heads.clear()
-                heads[line[: close + 1]] = (name, labels)
+                _remember(line[: close + 1], (name, labels, close - brace - 1))
         else:
             labels = ()
         series += 1

@@ -132,6 +132,12 @@ def test_series_seen_on_an_earlier_page_read_as_on_the_first(fixtures_dir):
             first = _read(parse(text, **kwargs))
             parse(text)  # every series known, under the default limits and no filter
             assert _read(parse(text, **kwargs)) == first
+            # and the other way round: series first seen under a filter or limits
+            promtext._HEADS.clear()
+            plain = _read(parse(text))
+            promtext._HEADS.clear()
+            parse(text, **kwargs)
+            assert _read(parse(text)) == plain
     promtext._HEADS.clear()
     page = parse(TRICKY)
     assert [v for _, v in page.get("m")] == [1.0, 2.0, 3.0, 4.0]
