@@ -68,12 +68,17 @@ def measure(name: str, cmd: list[str], marker: str, seconds: float) -> dict:
     tmux("kill-session", "-t", session)
     start = time.monotonic()
     tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", "exec " + " ".join(cmd))
+    tmux("set-option", "-t", session, "remain-on-exit", "on")  # a crash leaves its words
     first = None
     while time.monotonic() - start < 30:
         if re.search(marker, tmux("capture-pane", "-p", "-t", session)):
             first = time.monotonic() - start
             break
         time.sleep(0.02)
+    if tmux("display-message", "-p", "-t", session, "#{pane_dead}").strip() != "0":
+        screen = tmux("capture-pane", "-p", "-t", session).strip()
+        tmux("kill-session", "-t", session)
+        raise SystemExit(f"{name}: the command exited before its first frame:\n{screen}")
     pid = pane_pid(session)
     time.sleep(5)  # warm up
     c0, t0 = cpu_s(pid), time.monotonic()
