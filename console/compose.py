@@ -19,7 +19,7 @@ from console.engines import kinds
 from console.frame import Frame
 from console.keyseries import KeySeries
 from console.nvml import NvmlReader
-from console.paths import recordings_dir
+from console.paths import mig_audit_log, recordings_dir
 from console.poller import EngineTarget, KubeletTarget, Poller
 from console.scraper import (
     UrlError,
@@ -137,7 +137,11 @@ def build(args: argparse.Namespace, demo: bool) -> tuple[Poller, DemoNode | None
 
         node = start_demo(settings)
         targets += node.targets()
-        nvml = None if args.no_gpu else NvmlReader(node.nvml, simulated=True)
+        nvml = (
+            None
+            if args.no_gpu
+            else NvmlReader(node.nvml, simulated=True, journal=mig_audit_log(demo=True))
+        )
     elif getattr(args, "simulate_gpus", None):
         from console.sim.nvml import DeviceLoad, SimNvml
 
@@ -152,7 +156,7 @@ def build(args: argparse.Namespace, demo: bool) -> tuple[Poller, DemoNode | None
                 sim.add_gpu("h100-80gb", mig=[("1g.10gb", s) for s in range(7)])
         nvml = NvmlReader(sim, simulated=True)
     elif not args.no_gpu:
-        nvml = NvmlReader()
+        nvml = NvmlReader(journal=mig_audit_log())
     if not demo and not targets and settings.discover and not args.no_discover:
         targets = discover_targets(nvml)
     poller = Poller(targets, nvml, window_s=settings.window_s, plan=settings)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from console.capacity import CAPACITY_WINDOW_S
 from console.engines import Knobs, profiles
 from console.enginestats import KV_FULL
-from console.frame import CapacityReport, Engine, Frame, MemoryLine, ServiceStatus
+from console.frame import CapacityReport, Engine, Frame, MemoryLine, MigRecut, ServiceStatus
 from console.slo import FAST_BURN, OBJECTIVES
 from console.slo import SLOW_BURN as BURN_SLOW
 from console.thresholds import at_least, below
@@ -65,11 +65,36 @@ def findings(frame: Frame) -> list[Finding]:
                     float(g.power_w or 0),
                 )
             )
+    out += [_recut(g.index, g.mig.recut) for g in frame.gpus if g.mig and g.mig.recut]
     engines = {e.name: e for e in frame.engines}
     for s in frame.services:
         engine = engines.get(s.engine)
         out += _service(s, engine.kind if engine else None) + _context(s, engine)
     return sorted(out, key=lambda f: (RANK[f.severity], -f.weight, f.subject))
+
+
+def _recut(index: int, r: MigRecut) -> Finding:
+    """A MIG re-cut begun and never ended: critical when the GPU is in neither layout (a slice
+    may have no MIG device), a warning when it is in the old one or cannot be read, info when the
+    change was made and only its record is open."""
+    severity = {"neither": "critical", "old": "warning", "unknown": "warning"}.get(r.state, "info")
+    who = (r.user or "someone") + (f", pid {r.pid}" if r.pid else "")
+    return Finding(
+        severity,
+        f"GPU {index}",
+        "MIG re-cut interrupted: "
+        + {
+            "new": "the change was made, its record left open",
+            "old": "the GPU is still in the old layout",
+            "neither": "the GPU is in neither layout",
+        }.get(r.state, "its layout cannot be read back (needs root)"),
+        [
+            f"{r.before or 'none'} -> {r.target}, begun {r.begun[:19]}Z by {who}",
+            f"journal apply {r.apply_id}",
+        ],
+        f"{r.action} (preselected in the MIG menu, m)",
+        1.0,
+    )
 
 
 def knobs(kind: str | None) -> Knobs:

@@ -87,6 +87,22 @@ class GpuInstance(Record):
     compute_instances: list[ComputeInstance] = Field(default_factory=list)
 
 
+class MigRecut(Record):
+    """A MIG re-cut the journal holds as begun and never ended (killed, or the power went), with
+    the layout its GPU reads back in: the new one, the old one, neither (a slice may have no MIG
+    device), or unknown (the instances could not be read)."""
+
+    apply_id: str
+    begun: str
+    user: str | None = None
+    pid: int | None = None
+    before: str
+    target: str
+    state: Literal["new", "old", "neither", "unknown"]
+    message: str
+    action: str  # the command that brings the GPU to a recorded layout
+
+
 class MigState(Record):
     current: bool | None = None
     pending: bool | None = None
@@ -94,6 +110,7 @@ class MigState(Record):
     instances: list[GpuInstance] = Field(default_factory=list)
     devices: list[MigDevice] = Field(default_factory=list)
     unavailable: dict[str, str] = Field(default_factory=dict)
+    recut: MigRecut | None = None  # an interrupted re-cut found in the MIG journal
 
 
 class RemappedRows(Record):

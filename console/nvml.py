@@ -26,12 +26,14 @@ from console.frame import (
     GpuProcess,
     GpuSource,
     MigDevice,
+    MigRecut,
     MigState,
     RemappedRows,
     Workload,
 )
 from console.gpm import GpmLost, GpmSampler
 from console.gpucatalog import mig_profile_name
+from console.mig.journal import OpenApply, completing_target, describe_open, judge, unfinished
 from console.workload import workload_of
 
 _UNINIT_RETRY_S = 30.0
@@ -94,6 +96,59 @@ def _text(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
+class NvmlFailure(Exception):
+    """An NVML call that failed, with the reason every surface words the same way."""
+
+    def __init__(self, fn: str, code: int | None, reason: str, lost: bool = False) -> None:
+        super().__init__(reason)
+        self.fn, self.code, self.reason, self.lost = fn, code, reason, lost
+
+
+# what each NVML return code means to an operator (pynvml's own strings need the library loaded)
+_REASONS = {
+    "NVML_ERROR_NOT_SUPPORTED": "not supported",
+    "NVML_ERROR_NO_PERMISSION": "needs root",
+    "NVML_ERROR_FUNCTION_NOT_FOUND": "driver too old for this call",
+    "NVML_ERROR_IN_USE": "in use by another client",
+    "NVML_ERROR_INSUFFICIENT_RESOURCES": "insufficient resources",
+    "NVML_ERROR_INVALID_ARGUMENT": "invalid argument",
+    "NVML_ERROR_NOT_FOUND": "not found",
+    "NVML_ERROR_RESET_REQUIRED": "a GPU reset is required",
+    "NVML_ERROR_GPU_IS_LOST": "GPU is lost",
+    "NVML_ERROR_UNKNOWN": "unknown error in the driver",
+    "NVML_ERROR_UNINITIALIZED": "NVML is not initialised",
+    "NVML_ERROR_TIMEOUT": "the driver timed out",
+    "NVML_ERROR_DRIVER_NOT_LOADED": "the NVIDIA driver is not loaded",
+}
+
+
+def nvml_reason(lib: Any, exc: BaseException) -> str:
+    """The one wording of an NVML error, for the dashboard's n/a reasons and MIG changes alike."""
+    if isinstance(exc, lib.NVMLLibraryMismatchError):
+        return "driver too old for this call"
+    code = getattr(exc, "value", None)
+    for name, reason in _REASONS.items():
+        if code is not None and code == getattr(lib, name, None):
+            return reason
+    return _text(exc)
+
+
+def nvml_call(lib: Any, fn: str, *args: Any) -> Any:
+    """The NVML choke point: call ``fn``; any NVML error is raised as NvmlFailure with its reason
+    (``lost`` for GPU_IS_LOST and UNKNOWN, after which the device is not to be touched again)."""
+    func = getattr(lib, fn, None)
+    if func is None:
+        raise NvmlFailure(fn, None, f"not in this nvidia-ml-py ({fn})")
+    try:
+        return func(*args)
+    except lib.NVMLLibraryMismatchError as exc:
+        raise NvmlFailure(fn, None, nvml_reason(lib, exc)) from None
+    except lib.NVMLError as exc:
+        code = getattr(exc, "value", None)
+        lost = code in (lib.NVML_ERROR_GPU_IS_LOST, lib.NVML_ERROR_UNKNOWN)
+        raise NvmlFailure(fn, code, nvml_reason(lib, exc), lost) from None
+
+
 class NvmlReader:
     def __init__(
         self,
@@ -101,8 +156,13 @@ class NvmlReader:
         simulated: bool = False,
         proc: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        journal: Path | None = None,
     ) -> None:
         self._lib: Any = lib  # pynvml or the simulator: untyped either way
+        # the MIG journal: a re-cut begun and never ended is shown on its GPU
+        self._journal = journal
+        self._journal_key: tuple[int, int] | None = None
+        self._open: list[OpenApply] = []
         self._simulated = simulated
         # where process command lines and cgroups are read (a simulated node has none, unless a
         # test gives a /proc tree of its own)
@@ -232,6 +292,7 @@ class NvmlReader:
                 gpus.append(
                     Gpu(index=i, unavailable={"gpu": f"reader error: {type(exc).__name__}: {exc}"})
                 )
+        gpus = self._recuts(gpus)
         source = self.source()
         if self._pids_seen and not self._pids_visible and not self._simulated:
             source = source.model_copy(
@@ -242,29 +303,59 @@ class NvmlReader:
             )
         return source, gpus
 
+    def _recuts(self, gpus: list[Gpu]) -> list[Gpu]:
+        """Each GPU that an unfinished re-cut in the MIG journal was changing, with the layout
+        it is in now (the journal is read again only when it changes)."""
+        if self._journal is None:
+            return gpus
+        try:
+            st = self._journal.stat()
+        except OSError:
+            return gpus
+        if (st.st_mtime_ns, st.st_size) != self._journal_key:
+            self._journal_key = (st.st_mtime_ns, st.st_size)
+            self._open = unfinished(self._journal)
+        if not self._open:
+            return gpus
+        out = []
+        for g in gpus:
+            op = next((a for a in reversed(self._open) if a.uuid == g.uuid), None)
+            if op is None or g.mig is None:
+                out.append(g)
+                continue
+            mig = g.mig
+            readable = "instances" not in mig.unavailable and not (
+                mig.current and mig.devices and not mig.instances
+            )
+            layout = [(i.profile or "?", i.placement_start or 0) for i in mig.instances]
+            bare = [
+                (i.profile or "?", i.placement_start or 0)
+                for i in mig.instances
+                if not i.compute_instances
+            ]
+            state = judge(op, layout if readable else None, bare, mig.current)
+            recut = MigRecut(
+                apply_id=op.apply_id,
+                begun=op.t,
+                user=op.user or None,
+                pid=op.pid,
+                before=op.before,
+                target=op.target,
+                state=state,  # type: ignore[arg-type]
+                message=describe_open(op, state),
+                action=f"inferdeck mig apply {g.index} {completing_target(op)}",
+            )
+            out.append(g.model_copy(update={"mig": mig.model_copy(update={"recut": recut})}))
+        return out
+
     def _call(self, fn: str, *args: Any, field: str, na: dict[str, str]) -> Any:
         """Call an NVML function; n/a reasons go to ``na``; device faults raise _Lost."""
-        lib = self._lib
-        func = getattr(lib, fn, None)
-        if func is None:
-            na[field] = f"not in this nvidia-ml-py ({fn})"
-            return None
         try:
-            return func(*args)
-        except lib.NVMLLibraryMismatchError:
-            na[field] = "driver too old for this call"
-        except lib.NVMLError as exc:
-            code = getattr(exc, "value", None)
-            if code in (lib.NVML_ERROR_GPU_IS_LOST, lib.NVML_ERROR_UNKNOWN):
+            return nvml_call(self._lib, fn, *args)
+        except NvmlFailure as f:
+            if f.lost:
                 raise _Lost() from None
-            if code == lib.NVML_ERROR_NOT_SUPPORTED:
-                na[field] = "not supported"
-            elif code == lib.NVML_ERROR_NO_PERMISSION:
-                na[field] = "needs root"
-            elif code == lib.NVML_ERROR_FUNCTION_NOT_FOUND:
-                na[field] = "driver too old for this call"
-            else:
-                na[field] = _text(exc)
+            na[field] = f.reason
         return None
 
     def _probe(
@@ -294,10 +385,7 @@ class NvmlReader:
                     getattr(lib, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", -1),
                 ):
                     continue  # older driver: try the older call
-                na[field] = {
-                    lib.NVML_ERROR_NOT_SUPPORTED: "not supported",
-                    lib.NVML_ERROR_NO_PERMISSION: "needs root",
-                }.get(code, _text(exc))
+                na[field] = nvml_reason(lib, exc)
                 return None
             except lib.NVMLLibraryMismatchError:
                 if chosen is None:

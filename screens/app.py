@@ -119,6 +119,7 @@ class InferdeckApp(App[None]):
         ScrollBar.renderer = CellScrollBar  # whole-cell scrollbars (Textual's documented hook)
         self._poll_now = asyncio.Event()
         self.mig = mig
+        self._quit_after_recut: tuple[Any, int, Any] | None = None  # a quit asked during a re-cut
         self.source = source
         self.read_only = read_only
         self.snapshot_dir = snapshot_dir or snapshots_dir()
@@ -213,6 +214,27 @@ class InferdeckApp(App[None]):
         for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 asyncio.get_running_loop().add_signal_handler(sig, self.exit)
+
+    def exit(self, result: Any = None, return_code: int = 0, message: Any | None = None) -> None:
+        """Quit, or, while a MIG re-cut runs, quit once it is done or undone (q, Ctrl-C, SIGTERM,
+        SIGHUP and a lost terminal alike): a GPU is never left half cut by a quit."""
+        if self.mig is not None and self.mig.applying.is_set():
+            if self._quit_after_recut is None:
+                self._quit_after_recut = (result, return_code, message)
+                self.notify(
+                    "Finishing the MIG re-cut, then quitting.",
+                    severity="warning",
+                    timeout=30,
+                    markup=False,
+                )
+                self.set_interval(0.2, self._quit_when_recut_done)
+            return
+        super().exit(result, return_code, message)
+
+    def _quit_when_recut_done(self) -> None:
+        if self.mig is not None and not self.mig.applying.is_set() and self._quit_after_recut:
+            result, return_code, message = self._quit_after_recut
+            super().exit(result, return_code, message)
 
     def _check_terminal(self) -> None:
         if not _stdin_is_tty():

@@ -64,6 +64,18 @@ READING = [
     "Windows hold the scrapes of the last W seconds, as a Prometheus range; rates are "
     "Prometheus' rate() (each series on its own).",
     "⟳ beside a GPU: MIG mode change pending (needs a GPU reset).",
+    "A MIG re-cut holds its GPU's lock (a second one, from another console or the CLI, is "
+    "refused with the holder's pid, command and start) and finishes before q, Ctrl-C or SIGTERM "
+    "quit. Every step is in the MIG journal before it is taken.",
+    "Recovering an interrupted re-cut (killed, power lost), step by step: 1. the finding \"MIG "
+    're-cut interrupted" (F; check and snapshots say it too) names the GPU and the layout it is '
+    "in: the new one (made, record open: info), the old one (nothing took effect: warning) or "
+    "neither (critical: a slice may have no MIG device). 2. Press m; the GPU reads RE-CUT "
+    "INTERRUPTED; pick it. 3. The layout that brings it to a recorded state is preselected (the "
+    "target, or the previous layout if it was rolling back): read the preview. 4. Press a, type "
+    "the GPU index. The apply converges from what is there (a missing compute instance is "
+    "re-created), checks each slice has its MIG device, and closes the interrupted record. "
+    "From a shell: inferdeck mig show prints the same apply command.",
     'Budget cells: what is left before the plan\'s budget ("5.2G left", "1.5 over"), the queue '
     "as requests waiting. Their bars fill as the room is used, like the GPU pane's: half full at "
     "the plan's margin (memory margin, planned sequences, the power and thermal warning "

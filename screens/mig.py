@@ -14,14 +14,14 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Static
 
-from console.mig.layouts import MigError, describe, diff, placements, valid_layouts
+from console.mig.layouts import MigError, describe, diff, parse_layout, placements, valid_layouts
 from console.mig.preview import capacity_there, landing, measured_on
 from console.mig.script import nvidia_smi
 from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
 
 if TYPE_CHECKING:  # the manager drives NVML: screens only hold it
     from console.mig.layouts import Instance
-    from console.mig.manager import ApplyReport, GpuMig, MigManager
+    from console.mig.manager import ApplyReport, GpuMig, MigManager, Recovery
     from console.plan import Plan
 
 
@@ -107,6 +107,10 @@ class MigScreen(DeckScreen):
     def _load_gpus(self) -> None:
         lib = self.manager.lib
         rows = []
+        try:
+            interrupted = {r.index for r in self.manager.recoveries()}
+        except MigError:
+            interrupted = set()
         for i in range(lib.nvmlDeviceGetCount()):
             try:
                 g = self.manager.read(i)
@@ -119,6 +123,8 @@ class MigScreen(DeckScreen):
             mode = describe(g.layout) if g.mode_current else "MIG off"
             if g.mode_pending != g.mode_current:
                 mode += " (mode change pending)"
+            if i in interrupted:
+                mode = f"RE-CUT INTERRUPTED: {mode}"
             rows.append((i, mode))
         self.app.call_from_thread(self._fill_gpus, rows)
 
@@ -148,12 +154,13 @@ class MigScreen(DeckScreen):
     def _load_gpu(self, index: int) -> None:
         try:
             g = self.manager.read(index)
+            recovery = next((r for r in self.manager.recoveries() if r.index == index), None)
         except MigError as exc:
             self.app.call_from_thread(self.query_one("#mig-current", Static).update, str(exc))
             return
-        self.app.call_from_thread(self._show_gpu, g)
+        self.app.call_from_thread(self._show_gpu, g, recovery)
 
-    def _show_gpu(self, g: GpuMig) -> None:
+    def _show_gpu(self, g: GpuMig, recovery: Recovery | None = None) -> None:
         self.state = g
         t = self.query_one("#mig-layouts", DataTable)
         t.clear()
@@ -178,9 +185,44 @@ class MigScreen(DeckScreen):
             text.append(f"  {name}@{start}")
             text.append(f"   service {svc}" if svc else "   no planned service")
             text.append(f"   processes: {', '.join(str(p) for p in procs)}\n" if procs else "\n")
+        if g.bare:
+            text.append(
+                f"  no compute instance (no MIG device) on {placements(g.bare)}\n",
+                style=theme_colors(self.app.theme_variables)["error"],
+            )
         self.query_one("#mig-current", Static).update(text)
         self.query_one("#mig-preview", Static).update("")
         t.focus()
+        if recovery is not None:
+            self._offer(g, recovery, text)
+
+    def _offer(self, g: GpuMig, recovery: Recovery, text: Text) -> None:
+        """An interrupted re-cut on this GPU: say which layout it is in, and preselect the apply
+        that brings it to a recorded one (preview and typed confirmation, as for any apply)."""
+        c = theme_colors(self.app.theme_variables)
+        text.append(
+            f"\nInterrupted re-cut: {recovery.sentence}\n",
+            style=c["error"] if recovery.state == "neither" else c["warning"],
+        )
+        try:
+            target = parse_layout(recovery.target, g.spec) if g.spec is not None else None
+        except MigError:
+            target = None
+        if target is None:
+            text.append(f"  bring it to a recorded layout with: {recovery.command}\n")
+            self.query_one("#mig-current", Static).update(text)
+            return
+        text.append(
+            "  preselected below: the apply that brings it to a recorded layout "
+            f"({recovery.target}); it reads the GPU back and closes the record.\n"
+        )
+        self.query_one("#mig-current", Static).update(text)
+        self.target = target
+        if isinstance(target, list):
+            rows = [i for i, L in enumerate(self.layouts) if sorted(L) == sorted(target)]
+            if rows:
+                self.query_one("#mig-layouts", DataTable).move_cursor(row=rows[0])
+        self._preview()
 
     def _preview(self) -> None:
         g, target = self.state, self.target

@@ -18,3 +18,10 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.fail(f"metric fixtures not found at {FIXTURES}")
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _state_apart(tmp_path_factory, monkeypatch):
+    """Every test writes its state (MIG journal, bundles, locks) apart from the user's and from
+    the other tests'."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))

@@ -122,7 +122,12 @@ def test_not_root_keeps_the_rest():
             "ecc_corrected_volatile",
             "not supported",
         ),
-        (pynvml.NVML_ERROR_TIMEOUT, "nvmlDeviceGetClockInfo", "clock_sm_mhz", "Timeout"),
+        (
+            pynvml.NVML_ERROR_TIMEOUT,
+            "nvmlDeviceGetClockInfo",
+            "clock_sm_mhz",
+            "the driver timed out",
+        ),
     ],
 )
 def test_per_field_faults_are_na_with_reason(code, fn, field, reason):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,7 @@ def run_mig(args: argparse.Namespace) -> int:
             )
         cmd = args.mig_command
         if cmd == "show":
+            recoveries = mm.recoveries()
             for i in range(count):
                 try:
                     g = mm.read(i)
@@ -84,8 +86,13 @@ def run_mig(args: argparse.Namespace) -> int:
                 print(
                     f"GPU {i} {g.model.name if g.model else ''}: {mode}; {describe(g.layout)}"
                     + (f" [{placements(g.layout)}]" if g.layout else "")
+                    + (f"; NO compute instance on {placements(g.bare)}" if g.bare else "")
                 )
-            return 0
+            for r in recoveries:
+                print(f"INTERRUPTED: {r.sentence}")
+                if r.index is not None:
+                    print(f"  to bring it to a recorded layout: {r.command}")
+            return 2 if any(r.state == "neither" for r in recoveries) else 0
         if cmd == "layouts":
             g = mm.read(args.gpu)
             if g.spec is None:
@@ -109,7 +116,7 @@ def run_mig(args: argparse.Namespace) -> int:
         if cmd == "export":
             text = export_mig_parted([mm.read(i) for i in range(count)], args.config_label)
             if args.out:
-                Path(args.out).write_text(text, encoding="utf-8")
+                _write_whole(Path(args.out), text)
                 print(f"wrote {args.out}", file=sys.stderr)
             else:
                 sys.stdout.write(text)
@@ -151,6 +158,24 @@ def run_mig(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """The file whole or not at all: written beside it, flushed, then renamed over it (a full or
+    read-only disk leaves nothing that mig-parted could be handed)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise MigError(
+            f"{path}: cannot write the mig-parted config there ({exc.strerror or exc}); "
+            "nothing was written."
+        ) from None
+
+
 def _snapshot(lib: Any, demo: bool, when: str, node: DemoNode | None = None) -> Path:
     """The automatic bundle before and after a change: one poll of the whole node — GPUs as NVML
     reads them, the configured (or demo) engines, the plan — as the console would save it."""
@@ -162,7 +187,7 @@ def _snapshot(lib: Any, demo: bool, when: str, node: DemoNode | None = None) -> 
     from console.poller import Poller
 
     settings = _plan(demo)
-    nvml = NvmlReader(lib, simulated=demo)
+    nvml = NvmlReader(lib, simulated=demo, journal=mig_audit_log(demo))
     targets = config_targets(settings) + (node.targets() if node is not None else [])
     if not targets and not demo and settings.discover:
         targets = discover_targets(nvml)
@@ -239,7 +264,7 @@ def _apply(
         if typed != str(g.index):
             print("cancelled")
             return 1
-    report = mm.apply(g.index, target, progress=lambda m: print(f"  .. {m}"))
+    report = mm.apply(g.index, target, progress=lambda m: print(f"  .. {m}", flush=True))
     for line in report_lines(report, mm.audit_path):
         print(f"  {line}")
     return 0 if report.result == "applied" or str(report.result).startswith("pending") else 1
@@ -252,6 +277,7 @@ def report_lines(report: ApplyReport, audit: Path | None) -> list[str]:
         f"now {report.after or 'no MIG instances'}."
     ]
     for label, said in (
+        ("verified", report.verified),
         ("error", report.error),
         ("rollback error", report.rollback_error),
         ("next", report.next),
@@ -260,6 +286,10 @@ def report_lines(report: ApplyReport, audit: Path | None) -> list[str]:
     ):
         if said:
             lines.append(f"{label}: {said}")
+    lines += [f"note: {n}" for n in report.notes]
     if audit is not None:
-        lines.append(f"the whole record, every step, is in the audit log {audit}")
+        lines.append(
+            f"every step is in the MIG journal {audit}"
+            + (f" (apply {report.apply_id})" if report.apply_id else "")
+        )
     return lines

@@ -109,12 +109,20 @@ def placements(layout: list[Instance]) -> str:
     return ",".join(f"{n}@{s}" for n, s in sorted(layout, key=lambda x: x[1]))
 
 
+def layout_text(layout: list[Instance] | str) -> str:
+    """A layout as ``mig apply`` takes it back: placements, "none" (MIG on, no instances), or the
+    mode word."""
+    return layout if isinstance(layout, str) else placements(layout) or "none"
+
+
 def parse_layout(text: str, model: GpuModel | MigSpec) -> list[Instance] | str:
     """'2g.48gb@0,1g.24gb@6,1g.24gb@9' (explicit), '2g.48gb+1g.24gb*2' (counts: the catalogue's first
-    layout with them), or 'disable' / 'enable'. Returns the layout, or the mode word."""
+    layout with them), 'none' (MIG on, no instances), or 'disable' / 'enable'. Returns the layout, or the mode word."""
     t = text.strip().lower()
     if t in ("disable", "enable"):
         return t
+    if t == "none":
+        return []
     layouts = valid_layouts(model)
     if "@" in t:
         inst = []

@@ -2,18 +2,26 @@
 
 A layout is a set of GPU instances (profile name, placement start), each with one full-size
 compute instance. Applying converges the GPU from its current layout to the target: instances
-that stay the same are left alone, the others are destroyed (compute instances first, then the
-GPU instance), the new ones created largest first at explicit placements, then the GPU is read
-back and compared. If any step fails, the same convergence runs back to the previous layout, so
-the GPU ends in the old layout or the new one. inferdeck never resets a GPU or reboots.
+that stay the same are left alone (a kept one that lost its compute instance gets it back), the
+others are destroyed (compute instances first, then the GPU instance), the new ones created largest
+first at explicit placements, then the GPU is read back and verified: every instance of the layout
+at its placement with its compute instance and a MIG device. If any step fails, or anything at all
+is raised, the same convergence runs back to the previous layout, so the GPU ends in the old
+layout or the new one. inferdeck never resets a GPU or reboots.
+
+Around it (console.mig.guard, console.mig.journal): the GPU's lock is held from the pre-checks to
+the end record, so one writer changes a GPU at a time; every step is in the journal before it is
+taken; SIGINT, SIGTERM and SIGHUP wait until the re-cut is done or undone. An apply that was killed
+is found on the next start and read back (``recoveries``). Every NVML call goes through the one
+choke point (console.nvml.nvml_call), so its errors read as the dashboard's do.
 """
 
 from __future__ import annotations
 
 import ctypes
 import getpass
-import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,18 +29,38 @@ from pathlib import Path
 from typing import Any
 
 import pynvml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from console.gpucatalog import GpuModel, MigProfile, MigSpec, catalog, mig_profile_name
-from console.mig.layouts import Instance, MigError, diff, placements
+from console.mig.guard import gpu_lock, lock_dir, signals_held, this_command
+from console.mig.journal import (
+    Journal,
+    JournalError,
+    OpenApply,
+    completing_target,
+    describe_open,
+    judge,
+    unfinished,
+)
+from console.mig.layouts import Instance, MigError, diff, layout_text, placements
+from console.nvml import NvmlFailure, nvml_call
 from console.paths import mig_audit_log
 from console.records import Record
 
 CI_INDEX = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
 
 
+class MigCallError(MigError):
+    """An NVML call of a re-cut failed; ``reason`` is worded as the dashboard words it."""
+
+    def __init__(self, what: str, failure: NvmlFailure) -> None:
+        super().__init__(f"{what}: {failure.reason}")
+        self.reason = failure.reason
+        self.code = failure.code
+
+
 class MigStep(Record):
-    """One NVML call of an apply, as the audit log keeps it."""
+    """One NVML call of an apply, as the report keeps it (the journal has it too)."""
 
     t: str
     step: str
@@ -41,8 +69,8 @@ class MigStep(Record):
 
 
 class ApplyReport(BaseModel):
-    """What one apply did. Filled in as it goes (each assignment checked); the audit log and
-    ``to_json`` hold the fields that were set."""
+    """What one apply did. Filled in as it goes (each assignment checked); ``to_json`` holds the
+    fields that were set."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
     gpu: int
@@ -51,15 +79,33 @@ class ApplyReport(BaseModel):
     steps: list[MigStep]
     result: str | None
     user: str
+    apply_id: str | None = None  # its records in the journal
     after: str | None = None
+    verified: str | None = None  # what the read-back checked
     error: str | None = None
     rollback_error: str | None = None
     next: str | None = None  # what the operator does next (a reset for a pending mode change)
     snapshot_before: str | None = None
     snapshot_after: str | None = None
+    notes: list[str] = Field(default_factory=list)  # what else the operator should know
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(exclude_unset=True)
+
+
+@dataclass
+class Recovery:
+    """An interrupted apply found in the journal, with the state it left its GPU in."""
+
+    open: OpenApply
+    index: int | None  # the GPU's index now (None: no GPU with that uuid)
+    state: str  # new, old, neither, unknown
+    target: str  # what ``mig apply`` brings it to a recorded state with
+    sentence: str
+
+    @property
+    def command(self) -> str:
+        return f"inferdeck mig apply {self.index} {self.target}"
 
 
 @dataclass
@@ -78,6 +124,12 @@ class GpuMig:
     gi_ids: dict[Instance, int] = field(
         default_factory=dict
     )  # the driver's GPU instance id of each
+    devices: dict[Instance, list[str]] = field(default_factory=dict)  # MIG device UUIDs on each
+
+    @property
+    def bare(self) -> list[Instance]:
+        """GPU instances with no MIG device: no compute instance for a workload to run on."""
+        return [i for i in self.layout if not self.devices.get(i)]
 
 
 def model_for(name: str, total_bytes: int) -> GpuModel | None:
@@ -97,36 +149,42 @@ class MigManager:
         user: str | None = None,
         snapshot: Callable[[str], Path | None] | None = None,
         simulated: bool = False,
+        locks: Path | None = None,
     ) -> None:
         self.lib = lib
-        self.simulated = simulated  # the demo's GPUs: every audit entry says so
-        self.audit_path = audit_path or mig_audit_log()
+        self.simulated = simulated  # the demo's GPUs: every journal entry says so
+        self.audit_path = audit_path or mig_audit_log()  # the journal
+        # /run/inferdeck for real GPUs (read through the pynvml module); a simulator's are apart
+        self.locks = locks or lock_dir(simulated or lib is not pynvml)
         self.user = user or getpass.getuser()
+        self.command = this_command()
         self.snapshot = snapshot  # called with "before"/"after": writes a bundle, returns its path
+        self.applying = threading.Event()  # set while an apply runs: the console waits to quit
 
-    def _err(self, exc: Exception) -> str:
-        return f"{type(exc).__name__.removeprefix('NVMLError_')}"
+    def _nv(self, fn: str, *args: Any, what: str | None = None) -> Any:
+        """Every NVML call of this module: errors raised as MigCallError, worded as the dashboard's."""
+        try:
+            return nvml_call(self.lib, fn, *args)
+        except NvmlFailure as f:
+            raise MigCallError(what or fn, f) from None
 
     def read(self, index: int) -> GpuMig:
-        lib = self.lib
-        h = lib.nvmlDeviceGetHandleByIndex(index)
-        uuid = lib.nvmlDeviceGetUUID(h)
-        name = lib.nvmlDeviceGetName(h)
-        total = int(lib.nvmlDeviceGetMemoryInfo(h).total)
+        h = self._nv("nvmlDeviceGetHandleByIndex", index, what=f"opening GPU {index}")
+        uuid = self._nv("nvmlDeviceGetUUID", h)
+        name = self._nv("nvmlDeviceGetName", h)
+        total = int(self._nv("nvmlDeviceGetMemoryInfo", h).total)
         model = model_for(name, total)
         try:
-            cur, pend = lib.nvmlDeviceGetMigMode(h)
-        except lib.NVMLError as exc:
-            raise MigError(
-                f"GPU {index} ({name}) does not support MIG ({self._err(exc)})."
-            ) from None
+            cur, pend = self._nv("nvmlDeviceGetMigMode", h)
+        except MigCallError as exc:
+            raise MigError(f"GPU {index} ({name}) does not support MIG ({exc.reason}).") from None
         ids: dict[str, int] = {}
         slices: dict[str, int] = {}
         live: list[MigProfile] = []
-        for p in range(lib.NVML_GPU_INSTANCE_PROFILE_COUNT):
+        for p in range(self.lib.NVML_GPU_INSTANCE_PROFILE_COUNT):
             try:
-                info = lib.nvmlDeviceGetGpuInstanceProfileInfo(h, p)
-            except lib.NVMLError:
+                info = self._nv("nvmlDeviceGetGpuInstanceProfileInfo", h, p)
+            except MigCallError:
                 continue
             pname = mig_profile_name(int(info.sliceCount), int(info.memorySizeMB), total, p)
             ids[pname] = int(info.id)
@@ -148,43 +206,35 @@ class MigManager:
         layout: list[Instance] = []
         gi_ids: dict[Instance, int] = {}
         processes: dict[Instance, list[int]] = {}
+        devices: dict[Instance, list[str]] = {}
         if cur:
             by_id = {v: k for k, v in ids.items()}
             for _pname, pid in ids.items():
-                count = 8
-                arr = (pynvml.c_nvmlGpuInstance_t * count)()
-                n = ctypes.c_uint(count)
-                try:
-                    lib.nvmlDeviceGetGpuInstances(h, pid, arr, ctypes.byref(n))
-                except lib.NVMLError as exc:
-                    if getattr(exc, "value", None) == lib.NVML_ERROR_NO_PERMISSION:
-                        raise MigError(
-                            f"reading GPU {index}'s MIG instances needs root (or the mig/config "
-                            "capability); run inferdeck as root to change MIG layouts."
-                        ) from None
-                    raise
-                for gi in arr[: n.value]:
-                    info = lib.nvmlGpuInstanceGetInfo(gi)
+                for gi in self._gis(h, pid, index):
+                    info = self._nv("nvmlGpuInstanceGetInfo", gi)
                     inst = (by_id[int(info.profileId)], int(info.placement.start))
                     layout.append(inst)
                     gi_ids[inst] = int(info.id)
             layout.sort(key=lambda x: x[1])
-            # processes per MIG device, mapped to their instance
+            # MIG devices (one per compute instance) and their processes, mapped to their instance
             on_instance: dict[Instance, list[int]] = {}
-            for i in range(lib.nvmlDeviceGetMaxMigDeviceCount(h)):
+            for i in range(self._nv("nvmlDeviceGetMaxMigDeviceCount", h)):
                 try:
-                    mh = lib.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
-                except lib.NVMLError:
+                    mh = self._nv("nvmlDeviceGetMigDeviceHandleByIndex", h, i)
+                except MigCallError:
                     continue
-                gi_id = lib.nvmlDeviceGetGpuInstanceId(mh)
-                gi = lib.nvmlGpuInstanceGetInfo(lib.nvmlDeviceGetGpuInstanceById(h, gi_id))
+                gi_id = self._nv("nvmlDeviceGetGpuInstanceId", mh)
+                gi = self._nv(
+                    "nvmlGpuInstanceGetInfo", self._nv("nvmlDeviceGetGpuInstanceById", h, gi_id)
+                )
                 key = (by_id[int(gi.profileId)], int(gi.placement.start))
-                on_instance[key] = [
-                    int(p.pid) for p in lib.nvmlDeviceGetComputeRunningProcesses(mh)
-                ]
+                devices.setdefault(key, []).append(str(self._nv("nvmlDeviceGetUUID", mh)))
+                on_instance.setdefault(key, []).extend(
+                    int(p.pid) for p in self._nv("nvmlDeviceGetComputeRunningProcesses", mh)
+                )
             processes = {k: v for k, v in on_instance.items() if v}
         else:
-            pids = [int(p.pid) for p in lib.nvmlDeviceGetComputeRunningProcesses(h)]
+            pids = [int(p.pid) for p in self._nv("nvmlDeviceGetComputeRunningProcesses", h)]
             if pids:
                 processes[("whole GPU", 0)] = pids
         if live and len(live) == len(ids):
@@ -207,16 +257,33 @@ class MigManager:
             spec,
             source,
             gi_ids,
+            devices,
         )
+
+    def _gis(self, h: Any, profile_id: int, index: int | None = None) -> list[Any]:
+        """The GPU instances of one profile (mig-parted's walk; needs root)."""
+        arr = (pynvml.c_nvmlGpuInstance_t * 8)()
+        n = ctypes.c_uint(8)
+        try:
+            self._nv("nvmlDeviceGetGpuInstances", h, profile_id, arr, ctypes.byref(n))
+        except MigCallError as exc:
+            if exc.code == self.lib.NVML_ERROR_NO_PERMISSION:
+                raise MigError(
+                    f"reading GPU {index}'s MIG instances needs root (or the mig/config "
+                    "capability); run inferdeck as root to change MIG layouts."
+                ) from None
+            raise
+        return list(arr[: n.value])
 
     def _placements(self, h: Any, profile_id: int) -> tuple[list[int], int]:
         """Possible placements of a profile from the driver ([] when it cannot say: not root)."""
-        lib = self.lib
         arr = (pynvml.c_nvmlGpuInstancePlacement_t * 16)()
         n = ctypes.c_uint(16)
         try:
-            lib.nvmlDeviceGetGpuInstancePossiblePlacements(h, profile_id, arr, ctypes.byref(n))
-        except (lib.NVMLError, AttributeError):
+            self._nv(
+                "nvmlDeviceGetGpuInstancePossiblePlacements", h, profile_id, arr, ctypes.byref(n)
+            )
+        except MigCallError:
             return [], 0
         got = [(int(arr[i].start), int(arr[i].size)) for i in range(n.value)]
         return sorted(st for st, _ in got), (got[0][1] if got else 0)
@@ -297,81 +364,198 @@ class MigManager:
         read_only: bool = False,
         commands: dict[int, str] | None = None,
     ) -> ApplyReport:
-        """Change the layout (or mode). Returns a report; raises MigError on a blocked change."""
+        """Change the layout (or mode). Returns a report; raises MigError on a blocked change
+        (another writer, a failed pre-check, no room for the journal: nothing changed then)."""
         say = progress or (lambda _msg: None)
-        g = self.read(index)
-        problems = self.precheck(g, target, read_only, commands)
-        if problems:
-            raise MigError(" ".join(problems))
-        before = list(g.layout)
-        report = ApplyReport(
-            gpu=index,
-            uuid=g.uuid,
-            before=placements(before),
-            steps=[],
-            result=None,
-            user=self.user,
-        )
-        if self.snapshot:
-            report.snapshot_before = str(self.snapshot("before") or "")
-        if isinstance(target, str):
-            return self._mode(g, target, report, say)
-        steps = report.steps
+        self.applying.set()  # from the first read: the console waits for it before quitting
         try:
-            self._converge(index, target, steps, say)
-            after = self.read(index).layout
-            if sorted(after) != sorted(target):
-                raise MigError(f"verification failed: the GPU reads back {placements(after)}")
-            report.result = "applied"
-            report.after = placements(after)
-        except Exception as exc:  # noqa: BLE001 - any failure rolls back
-            report.error = f"{type(exc).__name__}: {exc}"
-            say(
-                f"failed: {report.error}; rolling back to "
-                f"{placements(before) or 'no MIG instances'}"
+            return self._apply(index, target, say, read_only, commands)
+        finally:
+            self.applying.clear()
+
+    def _apply(
+        self,
+        index: int,
+        target: list[Instance] | str,
+        say: Callable[[str], None],
+        read_only: bool,
+        commands: dict[int, str] | None,
+    ) -> ApplyReport:
+        uuid = str(self._nv("nvmlDeviceGetUUID", self._nv("nvmlDeviceGetHandleByIndex", index)))
+        with gpu_lock(self.locks, uuid, index, self.user, self.command) as lock_note:
+            g = self.read(index)
+            problems = self.precheck(g, target, read_only, commands)
+            if problems:
+                raise MigError(" ".join(problems))
+            report = ApplyReport(
+                gpu=index,
+                uuid=g.uuid,
+                before=placements(g.layout),
+                steps=[],
+                result=None,
+                user=self.user,
             )
-            try:
-                self._converge(index, before, steps, say, rollback=True)
-                after = self.read(index).layout
-                ok = sorted(after) == sorted(before)
-                report.result = "rolled back" if ok else "rollback FAILED"
-                report.after = placements(after)
-            except Exception as exc2:  # noqa: BLE001
-                report.result = "rollback FAILED"
-                report.rollback_error = f"{type(exc2).__name__}: {exc2}"
-        self._finish(report)
+            if lock_note:
+                report.notes = [lock_note]
+            journal = Journal(self.audit_path, self.simulated)
+            with signals_held(say) as held:
+                journal.begin(
+                    gpu=index,
+                    uuid=g.uuid,
+                    before=layout_text(g.layout),
+                    target=layout_text(target),
+                    user=self.user,
+                    pid=os.getpid(),
+                    command=self.command,
+                )
+                report.apply_id = journal.apply_id
+                self._bundle(report, "before", journal)
+                interrupted = (
+                    self._mode(g, target, report, journal, say)
+                    if isinstance(target, str)
+                    else self._layout(g, target, report, journal, say)
+                )
+                try:
+                    journal.end(**self._end_fields(report))
+                except JournalError as exc:
+                    self._note(report, f"{exc}: this report is the only record of the end")
+                self._bundle(report, "after", journal)
+                if held:
+                    say(
+                        f"{report.result}: GPU {index} is now "
+                        f"{report.after or 'no MIG instances'}; quitting as asked"
+                    )
+                if interrupted is not None:
+                    raise interrupted
         return report
 
-    def _finish(self, report: ApplyReport) -> None:
-        if self.snapshot:
-            report.snapshot_after = str(self.snapshot("after") or "")
-        self.audit(report)
+    @staticmethod
+    def _end_fields(report: ApplyReport) -> dict[str, Any]:
+        keep = ("result", "after", "verified", "error", "rollback_error", "next", "notes")
+        return {k: v for k, v in report.to_json().items() if k in keep and v not in (None, [])}
+
+    def _note(self, report: ApplyReport, text: str) -> None:
+        report.notes = [*report.notes, text]
+
+    def _bundle(self, report: ApplyReport, when: str, journal: Journal) -> None:
+        """The automatic snapshot; one that cannot be written is a note, never a failure (after
+        the change: the change was made, and the report says so)."""
+        if self.snapshot is None:
+            return
+        try:
+            path = self.snapshot(when)
+        except Exception as exc:  # noqa: BLE001 - a bundle is never worth an exception here
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            made = "; the change was made" if when == "after" and report.result == "applied" else ""
+            said = f"the {when}-snapshot could not be written ({why}){made}"
+            self._note(report, said)
+            journal.note(said)
+            return
+        if path is not None:
+            setattr(report, f"snapshot_{when}", str(path))
+            journal.note(f"snapshot {when}: {path}")
+
+    def _layout(
+        self,
+        g: GpuMig,
+        target: list[Instance],
+        report: ApplyReport,
+        journal: Journal,
+        say: Callable[[str], None],
+    ) -> BaseException | None:
+        """Converge, verify; on anything raised, converge back. Returns what interrupted it
+        (raised again once the end record is written), if anything did."""
+        before = list(g.layout)
+        interrupted: BaseException | None = None
+        try:
+            self._converge(g.index, target, report, journal, say)
+            ok, said, after = self._verify(g.index, target)
+            report.after = placements(after)
+            if not ok:
+                raise MigError(f"verification failed: {said}")
+            report.verified = said
+            report.result = "applied"
+        except BaseException as exc:  # noqa: BLE001 - anything at all rolls back
+            if not isinstance(exc, Exception):
+                interrupted = exc
+            report.error = str(exc) if isinstance(exc, MigError) else f"{type(exc).__name__}: {exc}"
+            say(
+                f"failed: {report.error}; rolling back to {placements(before) or 'no MIG instances'}"
+            )
+            try:
+                self._converge(g.index, before, report, journal, say, rollback=True)
+                ok, said, after = self._verify(g.index, before)
+                report.after = placements(after)
+                report.verified = said
+                report.result = "rolled back" if ok else "rollback FAILED"
+            except BaseException as exc2:  # noqa: BLE001
+                if not isinstance(exc2, Exception) and interrupted is None:
+                    interrupted = exc2
+                report.result = "rollback FAILED"
+                report.rollback_error = (
+                    str(exc2) if isinstance(exc2, MigError) else f"{type(exc2).__name__}: {exc2}"
+                )
+                try:
+                    report.after = placements(self.read(g.index).layout)
+                except Exception:  # noqa: BLE001 - the report goes out with what it has
+                    pass
+        return interrupted
+
+    def _verify(self, index: int, target: list[Instance]) -> tuple[bool, str, list[Instance]]:
+        """What a workload needs: each instance of the layout at its placement, each with its
+        compute instance and a MIG device UUID. (ok, what was verified or found, layout read)."""
+        g = self.read(index)
+        if sorted(g.layout) != sorted(target):
+            return False, f"the GPU reads back {placements(g.layout) or 'no instances'}", g.layout
+        if g.bare:
+            return (
+                False,
+                f"{placements(g.bare)} has no compute instance (no MIG device)",
+                g.layout,
+            )
+        if not target:
+            return True, "no GPU instance left, as intended", g.layout
+        return (
+            True,
+            f"{len(target)} GPU instance(s) at their placements ({placements(target)}), each with "
+            "its compute instance and a MIG device UUID",
+            g.layout,
+        )
 
     def _mode(
-        self, g: GpuMig, target: str, report: ApplyReport, say: Callable[[str], None]
-    ) -> ApplyReport:
-        lib = self.lib
+        self,
+        g: GpuMig,
+        target: str,
+        report: ApplyReport,
+        journal: Journal,
+        say: Callable[[str], None],
+    ) -> BaseException | None:
         want = target == "enable"
-        steps = report.steps
+        interrupted: BaseException | None = None
         try:
             if not want and g.layout:
-                self._converge(g.index, [], steps, say)
-            h = lib.nvmlDeviceGetHandleByIndex(g.index)
-            status = lib.nvmlDeviceSetMigMode(h, 1 if want else 0)
-            steps.append(
-                self._step(f"set MIG mode {'on' if want else 'off'}", "ok", status=int(status))
+                self._converge(g.index, [], report, journal, say)
+            h = self._nv("nvmlDeviceGetHandleByIndex", g.index)
+            status = self._step(
+                report,
+                journal,
+                say,
+                f"set MIG mode {'on' if want else 'off'}",
+                "nvmlDeviceSetMigMode",
+                h,
+                1 if want else 0,
             )
-            cur, pend = lib.nvmlDeviceGetMigMode(h)
+            cur, pend = self._nv("nvmlDeviceGetMigMode", h)
             report.after = (
                 f"mode current {'on' if cur else 'off'}, pending {'on' if pend else 'off'}"
             )
-            if status == lib.NVML_ERROR_IN_USE:
+            if status == self.lib.NVML_ERROR_IN_USE:
                 report.result = "pending: the GPU is in use"
                 report.next = (
                     "the mode change could not take effect because the GPU is busy: stop every process "
                     "on it, then reset the GPU (nvidia-smi -r) or reboot."
                 )
-            elif status == lib.NVML_ERROR_RESET_REQUIRED or bool(cur) != want:
+            elif status == self.lib.NVML_ERROR_RESET_REQUIRED or bool(cur) != want:
                 report.result = "pending: needs a GPU reset"
                 report.next = (
                     f"reset the GPU (nvidia-smi -r -i {g.index}) or reboot; inferdeck never does."
@@ -381,103 +565,196 @@ class MigManager:
                 report.next = (
                     "MIG is on: choose a layout to create instances." if want else "MIG is off."
                 )
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - anything at all rolls back
+            if not isinstance(exc, Exception):
+                interrupted = exc
             report.result = "failed"
-            report.error = f"{type(exc).__name__}: {exc}"
+            report.error = str(exc) if isinstance(exc, MigError) else f"{type(exc).__name__}: {exc}"
             if g.layout and not want:
                 try:
-                    self._converge(g.index, g.layout, steps, say, rollback=True)
-                    report.result = "rolled back"
-                except Exception as exc2:  # noqa: BLE001
-                    report.rollback_error = f"{type(exc2).__name__}: {exc2}"
+                    self._converge(g.index, g.layout, report, journal, say, rollback=True)
+                    ok, said, after = self._verify(g.index, g.layout)
+                    report.after, report.verified = placements(after), said
+                    report.result = "rolled back" if ok else "rollback FAILED"
+                except BaseException as exc2:  # noqa: BLE001
+                    if not isinstance(exc2, Exception) and interrupted is None:
+                        interrupted = exc2
+                    report.rollback_error = (
+                        str(exc2)
+                        if isinstance(exc2, MigError)
+                        else f"{type(exc2).__name__}: {exc2}"
+                    )
                     report.result = "rollback FAILED"
-        self._finish(report)
-        return report
+        return interrupted
 
-    def _step(self, what: str, result: str, status: int | None = None) -> MigStep:
-        step = MigStep(t=datetime.now(tz=UTC).isoformat(), step=what, result=result)
-        return step if status is None else step.model_copy(update={"status": status})
+    def _step(
+        self,
+        report: ApplyReport,
+        journal: Journal,
+        say: Callable[[str], None],
+        what: str,
+        fn: str,
+        *args: Any,
+    ) -> Any:
+        """One mutating NVML call: in the journal before it is made, its outcome after. Forward,
+        a step whose record cannot be written is not taken; rolling back, it is taken anyway (the
+        old layout matters more than its record) and the report says the journal stopped."""
+        n = len(report.steps) + 1
+        rollback = what.startswith("rollback")
+        try:
+            journal.step(n, what)
+        except JournalError as exc:
+            if not rollback:
+                raise
+            if not any("journal" in x for x in report.notes):
+                self._note(report, f"{exc} from step {n} on: this report is the only record")
+        say(what)
+        stamp = datetime.now(tz=UTC).isoformat()
+        try:
+            result = self._nv(fn, *args, what=what)
+        except MigCallError as exc:
+            report.steps = [
+                *report.steps,
+                MigStep(t=stamp, step=what, result=f"failed: {exc.reason}"),
+            ]
+            try:
+                journal.done(n, f"failed: {exc.reason}")
+            except JournalError:
+                pass  # the failure is raised either way
+            raise
+        status = int(result) if fn == "nvmlDeviceSetMigMode" else None
+        step = MigStep(t=stamp, step=what, result="ok")
+        report.steps = [
+            *report.steps,
+            step if status is None else step.model_copy(update={"status": status}),
+        ]
+        try:
+            journal.done(n, "ok", status)
+        except JournalError:
+            if not rollback:
+                raise
+        return result
 
     def _converge(
         self,
         index: int,
         target: list[Instance],
-        steps: list[MigStep],
+        report: ApplyReport,
+        journal: Journal,
         say: Callable[[str], None],
         rollback: bool = False,
     ) -> None:
-        lib = self.lib
         g = self.read(index)
-        _, destroy, create = diff(g.layout, target)
-        h = lib.nvmlDeviceGetHandleByIndex(index)
+        keep, destroy, create = diff(g.layout, target)
+        h = self._nv("nvmlDeviceGetHandleByIndex", index)
         tag = "rollback: " if rollback else ""
+
+        def step(what: str, fn: str, *args: Any) -> Any:
+            return self._step(report, journal, say, f"{tag}{what}", fn, *args)
+
         for name, start in destroy:
             gi = self._gi_at(h, g, name, start)
             for ci in self._cis(gi):
-                say(f"{tag}destroy compute instance on {name}@{start}")
-                lib.nvmlComputeInstanceDestroy(ci)
-                steps.append(self._step(f"{tag}destroy CI on {name}@{start}", "ok"))
-            say(f"{tag}destroy GPU instance {name}@{start}")
-            lib.nvmlGpuInstanceDestroy(gi)
-            steps.append(self._step(f"{tag}destroy GI {name}@{start}", "ok"))
+                step(f"destroy CI on {name}@{start}", "nvmlComputeInstanceDestroy", ci)
+            step(f"destroy GI {name}@{start}", "nvmlGpuInstanceDestroy", gi)
+        for name, start in keep:  # a kept instance that lost its compute instance gets it back
+            if g.devices.get((name, start)):
+                continue
+            gi = self._gi_at(h, g, name, start)
+            if not self._cis(gi):
+                info = self._nv(
+                    "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, CI_INDEX[g.slices[name]], 0
+                )
+                step(
+                    f"re-create CI on {name}@{start}",
+                    "nvmlGpuInstanceCreateComputeInstance",
+                    gi,
+                    int(info.id),
+                )
         for name, start in sorted(
             create, key=lambda x: (-g.slices.get(x[0], 0), x[1])
         ):  # largest first
-            say(f"{tag}create GPU instance {name}@{start}")
-            pid = g.profile_ids[name]
-            size = self._size(g, name)
             place = pynvml.c_nvmlGpuInstancePlacement_t()
-            place.start, place.size = start, size
-            gi = lib.nvmlDeviceCreateGpuInstanceWithPlacement(h, pid, ctypes.byref(place))
-            steps.append(self._step(f"{tag}create GI {name}@{start}", "ok"))
-            slices = g.slices[name]
-            info = lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, CI_INDEX[slices], 0)
-            say(f"{tag}create compute instance on {name}@{start}")
-            lib.nvmlGpuInstanceCreateComputeInstance(gi, int(info.id))
-            steps.append(self._step(f"{tag}create CI on {name}@{start}", "ok"))
+            place.start, place.size = start, self._size(g, name)
+            gi = step(
+                f"create GI {name}@{start}",
+                "nvmlDeviceCreateGpuInstanceWithPlacement",
+                h,
+                g.profile_ids[name],
+                ctypes.byref(place),
+            )
+            info = self._nv(
+                "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, CI_INDEX[g.slices[name]], 0
+            )
+            step(
+                f"create CI on {name}@{start}",
+                "nvmlGpuInstanceCreateComputeInstance",
+                gi,
+                int(info.id),
+            )
 
     def _size(self, g: GpuMig, name: str) -> int:
         if g.spec is not None:
             return g.spec.profile(name).size
         arr = (pynvml.c_nvmlGpuInstancePlacement_t * 16)()
         n = ctypes.c_uint(16)
-        h = self.lib.nvmlDeviceGetHandleByIndex(g.index)
-        self.lib.nvmlDeviceGetGpuInstancePossiblePlacements(
-            h, g.profile_ids[name], arr, ctypes.byref(n)
+        h = self._nv("nvmlDeviceGetHandleByIndex", g.index)
+        self._nv(
+            "nvmlDeviceGetGpuInstancePossiblePlacements",
+            h,
+            g.profile_ids[name],
+            arr,
+            ctypes.byref(n),
         )
         return int(arr[0].size)
 
     def _gi_at(self, h: Any, g: GpuMig, name: str, start: int) -> Any:
-        lib = self.lib
-        arr = (pynvml.c_nvmlGpuInstance_t * 8)()
-        n = ctypes.c_uint(8)
-        lib.nvmlDeviceGetGpuInstances(h, g.profile_ids[name], arr, ctypes.byref(n))
-        for gi in arr[: n.value]:
-            if int(lib.nvmlGpuInstanceGetInfo(gi).placement.start) == start:
+        for gi in self._gis(h, g.profile_ids[name], g.index):
+            if int(self._nv("nvmlGpuInstanceGetInfo", gi).placement.start) == start:
                 return gi
-        raise MigError(f"no GPU instance {name}@{start} to destroy")
+        raise MigError(f"no GPU instance {name}@{start} on GPU {g.index}")
 
     def _cis(self, gi: Any) -> list[Any]:
-        lib = self.lib
         out = []
-        for c in range(getattr(lib, "NVML_COMPUTE_INSTANCE_PROFILE_COUNT", 9)):
+        for c in range(getattr(self.lib, "NVML_COMPUTE_INSTANCE_PROFILE_COUNT", 9)):
             try:
-                info = lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, c, 0)
-            except lib.NVMLError:
+                info = self._nv("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, c, 0)
+            except MigCallError:
                 continue
             arr = (pynvml.c_nvmlComputeInstance_t * max(1, int(info.instanceCount)))()
             n = ctypes.c_uint(max(1, int(info.instanceCount)))
-            lib.nvmlGpuInstanceGetComputeInstances(gi, int(info.id), arr, ctypes.byref(n))
+            self._nv("nvmlGpuInstanceGetComputeInstances", gi, int(info.id), arr, ctypes.byref(n))
             out += list(arr[: n.value])
         return out
 
-    def audit(self, report: ApplyReport) -> None:
-        self.audit_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        entry = {
-            "t": datetime.now(tz=UTC).isoformat(),
-            **report.to_json(),
-            **({"simulated": True} if self.simulated else {}),
-        }
-        fd = os.open(self.audit_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
+    # --- recovery --------------------------------------------------------------------------------
+    def recoveries(self) -> list[Recovery]:
+        """Every apply the journal holds as begun and never ended, with the GPU read back: which
+        layout it is in, and the apply that brings it to a recorded state."""
+        found = unfinished(self.audit_path)
+        if not found:
+            return []
+        by_uuid: dict[str, int] = {}
+        for i in range(int(self._nv("nvmlDeviceGetCount"))):
+            try:
+                by_uuid[
+                    str(self._nv("nvmlDeviceGetUUID", self._nv("nvmlDeviceGetHandleByIndex", i)))
+                ] = i
+            except MigCallError:
+                continue
+        out = []
+        for op in found:
+            index = by_uuid.get(op.uuid)
+            state = "unknown"
+            if index is not None:
+                try:
+                    g = self.read(index)
+                    state = judge(op, g.layout, g.bare, g.mode_current)
+                except MigError:
+                    pass
+            target = completing_target(op)
+            sentence = describe_open(op, state)
+            if index is None:
+                sentence += " No GPU with its uuid is on this node now."
+            out.append(Recovery(op, index, state, target, sentence))
+        return out

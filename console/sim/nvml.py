@@ -203,6 +203,46 @@ class SimNvml:
         self.gpus.append(gpu)
         return gpu
 
+    def mig_state(self) -> list[dict[str, Any]]:
+        """Each GPU's MIG mode and instances as plain data: what lives in the driver, not in a
+        process, so a test can hand it to a process started after one that was killed."""
+        return [
+            {
+                "current": g.mig_current,
+                "pending": g.mig_pending,
+                "serial": self._gi_serial,
+                "gis": [
+                    {
+                        "id": gi.gi_id,
+                        "profile": gi.profile.name,
+                        "start": gi.start,
+                        "serial": gi.serial,
+                        "cis": [[ci.ci_id, ci.slices, ci.uuid] for ci in gi.cis],
+                    }
+                    for gi in g.gis
+                ],
+            }
+            for g in self.gpus
+        ]
+
+    def restore_mig(self, state: list[dict[str, Any]]) -> None:
+        """The MIG state ``mig_state`` gave, on GPUs added in the same order."""
+        with self._lock:
+            for g, st in zip(self.gpus, state, strict=True):
+                assert g.model.mig is not None
+                g.mig_current, g.mig_pending = st["current"], st["pending"]
+                g.gis = [
+                    SimGI(
+                        d["id"],
+                        g.model.mig.profile(d["profile"]),
+                        d["start"],
+                        [SimCI(*c) for c in d["cis"]],
+                        serial=d["serial"],
+                    )
+                    for d in st["gis"]
+                ]
+                self._gi_serial = max(self._gi_serial, st["serial"])
+
     def add_process(self, gpu: int, mig: int | None, pid: int, used_bytes: int) -> None:
         """A compute process on a GPU (mig None) or on one of its MIG devices (by current index)."""
         g = self.gpus[gpu]
