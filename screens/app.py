@@ -120,6 +120,7 @@ class InferdeckApp(App[None]):
         self._poll_now = asyncio.Event()
         self.mig = mig
         self._quit_after_recut: tuple[Any, int, Any] | None = None  # a quit asked during a re-cut
+        self._seen_recuts: set[str] = set()  # interrupted re-cuts already announced
         self.source = source
         self.read_only = read_only
         self.snapshot_dir = snapshot_dir or snapshots_dir()
@@ -444,6 +445,17 @@ class InferdeckApp(App[None]):
             if new and self.source.plan.bell:
                 self.bell()
         self._seen_alerts = set(active)
+        for g in frame.gpus:  # an interrupted MIG re-cut: said once, at the first frame that has it
+            r = g.mig.recut if g.mig else None
+            if r is not None and r.apply_id not in self._seen_recuts:
+                self._seen_recuts.add(r.apply_id)
+                self.notify(
+                    f"{r.message} To close it: {r.action} (or m: preselected there).",
+                    title="MIG RE-CUT INTERRUPTED",
+                    severity="error" if r.state == "neither" else "warning",
+                    timeout=20,
+                    markup=False,
+                )
 
     def draw_status(self) -> None:
         f = self.frame

@@ -67,7 +67,7 @@ READING = [
     "A MIG re-cut holds its GPU's lock (a second one, from another console or the CLI, is "
     "refused with the holder's pid, command and start) and finishes before q, Ctrl-C or SIGTERM "
     "quit. Every step is in the MIG journal before it is taken.",
-    "Recovering an interrupted re-cut (killed, power lost), step by step: 1. the finding \"MIG "
+    'Recovering an interrupted re-cut (killed, power lost), step by step: 1. the finding "MIG '
     're-cut interrupted" (F; check and snapshots say it too) names the GPU and the layout it is '
     "in: the new one (made, record open: info), the old one (nothing took effect: warning) or "
     "neither (critical: a slice may have no MIG device). 2. Press m; the GPU reads RE-CUT "

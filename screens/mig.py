@@ -105,13 +105,17 @@ class MigScreen(DeckScreen):
 
     @work(thread=True, exit_on_error=False)
     def _load_gpus(self) -> None:
-        lib = self.manager.lib
         rows = []
         try:
             interrupted = {r.index for r in self.manager.recoveries()}
         except MigError:
             interrupted = set()
-        for i in range(lib.nvmlDeviceGetCount()):
+        try:
+            count = self.manager.count()
+        except MigError as exc:
+            self.app.call_from_thread(self.query_one("#mig-current", Static).update, str(exc))
+            return
+        for i in range(count):
             try:
                 g = self.manager.read(i)
             except MigError as exc:

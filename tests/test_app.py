@@ -839,3 +839,41 @@ async def test_w_brings_figures_over_the_new_window_without_waiting_for_the_next
             assert "→" not in str(app.query_one("#status").render())
     finally:
         node.stop()
+
+
+async def test_quitting_during_a_mig_re_cut_waits_for_it(tmp_path):
+    """q (and Ctrl-C, SIGTERM, a lost terminal: all through exit) while a re-cut runs: the console
+    says so, keeps running until the GPU is in its new layout, then quits."""
+    import threading
+
+    from console.mig.layouts import parse_layout
+    from console.mig.manager import MigManager
+
+    node, poller = _planned_demo()
+    mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl", simulated=True)
+    app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
+    release = threading.Event()
+    reports = []
+    try:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause(0.5)  # the first poll has started NVML
+            target = parse_layout("2g.48gb@0,2g.48gb@6", mig.read(2).spec)
+            worker = threading.Thread(
+                target=lambda: reports.append(
+                    mig.apply(2, target, progress=lambda _m: release.wait(10))
+                )
+            )
+            worker.start()
+            while not mig.applying.is_set():
+                await pilot.pause(0.05)
+            await pilot.press("q")
+            await pilot.pause(0.5)
+            assert not app._exit and app._quit_after_recut is not None
+            assert any("Finishing the MIG re-cut" in str(n.message) for n in app._notifications)
+            release.set()
+            worker.join(10)
+            await pilot.pause(1.0)
+            assert reports and reports[0].result == "applied"
+            assert app._exit  # quit once the re-cut was done
+    finally:
+        node.stop()

@@ -478,3 +478,29 @@ def test_the_journal_reads_old_whole_report_lines_and_cut_lines(tmp_path):
     )
     assert [a.apply_id for a in unfinished(journal)] == ["a1"]
     assert layout_text([]) == "none"
+
+
+def test_judge_names_the_state_of_layout_and_mode_changes():
+    from console.mig.journal import OpenApply, completing_target, judge
+
+    def op(before, target, steps=()):
+        return OpenApply("a", "t", 0, "GPU-a", before, target, "u", 1, "c", list(steps), 0, False)
+
+    recut = op("2g.48gb@0,2g.48gb@6", "1g.24gb@0,1g.24gb@3,2g.48gb@6")
+    new = [("1g.24gb", 0), ("1g.24gb", 3), ("2g.48gb", 6)]
+    assert judge(recut, new) == "new"
+    assert judge(recut, [("2g.48gb", 0), ("2g.48gb", 6)]) == "old"
+    assert judge(recut, new, missing_ci=[("1g.24gb", 3)]) == "neither"  # no MIG device there
+    assert judge(recut, [("2g.48gb", 6)]) == "neither"
+    assert judge(recut, None) == "unknown"
+    off = op("1g.24gb@0", "disable")
+    assert judge(off, [], mode_current=False) == "new"
+    assert judge(off, [("1g.24gb", 0)], mode_current=True) == "old"
+    assert judge(off, [], mode_current=True) == "neither"  # its instances gone, mode still on
+    on = op("none", "enable")
+    assert judge(on, [], mode_current=True) == "new" and judge(on, [], mode_current=False) == "old"
+    back = op("2g.48gb@0,2g.48gb@6", "1g.24gb@0", ["destroy CI", "rollback: create GI"])
+    back.rolling_back = True
+    assert completing_target(back) == "2g.48gb@0,2g.48gb@6" and completing_target(recut) == (
+        "1g.24gb@0,1g.24gb@3,2g.48gb@6"
+    )

@@ -64,7 +64,7 @@ def run_mig(args: argparse.Namespace) -> int:
             snapshot=lambda when: _snapshot(lib, args.demo, when, node),
             simulated=args.demo,
         )
-        count = lib.nvmlDeviceGetCount()
+        count = mm.count()
         if hasattr(args, "gpu") and not 0 <= args.gpu < count:
             raise MigError(
                 f"GPU {args.gpu} does not exist (this node has {count}, numbered from 0)."

@@ -168,6 +168,10 @@ class MigManager:
         except NvmlFailure as f:
             raise MigCallError(what or fn, f) from None
 
+    def count(self) -> int:
+        """How many GPUs NVML sees."""
+        return int(self._nv("nvmlDeviceGetCount", what="counting GPUs"))
+
     def read(self, index: int) -> GpuMig:
         h = self._nv("nvmlDeviceGetHandleByIndex", index, what=f"opening GPU {index}")
         uuid = self._nv("nvmlDeviceGetUUID", h)
@@ -735,7 +739,7 @@ class MigManager:
         if not found:
             return []
         by_uuid: dict[str, int] = {}
-        for i in range(int(self._nv("nvmlDeviceGetCount"))):
+        for i in range(self.count()):
             try:
                 by_uuid[
                     str(self._nv("nvmlDeviceGetUUID", self._nv("nvmlDeviceGetHandleByIndex", i)))
