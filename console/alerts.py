@@ -46,8 +46,34 @@ class AlertBook:
     )  # raised by the last update (toasts, bell)
     max_for_s: float | None = None  # cap on every `for` (headless checks that sample briefly)
 
-    def update(self, conditions: list[Condition], now: float) -> list[Alert]:
+    def update(
+        self, conditions: list[Condition], now: float, inhibited: dict[str, str] | None = None
+    ) -> list[Alert]:
+        """``inhibited``: subjects whose conditions are not judged now (an engine down, or just
+        back), with why. Their conditions other than the engine_down rule's are dropped, and an
+        alert of theirs already raised is cleared at once with the reason, so nothing built from
+        a dead engine's last figures stays active, and nothing comes back before it holds again
+        on fresh data."""
         self.raised_now = []
+        quiet = inhibited or {}
+        conditions = [c for c in conditions if c.rule == "engine_down" or c.subject not in quiet]
+        for key in list(self.tracks):
+            held = self.tracks[key]
+            why = quiet.get(held.cond.subject)
+            if why is None or held.cond.rule == "engine_down":
+                continue
+            del self.tracks[key]
+            if held.raised:
+                self.cleared.insert(
+                    0,
+                    self._alert(held).model_copy(
+                        update={
+                            "state": "cleared",
+                            "cleared_at": _utc(now),
+                            "message": f"{held.cond.message} (inhibited: {why})",
+                        }
+                    ),
+                )
         present = {c.key: c for c in conditions}
         for key, cond in present.items():
             track = self.tracks.get(key)

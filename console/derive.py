@@ -23,6 +23,8 @@ from console.triton import count_once
 from console.verdict import judged
 from console.windowed import EngineHistory, process_start
 
+RETURN_GRACE_S = 10.0  # an engine back from an outage: its conditions judged on fresh data after
+
 
 def _utc(t: float) -> datetime:
     return datetime.fromtimestamp(t, tz=UTC)
@@ -52,6 +54,8 @@ class Deriver:
         self.burn: dict[str, OutcomeHistory] = {}
         self.tracks: dict[str, _Track] = {}
         self.first_t: float | None = None  # the first poll: windows are partial until W after it
+        self.down_since: dict[str, float] = {}  # engines down, since
+        self.back_at: dict[str, float] = {}  # engines back from an outage, at
 
     def frame(self, sample: Sample) -> Frame:
         if self.first_t is None:
@@ -65,7 +69,8 @@ class Deriver:
         services, node_cost, burn = service_meters(
             self.plan, services, histories, kinds, self.burn, gpus, now
         )
-        alerts = self.alerts.update(conditions + burn, now)
+        inhibited = self._inhibited(engines, now)
+        alerts = self.alerts.update(conditions + burn, now, inhibited)
         frame = Frame(
             taken_at=_utc(now),
             host=self.host,
@@ -80,7 +85,35 @@ class Deriver:
             alerts=alerts,
             limits=Limits(kv_usage_critical=self.plan.alerts.kv_usage_critical),
         )
-        return judged(frame, self.alerts.pending())
+        return judged(frame, self.alerts.pending(), inhibited)
+
+    def _inhibited(self, engines: list[Engine], now: float) -> dict[str, str]:
+        """Engines down or back for less than RETURN_GRACE_S, and the services all of whose
+        engines are: their conditions wait (only 'engine down' speaks for them), with why."""
+        out: dict[str, str] = {}
+        for e in engines:
+            if not e.up:
+                since = self.down_since.setdefault(e.name, now)
+                out[e.name] = f"engine {e.name} down since {_utc(since):%H:%M:%S}Z"
+                continue
+            if e.name in self.down_since:
+                del self.down_since[e.name]
+                self.back_at[e.name] = now
+            back = self.back_at.get(e.name)
+            if back is None:
+                continue
+            if now - back >= RETURN_GRACE_S:
+                del self.back_at[e.name]
+                continue
+            out[e.name] = (
+                f"engine {e.name} back at {_utc(back):%H:%M:%S}Z, judged again on fresh data "
+                f"from {RETURN_GRACE_S:g} s after"
+            )
+        for svc in self.plan.services:
+            names = svc.engine_names
+            if names and all(n in out for n in names):
+                out[svc.name] = out[names[0]]
+        return out
 
     def _capacity(self, tr: _Track, name: str, kv_tokens: float | None) -> CapacityReport:
         """The engine's capacity to its services' SLOs (the strictest of them), estimated again

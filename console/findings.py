@@ -27,6 +27,7 @@ SATURATED_SHARE = 0.5  # KV full in half the window's scrapes, with requests wai
 PREFIX_HEAVY = 0.5  # half the prompt tokens served from the prefix cache
 CONTEXT_SPARE = 4.0  # the plan's context per sequence is at least 4x what any request used
 CONTEXT_MIN_REQUESTS = 50  # requests in the window behind that verdict
+MISS_MIN_REQUESTS = 100  # requests behind an SLO miss before it is on the verdict
 
 
 @dataclass(frozen=True)
@@ -445,4 +446,61 @@ def _service(s: ServiceStatus, engine_kind: str | None = None) -> list[Finding]:
                     hour.burn,
                 )
             )
+    return out + _missed(s)
+
+
+def _missed(s: ServiceStatus) -> list[Finding]:
+    """An SLO the window watched misses, over at least MISS_MIN_REQUESTS requests: a warning
+    from the first poll that shows it (burn alerts keep their coverage rules, and may raise it
+    to critical later). Fewer requests say nothing yet."""
+    slo = s.slo
+    if slo is None:
+        return []
+    watched = (
+        f"in {duration_text(slo.covered_s)} watched"
+        if slo.covered_s is not None
+        else f"over the {slo.window} window"
+    )
+    hour = slo.burn.windows.get("1h") if slo.burn is not None else None
+    judged = hour is not None and hour.ready is True
+    tail = (
+        "the burn is judged over the hour beside it"
+        if judged
+        else "burn not yet judged: its windows are not covered yet"
+    )
+    done = slo.completion.requests if slo.completion is not None else None
+    out = []
+    c = slo.completion
+    if c is not None and c.observed is not None and c.requests >= MISS_MIN_REQUESTS:
+        if c.observed < c.target:
+            out.append(
+                Finding(
+                    "warning",
+                    s.name,
+                    f"SLO missed: completion {pct(c.observed, 1)} < {pct(c.target, 1)}",
+                    [f"over {c.requests:,.0f} requests {watched}", tail],
+                    "look at the failing requests (finish reasons in the engine detail)",
+                    1.0 - c.observed,
+                )
+            )
+    for key, t in slo.targets.items():
+        n = done if t.counts == "tokens" else t.requests
+        if t.met is not False or t.observed_s is None or n is None or n < MISS_MIN_REQUESTS:
+            continue
+        name = key.removesuffix("_s").upper()
+        out.append(
+            Finding(
+                "warning",
+                s.name,
+                f"SLO missed: {name} {slo.percentile} "
+                f"{seconds(t.observed_s, t.observed_lower_bound_only)} > {seconds(t.target_s)}",
+                [
+                    f"over {n:,.0f} requests {watched}"
+                    + (f", {pct(t.attainment, 1)} within it" if t.attainment is not None else ""),
+                    tail,
+                ],
+                "look at where the latency goes (the engine detail: queue, prefill, decode)",
+                t.observed_s / t.target_s,
+            )
+        )
     return out

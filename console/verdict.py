@@ -10,7 +10,7 @@ condition is pending; ok otherwise; unknown when nothing is watched (no engine a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 
 from console.alerts import SEVERITY_ORDER, Condition
@@ -21,9 +21,14 @@ SOURCE_ORDER = {"alert": 0, "finding": 1, "pending": 2}
 EXIT = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
 
 
-def concerns(frame: Frame, pending: Sequence[tuple[Condition, float]] = ()) -> list[Concern]:
+def concerns(
+    frame: Frame,
+    pending: Sequence[tuple[Condition, float]] = (),
+    inhibited: Collection[str] = (),
+) -> list[Concern]:
     """The verdict's entries, worst first. ``pending``: conditions held but not raised yet, with
-    when they began."""
+    when they began. ``inhibited``: subjects (an engine down or just back, and its services)
+    whose findings are not counted until they are judged on fresh data."""
     out = [
         Concern(
             severity=a.severity,
@@ -51,7 +56,7 @@ def concerns(frame: Frame, pending: Sequence[tuple[Condition, float]] = ()) -> l
             )
         )
     for f in findings(frame):
-        if f.severity == "info":
+        if f.severity == "info" or f.subject in inhibited:
             continue
         out.append(
             Concern(
@@ -73,9 +78,13 @@ def status(frame: Frame, verdict: Sequence[Concern]) -> str:
     return "critical" if "critical" in levels else "warning" if "warning" in levels else "ok"
 
 
-def judged(frame: Frame, pending: Sequence[tuple[Condition, float]] = ()) -> Frame:
+def judged(
+    frame: Frame,
+    pending: Sequence[tuple[Condition, float]] = (),
+    inhibited: Collection[str] = (),
+) -> Frame:
     """The frame with its verdict and status."""
-    verdict = concerns(frame, pending)
+    verdict = concerns(frame, pending, inhibited)
     return frame.model_copy(update={"verdict": verdict, "status": status(frame, verdict)})
 
 

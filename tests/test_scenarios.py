@@ -227,6 +227,55 @@ def test_an_engine_killed_and_back():
     assert node.frame.services[0].last_recovery_s is not None
 
 
+def test_a_saturated_engine_killed_and_back_speaks_only_through_engine_down_until_fresh():
+    """Down: its KV and queue alerts leave at once, cleared with why (Alertmanager's inhibition,
+    done at the source); only 'engine down' speaks for it, on every surface. Back: nothing but its
+    recovery for 10 s, then the overload that is still there is judged on fresh data again."""
+    over = replace(STEADY, rate_rps=6.0, max_num_seqs=64, kv_capacity_tokens=20_000,
+                   prompt_tokens=900, output_tokens=400)  # fmt: skip
+    node = Node({"chat": over})
+    node.run(60)
+    assert {a.rule for a in node.frame.alerts if a.state == "active"} - {"engine_down"}
+    node.down.add("chat")
+    for i in range(30):
+        f = node.poll()
+        agree(f, node.plan, "critical")
+        assert {a.rule for a in f.alerts if a.state == "active"} == {"engine_down"}, (i, f.alerts)
+        assert {c.rule for c in f.verdict} == {"engine_down"}, (i, f.verdict)
+        metrics = frame_metrics(f, node.plan, "t")
+        active = [x for x in metrics.splitlines() if x.startswith("inferdeck_alerts_active{")]
+        assert active and all('rule="engine_down"' in x for x in active), active
+    inhibited = [a for a in node.frame.alerts if a.state == "cleared"]
+    assert inhibited and all("(inhibited: engine chat down since" in a.message for a in inhibited)
+    node.down.clear()
+    node.models["chat"].restart()
+    back = node.run(40)
+    for i, f in enumerate(back[:9]):  # within 10 s of its return: only its recovery is said
+        said = [(c.rule, c.severity) for c in f.verdict if c.subject == "chat"]
+        assert set(said) <= {("engine_down", "info")}, (i, f.verdict)
+        assert not [a for a in f.alerts if a.state == "active" and a.rule != "engine_down"]
+        agree(f, node.plan, "ok")
+    assert back[-1].status == "critical"  # still overloaded: said again, on fresh data
+    agree(back[-1], node.plan, "critical")
+
+
+def test_an_slo_missed_from_the_first_minute_is_a_warning_from_the_first_poll_that_shows_it():
+    """6 % of requests failing against a 99.5 % completion target: a WARNING on every surface from
+    the first poll with 100 requests behind it, five minutes before the burn windows are covered
+    (they page later); with fewer requests, nothing yet."""
+    node = Node({"chat": replace(STEADY, rate_rps=10.0, error_share=0.06)})
+    for f in node.run(120):
+        c = f.services[0].slo.completion
+        if c is None or c.requests < 100 or c.observed is None or c.observed >= c.target:
+            assert not [v for v in f.verdict if "SLO missed" in v.message]
+            continue
+        s = agree(f, node.plan, "warning")
+        assert "SLO missed: completion" in str(s["check_first"])
+        assert f"over {c.requests:,.0f} requests in " in str(s["check_first"])
+        assert "burn not yet judged" in str(s["check_first"])
+    assert any("SLO missed: completion" in v.message for v in node.frame.verdict)
+
+
 def test_the_console_opened_mid_load_reads_the_rate_at_once_and_raises_nothing():
     """The engine served for an hour before the console's first scrape."""
     node = Node({"chat": replace(STEADY, warmup_s=3600.0)})

@@ -656,6 +656,12 @@ class MigManager:
         def step(what: str, fn: str, *args: Any) -> Any:
             return self._step(report, journal, say, f"{tag}{what}", fn, *args)
 
+        def full_ci(gi: Any, what: str, name: str) -> None:  # one full-size compute instance
+            info = self._nv(
+                "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, CI_INDEX[g.slices[name]], 0
+            )
+            step(what, "nvmlGpuInstanceCreateComputeInstance", gi, int(info.id))
+
         for name, start in destroy:
             gi = self._gi_at(h, g, name, start)
             for ci in self._cis(gi):
@@ -666,15 +672,7 @@ class MigManager:
                 continue
             gi = self._gi_at(h, g, name, start)
             if not self._cis(gi):
-                info = self._nv(
-                    "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, CI_INDEX[g.slices[name]], 0
-                )
-                step(
-                    f"re-create CI on {name}@{start}",
-                    "nvmlGpuInstanceCreateComputeInstance",
-                    gi,
-                    int(info.id),
-                )
+                full_ci(gi, f"re-create CI on {name}@{start}", name)
         for name, start in sorted(
             create, key=lambda x: (-g.slices.get(x[0], 0), x[1])
         ):  # largest first
@@ -687,15 +685,7 @@ class MigManager:
                 g.profile_ids[name],
                 ctypes.byref(place),
             )
-            info = self._nv(
-                "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, CI_INDEX[g.slices[name]], 0
-            )
-            step(
-                f"create CI on {name}@{start}",
-                "nvmlGpuInstanceCreateComputeInstance",
-                gi,
-                int(info.id),
-            )
+            full_ci(gi, f"create CI on {name}@{start}", name)
 
     def _size(self, g: GpuMig, name: str) -> int:
         if g.spec is not None:
