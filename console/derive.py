@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from console import __version__
-from console.alerts import AlertBook
+from console.alerts import AlertBook, Condition
 from console.capacity import CAPACITY_WINDOW_S, RENEW_S, estimate
 from console.engines import profiles
 from console.enginestats import by_model, derive
@@ -42,6 +42,26 @@ class _Track:
     capacity_t: float | None = None
 
 
+WALL_STEP_S = 2.0  # the wall clock this far from the steady one: it stepped
+
+
+def _wall_step(offset: float) -> list[Condition]:
+    """A wall-clock step, stated while it lasts (windows and holds are not affected by it)."""
+    if abs(offset) < WALL_STEP_S:
+        return []
+    return [
+        Condition(
+            "wall-clock-step",
+            "info",
+            "clock",
+            f"the wall clock stepped {offset:+,.0f} s (NTP, or a VM resumed): windows, rates and "
+            "alert holds run on inferdeck's steady clock and are unaffected; times shown are "
+            f"that clock's, {abs(offset):,.0f} s {'behind' if offset > 0 else 'ahead of'} the wall",
+            "clock",
+        )
+    ]
+
+
 class Deriver:
     def __init__(
         self, plan: Plan | None = None, window_s: float = 60.0, host: str | None = None
@@ -69,6 +89,7 @@ class Deriver:
         services, node_cost, burn = service_meters(
             self.plan, services, histories, kinds, self.burn, gpus, now
         )
+        conditions += _wall_step(sample.wall_offset_s)
         inhibited = self._inhibited(engines, now)
         alerts = self.alerts.update(conditions + burn, now, inhibited)
         frame = Frame(

@@ -139,6 +139,30 @@ async def _ready(res: ScrapeResult) -> ScrapeResult:
     return res
 
 
+class SteadyClock:
+    """Wall-clock seconds that never step: the wall time at start plus the time since on the
+    boot clock (monotonic, and counting a suspended VM's sleep). Windows, rates and alert holds
+    run on it; a step of the wall clock (NTP, a VM resumed with its time set) is measured by
+    ``wall_offset``, never followed."""
+
+    def __init__(
+        self, wall: Callable[[], float] = time.time, steady: Callable[[], float] | None = None
+    ) -> None:
+        boot = getattr(time, "CLOCK_BOOTTIME", None)
+        self._steady = steady or (
+            (lambda: time.clock_gettime(boot)) if boot is not None else time.monotonic
+        )
+        self._wall = wall
+        self._anchor = wall() - self._steady()
+
+    def __call__(self) -> float:
+        return self._anchor + self._steady()
+
+    def wall_offset(self) -> float:
+        """The wall clock minus this one: 0 until the wall clock steps."""
+        return self._wall() - self()
+
+
 class Poller:
     """Acquires a Sample per poll (I/O) and hands it to a Deriver for the Frame."""
 
@@ -149,11 +173,11 @@ class Poller:
         window_s: float = 60.0,
         host: str | None = None,
         plan: Plan | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.engines = [_EngineState(t, kind=t.kind) for t in unique_names(targets)]
         self.nvml = nvml
-        self.clock = clock
+        self.clock = clock or SteadyClock()
         self.deriver = Deriver(plan, window_s, host or socket.gethostname())
         self.last_sample: Sample | None = None
         self.last_frame: Frame | None = None
@@ -289,7 +313,10 @@ class Poller:
         source, gpus = self._gpu_reading
         if self.kubelet is not None:
             source, gpus = await self._kubelet_names(source, gpus)
-        return Sample(t=self.clock(), source=source, gpus=gpus, engines=engines)
+        offset = self.clock.wall_offset() if isinstance(self.clock, SteadyClock) else 0.0
+        return Sample(
+            t=self.clock(), source=source, gpus=gpus, engines=engines, wall_offset_s=offset
+        )
 
     async def _kubelet_names(
         self, source: GpuSource, gpus: list[Any]

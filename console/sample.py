@@ -54,6 +54,9 @@ class Sample:
     source: GpuSource
     gpus: list[Gpu] = field(default_factory=list)
     engines: list[EngineSample] = field(default_factory=list)
+    # how far the wall clock stands from the steady clock ``t`` is read on (a step: NTP, a VM
+    # resumed); not recorded
+    wall_offset_s: float = 0.0
 
 
 def _pairs(values: dict[Any, Any]) -> list[Any]:

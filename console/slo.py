@@ -159,6 +159,8 @@ def compliance(
         targets[key] = TargetReport.model_validate(entry)
     out_ok = win.outcomes(profile)
     c = out_ok.completion if out_ok else None
+    if c is not None and not math.isfinite(c):
+        c = None  # counts past what a float holds (a hostile or broken page): not a share
     completion = CompletionReport(
         target=slo.completion,
         observed=c,
@@ -177,6 +179,8 @@ def compliance(
         # an SLO whose attainment is unknown could be met by none: the lower bound falls to 0
         lo = c * max(0.0, sum(attain) - (len(attain) - 1)) if not unknown else 0.0
         hi = c * min(attain) if attain else c
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            lo, hi, unknown = 0.0, c, [*unknown, *(k for k in targets if k not in unknown)]
         good = RangeReport(low=lo, high=hi, approx=approx_any)
         if unknown:
             good = good.model_copy(update={"unknown": unknown})
