@@ -11,6 +11,7 @@ import re
 from console.frame import Engine, Frame
 from console.plan import Plan
 from console.slo import default_slo
+from console.windowed import window_label
 
 PLUGIN = "INFERDECK"
 
@@ -82,6 +83,10 @@ def check_lines(frame: Frame, plan: Plan) -> list[str]:
             f"{frame.host}: nothing to report ({len(frame.engines)} engines, "
             f"{len(frame.gpus)} GPUs)"
         )
+    covered = frame.window_covered_s
+    if covered is not None and covered < frame.window_s:
+        # a short sample: its rates and percentiles are over what it watched, and said so
+        head += f" [over {covered:.0f} s sampled of a {window_label(frame.window_s)} window]"
     head = head.replace("|", "/")  # '|' starts the performance data
     lines = [f"{PLUGIN} {status} - {head} | {perfdata(frame, plan)}"]
     for c in frame.verdict:
