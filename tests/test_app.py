@@ -856,7 +856,7 @@ async def test_quitting_during_a_mig_re_cut_waits_for_it(tmp_path):
     reports = []
     try:
         async with app.run_test(size=(100, 40)) as pilot:
-            await pilot.pause(0.5)  # the first poll has started NVML
+            await _until(pilot, lambda: app.frame is not None)  # the first poll started NVML
             target = parse_layout("2g.48gb@0,2g.48gb@6", mig.read(2).spec)
             worker = threading.Thread(
                 target=lambda: reports.append(
@@ -864,16 +864,25 @@ async def test_quitting_during_a_mig_re_cut_waits_for_it(tmp_path):
                 )
             )
             worker.start()
-            while not mig.applying.is_set():
-                await pilot.pause(0.05)
+            await _until(pilot, mig.applying.is_set)
             await pilot.press("q")
-            await pilot.pause(0.5)
+            await _until(pilot, lambda: app._quit_after_recut is not None)
             assert not app._exit and app._quit_after_recut is not None
             assert any("Finishing the MIG re-cut" in str(n.message) for n in app._notifications)
             release.set()
             worker.join(10)
-            await pilot.pause(1.0)
+            await _until(pilot, lambda: app._exit)
             assert reports and reports[0].result == "applied"
             assert app._exit  # quit once the re-cut was done
     finally:
         node.stop()
+
+
+async def _until(pilot, ready, deadline_s: float = 20.0) -> None:
+    """Wait on the app until ``ready()`` holds (no fixed sleep: under load it races the app)."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while not ready():
+        assert time.monotonic() < end, "the app never got there"
+        await pilot.pause()
