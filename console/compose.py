@@ -80,24 +80,29 @@ def positive(value: float, flag: str, allow_zero: bool = False) -> None:
 async def sample(
     poller: Poller, wait_s: float, interval_s: float, keys: KeySeries | None = None
 ) -> Frame:
-    """Poll for ``wait_s`` seconds (at least once) and return the last Frame. On a terminal the
-    wait counts down on stderr (never in a pipe, never into the JSON on stdout)."""
+    """Poll for ``wait_s`` seconds (at least once) and return the last Frame. Every poll but the
+    last waits at most one interval, as the console's do: a hung engine's answer lands late and
+    the healthy ones keep their cadence (and their windows); the last poll waits for every answer
+    (each bounded by its engine's timeout), so the Frame judged names what each engine said. On a
+    terminal the wait counts down on stderr (never in a pipe, never into the JSON on stdout)."""
     show = wait_s >= 1 and sys.stderr.isatty()
     try:
         deadline = time.monotonic() + wait_s
-        frame = await poller.poll()
-        if keys is not None:
-            keys.add(frame)
-        while time.monotonic() < deadline:
+        while True:
+            last = time.monotonic() >= deadline - 0.05  # (a sleep may wake a tick early)
+            poller.budget_s = None if last else interval_s
+            started = time.monotonic()
+            frame = await poller.poll()
+            if keys is not None:
+                keys.add(frame)
+            if last:
+                return frame
             if show:
                 left = deadline - time.monotonic()
                 sys.stderr.write(f"\rsampling: {left:4.0f} s left, {len(frame.engines)} engines ")
                 sys.stderr.flush()
-            await asyncio.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
-            frame = await poller.poll()
-            if keys is not None:
-                keys.add(frame)
-        return frame
+            pause = min(interval_s - (time.monotonic() - started), deadline - time.monotonic())
+            await asyncio.sleep(max(0.0, pause))
     finally:
         if show:
             sys.stderr.write("\r\033[K")

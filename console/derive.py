@@ -12,7 +12,7 @@ from console.alerts import AlertBook, Condition
 from console.capacity import CAPACITY_WINDOW_S, RENEW_S, estimate
 from console.engines import profiles
 from console.enginestats import by_model, derive
-from console.frame import CapacityReport, Engine, Frame, Limits
+from console.frame import CapacityReport, Engine, Frame, Limits, ServiceStatus
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.meters import service_meters
@@ -62,6 +62,24 @@ def _wall_step(offset: float) -> list[Condition]:
     ]
 
 
+ENGINE_HEADROOMS = ("kv", "queue")  # read from the engine's figures, not from the GPU
+
+
+def _not_judged(svc: ServiceStatus, why: str) -> ServiceStatus:
+    """A service whose engines are down or just back: its engine headrooms are not judged (state
+    unknown, no exhaustion: the exporter serves nothing Prometheus' rules fire on), the figures
+    kept."""
+    heads = [
+        h.model_copy(
+            update={"state": "unknown", "detail": f"not judged: {why}", "exhausted_in_s": None}
+        )
+        if h.name in ENGINE_HEADROOMS and h.state != "unknown"
+        else h
+        for h in svc.headroom
+    ]
+    return svc.model_copy(update={"headroom": heads})
+
+
 class Deriver:
     def __init__(
         self, plan: Plan | None = None, window_s: float = 60.0, host: str | None = None
@@ -84,13 +102,22 @@ class Deriver:
         gpus, engines = link(sample.gpus, engines)
         now = sample.t
         services, conditions = evaluate(self.plan, sample.source, gpus, engines, self.headroom, now)
+        inhibited = self._inhibited(engines, now)
+        engines = [
+            e.model_copy(update={"not_judged": inhibited[e.name]})
+            if e.up and e.name in inhibited
+            else e
+            for e in engines
+        ]
+        services = [
+            _not_judged(s, inhibited[s.name]) if s.name in inhibited else s for s in services
+        ]
         histories = {label: tr.history.points for label, tr in self.tracks.items()}
         kinds = {label: profiles()[tr.kind] for label, tr in self.tracks.items() if tr.kind}
         services, node_cost, burn = service_meters(
             self.plan, services, histories, kinds, self.burn, gpus, now
         )
         conditions += _wall_step(sample.wall_offset_s)
-        inhibited = self._inhibited(engines, now)
         alerts = self.alerts.update(conditions + burn, now, inhibited)
         frame = Frame(
             taken_at=_utc(now),

@@ -321,6 +321,8 @@ class Extract:
     kv_read: tuple[str, tuple[str, ...], float | None] | None = field(
         default=None, compare=False, repr=False
     )
+    # whether its capacity waiters waited for KV (``enginestats``), worked out once likewise
+    kv_blocked: bool | None = field(default=None, compare=False, repr=False)
     # requests running and waiting (summed) and the fullest KV pool, as the capacity estimate
     # reads each scrape of its window every few seconds: worked out once (``capacity._load``)
     load_read: tuple[float | None, float | None, float | None] | None = field(

@@ -389,15 +389,67 @@ class _Deriver:
             return
         start = self.newest.t - self.w
         seen: list[float] = []
+        blocked = 0
         for ex in reversed(self.h):
             if ex.t <= start and seen:
                 break
             v = kv_usage(ex, spec.aggregate, self.p.replica_labels)
             if v is not None:
                 seen.append(v)
+                blocked += self.kv_blocked(ex, v)
         if seen:
             self.out.fields["kv_cache_usage_peak"] = max(seen)
             self.out.fields["kv_full_share"] = sum(at_least(v, KV_FULL) for v in seen) / len(seen)
+            self.out.fields["kv_blocked_share"] = blocked / len(seen)
+
+    def scrape_gauge(self, ex: Extract, signal: str) -> float | None:
+        """One scrape's gauge, combined as the profile says (None when absent or NaN)."""
+        values = ex.gauges.get(signal)
+        spec = self.p.signals.get(signal)
+        if not values or spec is None:
+            return None
+        return gauge_value(values, spec.aggregate, self.p.replica_labels, spec.sum_by)
+
+    def waiting_for_capacity(self, ex: Extract) -> float | None:
+        """Requests the scrape shows waiting for the engine's capacity: vLLM's
+        ``waiting_by_reason{reason="capacity"}`` (KV blocks or the batch limit; 'deferred' is
+        LoRA or KV transfer), else every waiting request."""
+        by = ex.gauges.get("waiting_by_reason")
+        spec = self.p.signals.get("waiting_by_reason")
+        if by and spec is not None and spec.by is not None:
+            reasons = gauge_by(by, spec.by, self.p.replica_labels)
+            if "capacity" in reasons:
+                return reasons["capacity"]
+        return self.scrape_gauge(ex, "requests_waiting")
+
+    def kv_blocked(self, ex: Extract, usage: float) -> bool:
+        """Requests wait for capacity while the KV cache could not hold another sequence the
+        size of those running (or is full): they wait for KV, not for a batch slot. Kept on the
+        scrape for the polls that read it again while it stays in the window."""
+        if ex.kv_blocked is None:
+            waiting = self.waiting_for_capacity(ex) or 0.0
+            running = max(1.0, self.scrape_gauge(ex, "requests_running") or 0.0)
+            ex.kv_blocked = waiting > 0 and (
+                at_least(usage, KV_FULL) or usage + usage / running > 1.0
+            )
+        return ex.kv_blocked
+
+    def kv_waiting(self) -> None:
+        """Requests waiting for the KV cache now: the newest scrape's capacity waiters, when the
+        window shows the cache binds (a scrape whose waiters the cache could not take, a
+        preemption, or a peak at KV_FULL); 0 when they wait for something else. Judged over the
+        window, so a KV gauge that swings as one long request comes and goes does not flap it."""
+        waiting = self.waiting_for_capacity(self.newest)
+        peak = self.out.fields.get("kv_cache_usage_peak")
+        if waiting is None or peak is None:
+            return
+        preempted = (
+            not self.out.fields.get("preemptions_since_start")
+            and (self.out.fields.get("preemptions") or 0.0) > 0
+        )
+        blocked = (self.out.fields.get("kv_blocked_share") or 0.0) > 0
+        binds = preempted or blocked or at_least(peak, KV_FULL)
+        self.out.fields["requests_waiting_kv"] = waiting if binds else 0.0
 
     def kv(self) -> None:
         usage = self.newest.gauges.get("kv_cache_usage")
@@ -642,6 +694,7 @@ def derive(history: Sequence[Extract], profile: EngineProfile, window_s: float) 
             d.out.fields["preemptions_per_min"] = per_s * 60
     else:
         d.out.unavailable["preemptions"] = d.missing("preemptions")
+    d.kv_waiting()
     d.means()
     for fld, signal in (
         ("waiting_by_reason", "waiting_by_reason"),

@@ -194,7 +194,7 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
             ):
                 p.add("capacity_requests_per_second", value, engine=e.name, slo=breaks, bound=bound)
             p.add("capacity_room_requests_per_second", cap.room_per_s, engine=e.name, slo=breaks)
-        if cap is not None:
+        if cap is not None and e.not_judged is None:  # just back: nothing to fire on yet
             p.add("kv_full_in_seconds", cap.kv_full_in_s, engine=e.name)
             p.add("queue_full_in_seconds", cap.queue_full_in_s, engine=e.name)
             p.add("saturation_ratio", cap.saturation, engine=e.name, slo=cap.saturation_slo or "")

@@ -23,7 +23,6 @@ QUEUE_SHARE = 0.5  # queueing holds at least half of the TTFT p95
 PREFILL_SHARE = 0.8  # queueing under a fifth of it: the rest is prefill
 TTFT_WORTH_S = 0.2  # below this, where TTFT goes is not worth a finding
 # KV_FULL (0.9) is enginestats': the window's share above it is counted there
-SATURATED_SHARE = 0.5  # KV full in half the window's scrapes, with requests waiting: saturated
 PREFIX_HEAVY = 0.5  # half the prompt tokens served from the prefix cache
 CONTEXT_SPARE = 4.0  # the plan's context per sequence is at least 4x what any request used
 CONTEXT_MIN_REQUESTS = 50  # requests in the window behind that verdict
@@ -104,6 +103,28 @@ def knobs(kind: str | None) -> Knobs:
     return prof.knobs if prof is not None else Knobs()
 
 
+def _queue_knob(e: Engine, kv_full: bool) -> str:
+    """What to turn for a TTFT spent queueing: the binding resource decides (more sequences at
+    once only while the KV cache has room for them)."""
+    k = knobs(e.kind)
+    if kv_full:  # more sequences at once would only preempt more
+        return (
+            "add capacity (a replica); the KV cache is full, so more sequences at once would "
+            "only preempt more"
+        )
+    if (e.requests_waiting_kv or 0.0) > 0:
+        return (
+            f"add capacity (a replica) or raise {k.memory}: requests wait for the KV cache, "
+            "not for a batch slot"
+        )
+    if e.kv_cache_usage is None:
+        return f"add capacity (a replica), or raise {k.max_seqs} if the KV cache has room"
+    return (
+        f"add capacity (a replica), or raise {k.max_seqs}: the KV cache has room "
+        f"({e.kv_cache_usage * 100:.0f}% used)"
+    )
+
+
 def _engine(e: Engine) -> list[Finding]:
     out = []
     k = knobs(e.kind)
@@ -127,12 +148,7 @@ def _engine(e: Engine) -> list[Finding]:
                     e.name,
                     f"TTFT is mostly queueing ({min(low / ttft.p95, 1) * 100:.0f}% of its p95)",
                     evidence,
-                    # with the KV cache full, more sequences at once would only preempt more
-                    "add capacity (a replica); the KV cache is full, so more sequences at once "
-                    "would only preempt more"
-                    if kv_full
-                    else f"add capacity (a replica), or raise {k.max_seqs}: the KV cache has room "
-                    f"({used * 100:.0f}% used)",
+                    _queue_knob(e, kv_full),
                     ttft.p95,
                 )
             )
@@ -149,23 +165,22 @@ def _engine(e: Engine) -> list[Finding]:
                     ttft.p95,
                 )
             )
-    waiting = e.requests_waiting or 0.0
     preempted = 0.0 if e.preemptions_since_start else (e.preemptions or 0.0)
-    held_full = (e.kv_full_share or 0.0) >= SATURATED_SHARE
-    if kv_full and preempted == 0 and held_full and waiting > 0:
-        # no preemption between these looks, but requests queue for a cache that stays full
+    kv_wait = e.requests_waiting_kv or 0.0
+    if kv_wait > 0 and preempted == 0:
+        # no preemption between these looks, but requests wait for KV the cache cannot give
         out.append(
             Finding(
                 "critical",
                 e.name,
-                f"KV cache {peak * 100:.0f}% full with {waiting:.0f} requests waiting: saturated",
+                f"{counted(kv_wait, 'requests')} waiting for the KV cache: saturated",
                 [
-                    f"KV use {used * 100:.1f}% now, at or above {KV_FULL * 100:.0f}% in "
-                    f"{pct(e.kv_full_share)} of the window's scrapes",
-                    f"waiting {waiting:.0f}, running {num(e.requests_running)}",
+                    f"KV use {used * 100:.1f}% now, peak {peak * 100:.1f}% in the window; "
+                    f"requests waited for KV in {pct(e.kv_blocked_share)} of its scrapes",
+                    f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
                 ],
-                f"add a replica or shed load; lower {k.max_len} if requests are shorter than it",
-                waiting,
+                f"add a replica or shed load, or raise {k.memory} for a larger cache",
+                kv_wait,
             )
         )
     if kv_full and preempted > 0:

@@ -289,6 +289,10 @@ class Engine(Record):
     kv_cache_usage_by_rank: dict[str, float] | None = None
     kv_cache_usage_peak: float | None = None  # the highest KV use among the window's scrapes
     kv_full_share: float | None = None  # share of the window's scrapes with the KV cache >= 90 %
+    # share of the window's scrapes where requests waited for capacity the KV cache could not give
+    kv_blocked_share: float | None = None
+    # requests waiting for the KV cache now (0: those waiting wait for something else)
+    requests_waiting_kv: float | None = None
     kv_capacity_tokens: float | None = None
     # hybrid models' KV memory pools (SGLang: full, swa, mamba) and the fullest one, which binds
     kv_pools: dict[str, float] | None = None
@@ -335,6 +339,8 @@ class Engine(Record):
     imbalance: str | None = None  # the rank carrying more than its share, named
     slots: list[LlamaSlot] | None = None
     restarted_at: datetime | None = None
+    # back from an outage for under 10 s: its conditions wait for fresh data (derive), and why
+    not_judged: str | None = None
     capacity: CapacityReport | None = None  # how much more it takes before an SLO breaks
     # seconds of the window the console has watched this engine (less than the window: every
     # windowed figure stands for this span, rated over it)

@@ -2,7 +2,8 @@
 
 Per planned service: memory (device used vs planned required: below the planned margin warns,
 below zero is critical), KV capacity in sequences at the planned context (below the planned
-concurrency warns; usage >= 90% with a growing queue or any preemption is critical), queue
+concurrency warns; requests waiting for the KV cache, or use >= 90% with preemptions, is
+critical), queue
 (waiting > 0, held for the rule's `for`), engine found and up. Per GPU: power within 5% of the
 enforced limit or power-cap clock events warn; within 5 °C of slowdown warns, thermal clock events
 are critical. Plus node faults: NVML unavailable, a lost GPU, a scraped engine that is down.
@@ -50,9 +51,8 @@ CondFn = Callable[[str, Severity, str, str, str], None]  # key, severity, subjec
 
 @dataclass
 class HeadroomState:
-    """What the evaluator remembers between polls (queue trend, outages)."""
+    """What the evaluator remembers between polls (outages, MIG layouts, power trends)."""
 
-    prev_waiting: dict[str, float] = field(default_factory=dict)
     down_since: dict[str, float] = field(default_factory=dict)
     recovered: dict[str, tuple[float, float]] = field(
         default_factory=dict
@@ -391,8 +391,8 @@ def _service(
         )
     heads.append(_memory_headroom(svc, f, device_id, used, cond))
     if engine is not None and engine.up:
-        heads.append(_kv_headroom(svc, plan, engine, replicas or [engine], state, cond))
-        queue = _queue_headroom(svc, plan, engine, state, cond)
+        heads.append(_kv_headroom(svc, plan, engine, replicas or [engine], cond))
+        queue = _queue_headroom(svc, plan, engine, cond)
         if queue is not None:
             heads.append(queue)
     if parent is not None:  # the parent GPU's power and thermal headroom, for the pulse view
@@ -499,11 +499,10 @@ def _kv_headroom(
     plan: Plan,
     engine: Engine,
     replicas: list[Engine],
-    state: HeadroomState,
     cond: CondFn,
 ) -> Headroom:
-    """KV capacity in sequences against the plan's concurrency, and a cache full over the window
-    with a growing queue or preemptions (critical) or without them yet (warning)."""
+    """KV capacity in sequences against the plan's concurrency; requests waiting for the KV cache,
+    or a cache full over the window with preemptions (critical), or full without them (warning)."""
     seqs_needed = svc.concurrent_sequences
     # separate replicas (endpoints) each hold their own KV cache: their capacities add up
     caps = [e.kv_capacity_tokens for e in replicas if e.up and e.kv_capacity_tokens]
@@ -519,30 +518,41 @@ def _kv_headroom(
     if len(caps) > 1:
         detail += f", summed over {len(caps)} replicas"
     usage = engine.kv_cache_usage
-    prev = state.prev_waiting.get(engine.name)
-    queued = engine.requests_waiting or 0.0
-    growing = queued > 0 and prev is not None and queued >= prev
+    peak = max(usage or 0.0, engine.kv_cache_usage_peak or 0.0)
     value = seqs - seqs_needed
     # full over the window (its peak), so a cache that fills in bursts is not missed
-    full = usage is not None and at_least(
-        max(usage, engine.kv_cache_usage_peak or 0.0), plan.alerts.kv_usage_critical
-    )
-    if full and usage is not None:
+    full = usage is not None and at_least(peak, plan.alerts.kv_usage_critical)
+    # requests waiting for the KV cache (judged over the window: enginestats.kv_waiting)
+    kv_wait = engine.requests_waiting_kv or 0.0
+    if (full or kv_wait > 0) and usage is not None:
         # live use binds, not the plan: the figure is what is free now, and value,
-        # severity and alert text all speak of the full cache
+        # severity and alert text all speak of the cache as it is
         value = max(0.0, 1.0 - usage) * sum(caps) / svc.tokens_per_sequence
         detail = f"cache {usage * 100:.0f}% full: {value:.1f} seqs free now"
     preempted = 0.0 if engine.preemptions_since_start else (engine.preemptions or 0.0)
-    if full and usage is not None and (growing or preempted > 0):
+    k = knobs(engine.kind)
+    if kv_wait > 0 and usage is not None:
         st = "critical"
-        k = knobs(engine.kind)
+        detail += f", {kv_wait:.0f} waiting for KV"
         cond(
             f"kv:{svc.name}",
             "critical",
             svc.name,
-            f"KV cache {usage * 100:.0f}% full with "
-            + ("a growing queue" if growing else counted(engine.preemptions, k.preemptions))
-            + f" ({queued:.0f} waiting): shed load, add a replica, or lower {k.max_seqs}",
+            f"{counted(kv_wait, 'requests')} waiting for the KV cache (use {usage * 100:.0f}% now, peak "
+            f"{peak * 100:.0f}% in the window"
+            + (f", {counted(engine.preemptions, k.preemptions)}" if preempted > 0 else "")
+            + f"): add a replica or shed load, or raise {k.memory} for a larger cache",
+            "kv",
+        )
+    elif full and usage is not None and preempted > 0:
+        st = "critical"
+        cond(
+            f"kv:{svc.name}",
+            "critical",
+            svc.name,
+            f"KV cache {peak * 100:.0f}% full in the window with "
+            f"{counted(engine.preemptions, k.preemptions)}: shed load, add a replica, or lower "
+            f"{k.max_seqs}",
             "kv",
         )
     elif full and usage is not None:
@@ -551,8 +561,9 @@ def _kv_headroom(
             f"kv:{svc.name}",
             "warning",
             svc.name,
-            f"KV cache {usage * 100:.0f}% full ({value:.1f} seqs free now), no queue "
-            "growth or preemption yet: the next burst will queue",
+            f"KV cache {peak * 100:.0f}% full in the window (use {usage * 100:.0f}% now, "
+            f"{value:.1f} seqs free), no request waiting for it and no preemption yet: the next "
+            "burst will queue",
             "kv",
         )
     elif seqs < seqs_needed:
@@ -570,12 +581,9 @@ def _kv_headroom(
     )
 
 
-def _queue_headroom(
-    svc: Service, plan: Plan, engine: Engine, state: HeadroomState, cond: CondFn
-) -> Headroom | None:
-    """Requests waiting (the budget is none); remembers the count to tell a growing queue."""
+def _queue_headroom(svc: Service, plan: Plan, engine: Engine, cond: CondFn) -> Headroom | None:
+    """Requests waiting (the budget is none)."""
     waiting = engine.requests_waiting
-    state.prev_waiting[engine.name] = waiting or 0.0  # unread counts as no queue to grow from
     if waiting is None:
         return None
     if waiting > 0:

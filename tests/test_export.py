@@ -415,3 +415,83 @@ def test_an_overloaded_engine_is_critical_in_check_and_fires_in_a_real_prometheu
         assert _wait(lambda: "InferdeckKvHeadroomCritical" in _alerts(url), 120), _alerts(url)
         page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         assert "\ninferdeck_status 2.0\n" in page
+
+
+def _engine_alerts(url: str) -> dict[str, str]:
+    """KV and queue alerts in Prometheus, pending or firing: name -> state."""
+    try:
+        r = httpx.get(
+            url + "/api/v1/query",
+            params={"query": 'ALERTS{alertname=~"InferdeckKv.*|InferdeckQueue.*"}'},
+            timeout=5,
+        )
+        return {
+            x["metric"]["alertname"]: x["metric"]["alertstate"] for x in r.json()["data"]["result"]
+        }
+    except (httpx.HTTPError, ValueError, KeyError):
+        return {}
+
+
+def test_an_engine_killed_under_overload_stops_its_kv_alerts_in_prometheus_until_judged_again(
+    tmp_path,
+):
+    """A real Prometheus with `inferdeck rules`, the exporter polling an overloaded engine with its
+    KV alert firing. Killed: the KV and queue alerts leave within a few rule evaluations of the
+    exporter's next poll and none is pending or firing while it is down (only InferdeckEngineDown
+    speaks). Back (still overloaded, on the same port): none in its first 10 s either; then the
+    overload is judged again on fresh data and the KV alert returns."""
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    spec = TrafficSpec(rate_rps=6.0, kv_capacity_tokens=20_000, prompt_tokens=900,
+                       output_tokens=400, warmup_s=60.0, seed=9)  # fmt: skip
+    eng = start_engine("vllm", spec)
+    port = eng.server.port
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        textwrap.dedent(f"""\
+        interval_s: 1
+        discover: false
+        engines:
+          - {{name: v, url: "{eng.url}"}}
+        services:
+          - name: chat
+            engine: v
+            device: "0"
+            model: llama-3.1-8b
+            weight_bits: 16
+            tokens_per_sequence: 1024
+            concurrent_sequences: 4
+        alerts:
+          kv: {{for_s: 0, clear_s: 0}}
+          queue: {{for_s: 0, clear_s: 0}}
+          engine_down: {{for_s: 0}}
+        """)
+    )
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    back = None
+    try:
+        with _exported_into_prometheus(tmp_path, cfg, env) as (url, _, _):
+            assert _wait(
+                lambda: _engine_alerts(url).get("InferdeckKvHeadroomCritical") == "firing", 120
+            )
+            eng.stop()
+            killed = time.monotonic()
+            assert _wait(lambda: not _engine_alerts(url), 10), _engine_alerts(url)
+            gone_s = time.monotonic() - killed
+            assert _wait(lambda: "InferdeckEngineDown" in _alerts(url), 10)
+            while time.monotonic() - killed < 20:  # down: nothing from its last figures
+                assert not _engine_alerts(url), _engine_alerts(url)
+                time.sleep(0.5)
+            back = start_engine("vllm", spec, port=port)
+            returned = time.monotonic()
+            while time.monotonic() - returned < 10:  # back: judged again only after 10 s
+                assert not _engine_alerts(url), (time.monotonic() - returned, _engine_alerts(url))
+                time.sleep(0.5)
+            assert _wait(
+                lambda: _engine_alerts(url).get("InferdeckKvHeadroomCritical") == "firing", 30
+            )
+    finally:
+        eng.stop()
+        if back is not None:
+            back.stop()
+    assert gone_s < 6, gone_s  # the exporter's next poll (1 s), a scrape (1 s), an evaluation (1 s)

@@ -10,6 +10,7 @@ code. Seed SLOs: p95 TTFT 1,000 ms and p95 TPOT 50 ms for 8B, 99.5 % completion.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -18,7 +19,8 @@ from console.checkplugin import check_lines
 from console.derive import Deriver
 from console.engines import extract, needed_families, profiles
 from console.exporter import frame_metrics
-from console.frame import Frame
+from console.findings import findings
+from console.frame import Frame, GpuSource
 from console.nvml import NvmlReader
 from console.plan import Plan
 from console.promtext import parse
@@ -28,8 +30,10 @@ from console.sim.nvml import DeviceLoad, SimNvml
 from console.sim.traffic import TrafficModel, TrafficSpec
 from console.snapshot import to_markdown
 from console.verdict import EXIT
+from tests.conftest import ROOT
 
 VLLM = profiles()["vllm"]
+FIXTURES = ROOT / "tests" / "fixtures" / "metrics"
 T0 = 1_900_000_000.0
 STEADY = TrafficSpec(rate_rps=2.0, prompt_tokens=400, output_tokens=120, error_share=0.0,
                      abort_share=0.0, seed=11)  # fmt: skip
@@ -255,6 +259,12 @@ def test_a_saturated_engine_killed_and_back_speaks_only_through_engine_down_unti
         assert set(said) <= {("engine_down", "info")}, (i, f.verdict)
         assert not [a for a in f.alerts if a.state == "active" and a.rule != "engine_down"]
         agree(f, node.plan, "ok")
+        # nor to Prometheus: the KV and queue severities its rules read are absent (not judged)
+        metrics = frame_metrics(f, node.plan, "t")
+        judged = [x for x in metrics.splitlines() if x.startswith("inferdeck_headroom_severity{")]
+        assert not [x for x in judged if 'rule="kv"' in x or 'rule="queue"' in x], (i, judged)
+        kv = next(h for h in f.services[0].headroom if h.name == "kv")
+        assert kv.state == "unknown" and kv.detail.startswith("not judged: engine chat back at")
     assert back[-1].status == "critical"  # still overloaded: said again, on fresh data
     agree(back[-1], node.plan, "critical")
 
@@ -402,3 +412,82 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated():
     said = [c.message for c in frames[-1].verdict if c.rule == "clock"]
     assert said and said[0].startswith("the wall clock stepped -3,600 s")
     assert not [c for c in frames[2].verdict if c.rule == "clock"]
+
+
+def _vllm_overload_page(running: float, kv: float, capacity: float, deferred: float = 0.0) -> str:
+    """vLLM 0.32's own page (captured live), its queue and KV gauges set as one overloaded
+    engine's scrape shows them."""
+    text = (FIXTURES / "vllm-live.prom").read_text(encoding="utf-8")
+    text = re.sub(r'num_gpu_blocks="\d+"', 'num_gpu_blocks="20"', text)  # 20 blocks of 16 tokens
+    for series, value in (
+        ("vllm:num_requests_running", running),
+        ("vllm:num_requests_waiting", capacity + deferred),
+        ("vllm:kv_cache_usage_perc", kv),
+    ):
+        text = re.sub(
+            rf"^({re.escape(series)}\{{[^}}]*\}}) .*$", rf"\g<1> {value}", text, flags=re.M
+        )
+    for reason, value in (("capacity", capacity), ("deferred", deferred)):
+        text = re.sub(
+            rf'^(vllm:num_requests_waiting_by_reason\{{[^}}]*reason="{reason}"\}}) .*$',
+            rf"\g<1> {value}",
+            text,
+            flags=re.M,
+        )
+    return text
+
+
+def _scripted(plan: Plan, pages: list[str], t0: float = T0) -> list[Frame]:
+    deriver = Deriver(plan, 60.0, "node")
+    frames = []
+    for i, text in enumerate(pages):
+        t = t0 + i
+        page = parse(text, keep=needed_families().__contains__)
+        sample = EngineSample(label="chat", url="http://127.0.0.1:1/metrics", t=t, up=True,
+                              kind="vllm", extract=extract(page, VLLM, t))  # fmt: skip
+        frames.append(deriver.frame(Sample(t=t, source=GpuSource(kind="none"), gpus=[],
+                                           engines=[sample])))  # fmt: skip
+    return frames
+
+
+def test_kv_capacity_saturation_with_a_swinging_gauge_is_critical_from_the_first_poll_and_holds():
+    """A real vLLM in overload (20 KV blocks): one long request fits at a time, so the KV gauge
+    swings 0 <-> 74 % as it comes and goes while 7 requests wait for capacity. Never 90 % full and
+    no preemption, yet the engine says what it waits for: CRITICAL on every surface from the first
+    poll, held without a flap (the exporter's KV severity 2 at every poll, the KV alert raised once
+    and never cleared), and no knob offering more sequences at once."""
+    plan = _plan(["chat"])
+    pages = [
+        _vllm_overload_page(
+            running=1 if i % 2 == 0 else 0, kv=0.74 if i % 2 == 0 else 0.0, capacity=7, deferred=1
+        )  # fmt: skip
+        for i in range(90)
+    ]
+    raised = []
+    for i, f in enumerate(_scripted(plan, pages)):
+        s = agree(f, plan, "critical")
+        assert f.engines[0].requests_waiting_kv == 7, (i, f.engines[0])  # 'deferred' is not KV
+        assert "7 requests waiting for the KV cache" in str(s["check_first"]), (i, s)
+        metrics = frame_metrics(f, plan, "t")
+        assert 'inferdeck_headroom_severity{service="chat",rule="kv"} 2.0\n' in metrics, i
+        said = " ".join(
+            [c.message for c in f.verdict] + [x.knob for x in findings(f)] + check_lines(f, plan)
+        )
+        assert "--max-num-seqs" not in said and "has room" not in said, (i, said)
+        kv = [a for a in f.alerts if a.rule == "kv"]
+        if i >= 15:  # the KV rule's 15 s hold
+            assert [a.state for a in kv] == ["active"], (i, kv)
+            raised.append(kv[0].since)
+    assert len(set(raised)) == 1  # one alert, raised once: no flap
+
+
+def test_requests_waiting_for_a_batch_slot_are_not_kv_saturation():
+    """The same queue with the KV cache at 30 % and 48 sequences running: they wait for a batch
+    slot (--max-num-seqs), not for KV; the KV condition stays quiet and the queue warns."""
+    plan = _plan(["chat"])
+    frames = _scripted(plan, [_vllm_overload_page(running=48, kv=0.3, capacity=7)] * 70)
+    for f in frames:
+        assert f.engines[0].requests_waiting_kv == 0
+        kv = next(h for h in f.services[0].headroom if h.name == "kv")
+        assert kv.state != "critical", kv
+    assert "requests waiting" in " ".join(a.message for a in frames[-1].alerts if a.rule == "queue")

@@ -82,3 +82,108 @@ async def test_keys_answer_within_100_ms_while_an_engine_hangs_and_nvml_is_slow(
         hung.server.delay_s = 0
         hung.stop()
         fine.stop()
+
+
+def _counted(engine):
+    """The engine's page, counting each answer."""
+    served = {"n": 0}
+    page = engine.server.page
+
+    def counting():
+        served["n"] += 1
+        return page()
+
+    engine.server.page = counting
+    return served
+
+
+async def test_check_keeps_the_healthy_engines_cadence_while_one_hangs_and_names_the_hung_one():
+    """`check`/`snapshot`'s sample polls at its interval whatever one engine does: a hung engine's
+    answer lands late (its timeout, named on the last poll) and the healthy engine is read on every
+    poll, so its figures are over the sampled span, not its lifetime."""
+    from console.compose import sample
+    from console.poller import EngineTarget, Poller
+    from console.sim.engine import start_engine
+
+    hung, fine = start_engine("vllm"), start_engine("vllm")
+    hung.server.delay_s = 30.0
+    served = _counted(fine)
+    poller = Poller(
+        [
+            EngineTarget(url=hung.url, name="hung", timeout_s=2.0),
+            EngineTarget(url=fine.url, name="fine"),
+        ],
+        None,
+    )
+    try:
+        begun = time.monotonic()
+        frame = await sample(poller, 4.0, 1.0)
+        took = time.monotonic() - begun
+    finally:
+        hung.server.delay_s = 0
+        hung.stop()
+        fine.stop()
+    engines = {e.name: e for e in frame.engines}
+    assert served["n"] >= 5, served  # polls at 0, 1, 2, 3 and 4 s (two before this change)
+    assert engines["fine"].up and engines["fine"].ttft_s.window != "since_start", engines["fine"]
+    assert not engines["hung"].up and "2" in (engines["hung"].error or ""), engines["hung"]
+    assert "timed out" in engines["hung"].error or "no answer" in engines["hung"].error
+    assert took < 4.0 + 2.0 + 1.5, took  # the last poll waits at most the hung engine's timeout
+
+
+@pytest.mark.slow
+def test_record_keeps_every_healthy_frame_while_an_engine_hangs(tmp_path):
+    """`inferdeck record` polls at its interval while an engine hangs: the healthy engine is fresh
+    in about every frame (before, a hung engine halved them)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from console.recording import read
+    from console.sim.engine import start_engine
+
+    hung, fine = start_engine("vllm"), start_engine("vllm")
+    hung.server.delay_s = 30.0
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        textwrap.dedent(f"""\
+        interval_s: 1
+        discover: false
+        engines:
+          - {{name: hung, url: "{hung.url}", timeout_s: 3}}
+          - {{name: fine, url: "{fine.url}"}}
+        """)
+    )
+    out = tmp_path / "rec"
+    try:
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "console",
+                "record",
+                "--config",
+                str(cfg),
+                "--no-gpu",
+                "--duration",
+                "8",
+                "--out",
+                str(out),
+            ],  # fmt: skip
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+            env={**os.environ, "XDG_STATE_HOME": str(tmp_path)},
+        )
+    finally:
+        hung.server.delay_s = 0
+        hung.stop()
+        fine.stop()
+    assert res.returncode == 0, res.stderr
+    _, samples = read(out)
+    fresh = [e.fresh and e.up for s in samples for e in s.engines if e.label == "fine"]
+    assert len(samples) >= 7 and sum(fresh) >= 7, (len(samples), fresh)
+    hung_errors = [e.error for s in samples for e in s.engines if e.label == "hung" and e.error]
+    assert any("3" in x for x in hung_errors), hung_errors  # its timeout, named when it lands

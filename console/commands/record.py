@@ -39,6 +39,8 @@ def record(args: argparse.Namespace) -> int:
 
     show = sys.stderr.isatty()  # progress on a terminal only (never into a pipe or a log)
 
+    poller.budget_s = settings.interval_s  # a hung engine never halves the others' frames
+
     async def loop() -> None:
         begun = time.monotonic()
         end = begun + args.duration if args.duration else None
