@@ -98,7 +98,11 @@ class AlertBook:
                 self.cleared.insert(
                     0,
                     self._alert(track).model_copy(
-                        update={"state": "cleared", "cleared_at": _utc(now)}
+                        update={
+                            "state": "cleared",
+                            "cleared_at": _utc(now),
+                            "message": track.cond.message,
+                        }
                     ),
                 )
         self.cleared = [
@@ -118,12 +122,21 @@ class AlertBook:
     @staticmethod
     def _alert(track: _Track) -> Alert:
         c = track.cond
+        message = c.message
+        if track.absent_since is not None:
+            # raised, no longer holding, not yet cleared (the clear hysteresis): its sentence
+            # speaks of the figures it last held with, so it is dated, never read as now's
+            gone = track.absent_since
+            message = (
+                f"until {_utc(gone):%H:%M:%S}Z: {message} (no longer holds; clears at "
+                f"{_utc(gone + c.clear_s):%H:%M:%S}Z)"
+            )
         return Alert(
             key=c.key,
             rule=c.rule,
             severity=c.severity,
             subject=c.subject,
-            message=c.message,
+            message=message,
             since=_utc(track.first_seen),
         )
 

@@ -17,7 +17,7 @@ from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.meters import service_meters
 from console.plan import Plan
-from console.sample import EngineSample, Sample
+from console.sample import WALL_STEP_S, EngineSample, Sample
 from console.slo import OutcomeHistory, default_slo
 from console.triton import count_once
 from console.verdict import judged
@@ -40,9 +40,6 @@ class _Track:
     last: Engine | None = None
     capacity: CapacityReport | None = None  # the last estimate, and the scrape it was made at
     capacity_t: float | None = None
-
-
-WALL_STEP_S = 2.0  # the wall clock this far from the steady one: it stepped
 
 
 def _wall_step(offset: float) -> list[Condition]:

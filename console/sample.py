@@ -55,7 +55,7 @@ class Sample:
     gpus: list[Gpu] = field(default_factory=list)
     engines: list[EngineSample] = field(default_factory=list)
     # how far the wall clock stands from the steady clock ``t`` is read on (a step: NTP, a VM
-    # resumed); not recorded
+    # resumed); recorded once it is a step (WALL_STEP_S), so a replay states it as the console did
     wall_offset_s: float = 0.0
 
 
@@ -102,12 +102,16 @@ class _ExtractDoc(BaseModel):
     info: dict[str, list[tuple[str, str]]] = {}
 
 
+WALL_STEP_S = 2.0  # the wall clock this far from the steady one: it stepped
+
+
 class _SampleDoc(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     t: float
     source: GpuSource
     gpus: list[Gpu] = []
     engines: list[dict[str, Any]] = []
+    wall_offset_s: float = 0.0
 
 
 @functools.cache
@@ -139,8 +143,10 @@ def extract_from_json(d: dict[str, Any]) -> Extract:
 
 
 def sample_to_json(s: Sample) -> dict[str, Any]:
+    step = {"wall_offset_s": s.wall_offset_s} if abs(s.wall_offset_s) >= WALL_STEP_S else {}
     return {
         "t": s.t,
+        **step,
         "source": s.source.model_dump(mode="json"),
         "gpus": [g.model_dump(mode="json", exclude_defaults=True) for g in s.gpus],
         "engines": [
@@ -164,4 +170,6 @@ def sample_from_json(d: object) -> Sample:
         engine = _engine_adapter().validate_python({**e, "extract": None})
         engine.extract = extract_from_json(ex) if ex is not None else None
         engines.append(engine)
-    return Sample(t=doc.t, source=doc.source, gpus=doc.gpus, engines=engines)
+    return Sample(
+        t=doc.t, source=doc.source, gpus=doc.gpus, engines=engines, wall_offset_s=doc.wall_offset_s
+    )

@@ -15,7 +15,13 @@ from textual.screen import Screen
 from textual.scrollbar import ScrollBar
 from textual.widgets import DataTable, Footer, Input, Static
 
-from console.fleet.state import FleetState, NodeSummary, node_row
+from console.fleet.state import (
+    FleetState,
+    NodeSummary,
+    node_row,
+    other_down_line,
+    warnings_line,
+)
 from console.keyseries import KeySeries
 from console.units import NA, num, pct, seconds
 from console.windowed import window_label
@@ -146,6 +152,7 @@ class NodeScreen(Screen[None]):
             Text.assemble(
                 (f"{self.node}", "bold"),
                 f" from Prometheus, window {frame.window_s:g} s",
+                (f"  DOWN, {state.down[self.node]}" if self.node in state.down else "", "bold"),
                 (
                     f"  (figures {age:.0f} s old: Prometheus is not answering)"
                     if state.errors
@@ -318,28 +325,39 @@ class FleetApp(App[None]):
                 ),
             )
         )
-        rows = [node_row(n, f) for n, f in st.nodes.items() if self.filter in n.lower()]
+        rows = [
+            node_row(n, f, down=st.down.get(n))
+            for n, f in st.nodes.items()
+            if self.filter in n.lower()
+        ]
         key = {
             "node": lambda r: r["node"],
             "alerts": lambda r: -r["alerts"],
             "ttft": lambda r: -(r["ttft"] or 0),
-            "tps": lambda r: -r["tps"],
+            "tps": lambda r: -(r["tps"] or 0),
         }[self.sort]
         rows.sort(key=key)
-        style = c["dim"] if stale else ""
-        worst_style = {"critical": c["error"], "warning": c["warning"], "ok": c["success"]}
+        worst_style = {
+            "critical": c["error"],
+            "warning": c["warning"],
+            "ok": c["success"],
+            "down": f"bold {c['error']}",
+        }
 
         def cells(r: dict[str, Any]) -> list[Text]:
             dcgm = not st.nodes[r["node"]].gpu_source.error  # else: no DCGM series for the node
+            style = c["dim"] if stale or r["down"] else ""  # a node down: its row dimmed
             by_key = {
                 "node": Text(r["node"], style=style),
                 "gpus": Text(str(r["gpus"]), style=style) if dcgm else Text("n/a", c["dim"]),
                 "mig": Text(str(r["mig"]), style=style) if dcgm else Text("n/a", c["dim"]),
                 "engines": Text(r["engines"], style=style),
-                "worst": Text(r["worst"], style=style or worst_style[r["worst"]]),
+                "worst": Text(r["worst"], style=worst_style[r["worst"]])
+                if r["down"]
+                else Text(r["worst"], style=style or worst_style[r["worst"]]),
                 "ttft": Text(seconds(r["ttft"]), style=style),
                 "slo": _share(st.summary.get(r["node"]), style),
-                "tps": Text(f"{r['tps']:,.0f}", style=style),
+                "tps": Text(NA if r["tps"] is None else f"{r['tps']:,.0f}", style=style),
                 "cost": _cost(st.summary.get(r["node"]), style),
                 "alerts": Text(str(r["alerts"]), style=style),
                 "trend": Text(spark(st.trends.get(r["node"], []), 16), style=c["success"]),
@@ -347,7 +365,16 @@ class FleetApp(App[None]):
             return [by_key[k] for k in self.columns]
 
         self.query_one(KeyedTable).sync([(f"node:{r['node']}", cells(r)) for r in rows])
-        errors = _errors(st.errors)
+        errors = "\n".join(
+            line
+            for line in (
+                warnings_line(st),
+                _errors(st.errors),
+                *(f"{n}: down, {why}" for n, why in sorted(st.down.items())[:3]),
+                other_down_line(st),
+            )
+            if line
+        )
         if not errors and not st.nodes:
             errors = (
                 "No node yet: waiting for Prometheus' first answer."

@@ -8,6 +8,7 @@ import subprocess
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -606,3 +607,162 @@ def test_dcgm_exporter_4_9_names_read_like_4_8(tmp_path):
         prom.kill()
         for s in servers:
             s.stop()
+
+
+def _start_prometheus(tmp_path: Path, config: str) -> tuple[subprocess.Popen[bytes], str]:
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(config)
+    port = free_port()
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return prom, f"http://127.0.0.1:{port}"
+
+
+def _partial_proxy(upstream: str):
+    """Prometheus behind a front that says it left something out, as Thanos' querier and a
+    federation do ("warnings": ["partial response ..."]): the answers are otherwise Prometheus'."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Front(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            resp = httpx.get(upstream + self.path, timeout=10)
+            doc = resp.json()
+            doc["warnings"] = ["partial response: store 10.0.0.9:10901 unavailable"]
+            body = json.dumps(doc).encode()
+            self.send_response(resp.status_code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Front)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_a_node_killed_reads_down_with_when_it_was_last_seen_on_every_fleet_surface(tmp_path):
+    """The fleet's half of an incident. Two nodes (an engine and a DCGM exporter each) and another
+    job's dead target (an accounting PC's windows exporter) in one Prometheus. Before: the dead
+    windows exporter made `check --prometheus` CRITICAL, the DCGM exporter counted as an engine
+    (`Engines 0/2` once down), and a killed node's rates ran on over its last samples (868 ->
+    652 -> 438 tok/s) and then read `Tok/s 0`. Now: the other job's target is mentioned once and
+    not counted; a node killed reads `down` with 'last seen N s ago', every figure n/a, never a
+    decaying or zero one, at every poll; a partial answer is never a silent OK."""
+    import json
+
+    from console.fleet.state import node_row
+
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    sims = {}
+    targets: dict[str, tuple[Any, Any]] = {}
+    for i, node in enumerate(("node-a", "node-b")):
+        sims[node] = SimNvml(load=lambda g, m: DeviceLoad(0.6, 20 * 2**30))
+        sims[node].add_gpu("h100-80gb")
+        eng = start_engine("vllm", TrafficSpec(rate_rps=3.0, output_tokens=300, seed=40 + i))
+        targets[node] = (eng, start_dcgm(sims[node], node))
+    dead = free_port()
+    job = "\n".join(
+        f"      - targets: ['127.0.0.1:{port}']\n        labels: {{node: {node}}}"
+        for node, port in ([(n, e.server.port) for n, (e, _) in targets.items()])
+    )
+    dcgm = "\n".join(
+        f"      - targets: ['127.0.0.1:{d.port}']\n        labels: {{node: {n}}}"
+        for n, (_, d) in targets.items()
+    )
+    prom, url = _start_prometheus(
+        tmp_path,
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+        f"  - job_name: engines\n    static_configs:\n{job}\n"
+        f"  - job_name: dcgm\n    static_configs:\n{dcgm}\n"
+        f"  - job_name: windows\n    static_configs:\n      - targets: ['127.0.0.1:{dead}']\n",
+    )
+    front, partial_url = _partial_proxy(url)
+    source = FleetSource(PromClient(url), window_s=30)
+    loop = asyncio.new_event_loop()
+
+    def poll():
+        st = loop.run_until_complete(source.poll())
+        return st, {
+            n: node_row(n, f, st.summary.get(n), st.down.get(n)) for n, f in st.nodes.items()
+        }
+
+    try:
+        deadline = time.time() + 60
+        rows: dict[str, Any] = {}
+        while time.time() < deadline:
+            st, rows = poll()
+            if all((rows.get(n) or {}).get("tps") for n in targets) and st.other_down:
+                break
+            time.sleep(0.5)
+        assert [rows[n]["engines"] for n in targets] == ["1/1", "1/1"], rows
+        assert st.other_down == [f"windows 127.0.0.1:{dead}"]
+        ok = _cli("check", "--prometheus", url)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        lines = ok.stdout.splitlines()
+        assert lines[0].startswith("INFERDECK OK - ") and "2 nodes" in lines[0]
+        assert lines[1] == (
+            "1 other target down in Prometheus (never served an engine or DCGM series; not "
+            f"counted): windows 127.0.0.1:{dead}"
+        )
+        # a partial answer: WARNING, never OK, saying what was left out
+        part = _cli("check", "--prometheus", partial_url)
+        assert part.returncode == 1, part.stdout + part.stderr
+        assert part.stdout.splitlines()[0] == (
+            "INFERDECK WARNING - Prometheus answered partially: partial response: store "
+            "10.0.0.9:10901 unavailable; nodes it left out are not judged"
+        )
+        snap = json.loads(_cli("snapshot", "--prometheus", partial_url, "--format", "json").stdout)
+        assert snap["warnings"] == ["partial response: store 10.0.0.9:10901 unavailable"]
+
+        # node-b killed: its engine and its DCGM exporter
+        killed_at = time.time()
+        targets["node-b"][0].server.stop()
+        targets["node-b"][1].stop()
+        seen = []
+        while time.time() < killed_at + 25:
+            st, rows = poll()
+            b = rows["node-b"]
+            # at every poll: a live figure while Prometheus still had it up, then n/a; never 0
+            # and never a figure beside a down engine
+            assert b["tps"] is None or b["tps"] > 0, b
+            eng = st.nodes["node-b"].engines[0]
+            assert eng.up or (eng.generation_tokens_per_s is None and eng.ttft_s is None)
+            assert rows["node-a"]["engines"] == "1/1" and rows["node-a"]["tps"] > 0
+            seen.append(b["worst"])
+            if b["worst"] == "down" and time.time() > killed_at + 20:
+                break
+            time.sleep(1)
+        assert seen[-1] == "down", seen
+        assert b["engines"] == "0/1" and b["ttft"] is None and b["tps"] is None, b
+        age = float(st.down["node-b"].split()[2])
+        assert st.down["node-b"] == f"last seen {age:.0f} s ago"
+        assert 15 <= age <= time.time() - killed_at + 2, st.down
+        assert "DCGM exporter" in st.nodes["node-b"].gpu_source.error
+        # a fresh `check` (no memory of node-b) says the same, from Prometheus' own record
+        res = _cli("check", "--prometheus", url)
+        assert res.returncode == 2, res.stdout + res.stderr
+        first = res.stdout.splitlines()[0]
+        assert first.startswith("INFERDECK CRITICAL - node-b 127.0.0.1:"), first
+        assert "the target is down, last seen " in first and " s ago" in first
+        assert "windows" not in first and "other target down" in res.stdout
+        md = _cli("snapshot", "--prometheus", url, "--format", "md").stdout
+        assert "| node-b | 0 | 0 | 0/1 | down | n/a | n/a | n/a |" in md, md
+        assert "- node-b: down, last seen " in md
+    finally:
+        front.shutdown()
+        loop.run_until_complete(source.aclose())
+        loop.close()
+        prom.kill()
+        for eng, d in targets.values():
+            eng.server.stop()
+            d.stop()

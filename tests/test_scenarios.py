@@ -156,7 +156,45 @@ def surfaces(frame: Frame, plan: Plan) -> dict[str, object]:
     }
 
 
+# what a sentence may state of its engine, and the figure of the same poll it must equal
+SAID = (
+    (r"([\d,]+) requests? waiting for the KV cache", lambda e: e.requests_waiting_kv, 1.0),
+    (r"([\d,]+) requests? waiting for over", lambda e: e.requests_waiting, 1.0),
+    (r"\(([\d,]+) waiting\)", lambda e: e.requests_waiting, 1.0),
+    (r"use ([\d.]+)% now", lambda e: e.kv_cache_usage, 100.0),
+    (r"peak ([\d.]+)% in the window", lambda e: _peak(e), 100.0),
+    (r"KV cache ([\d.]+)% full in the window", lambda e: _peak(e), 100.0),
+    (r"with ([\d,]+) preemptions?", lambda e: e.preemptions, 1.0),
+)
+
+
+def _peak(e: object) -> float | None:
+    now, peak = getattr(e, "kv_cache_usage", None), getattr(e, "kv_cache_usage_peak", None)
+    return None if now is None else max(now, peak or 0.0)
+
+
+def figures_agree(frame: Frame) -> None:
+    """No sentence contradicts the frame it is shown in: every count of waiting requests, KV
+    share and preemptions an alert, a pending condition or a verdict line states of an engine is
+    that poll's figure (an alert still clearing is dated 'until …:', so it is not read as now's)."""
+    engines = {e.name: e for e in frame.engines}
+    by_service = {s.name: engines.get(s.engine) for s in frame.services}
+    said = [(a.subject, a.message) for a in frame.alerts if a.state == "active"]
+    said += [(c.subject, c.message) for c in frame.verdict]
+    for subject, text in said:
+        e = engines.get(subject) or by_service.get(subject)
+        if e is None or text.startswith("until "):
+            continue
+        for pattern, figure, scale in SAID:
+            for m in re.finditer(pattern, text):
+                value = figure(e)
+                assert value is not None, (text, "states a figure the frame does not hold")
+                stated = float(m.group(1).replace(",", ""))
+                assert stated == pytest.approx(round(value * scale), abs=0.5), (text, value)
+
+
 def agree(frame: Frame, plan: Plan, status: str) -> dict[str, object]:
+    figures_agree(frame)
     s = surfaces(frame, plan)
     code = EXIT[status]
     assert s["status"] == status, frame.verdict
@@ -269,6 +307,31 @@ def test_a_saturated_engine_killed_and_back_speaks_only_through_engine_down_unti
     agree(back[-1], node.plan, "critical")
 
 
+def test_an_overload_that_drains_never_shows_a_sentence_that_contradicts_its_figures():
+    """The load drops after an overload: the queue empties while its alert holds through its
+    clear hysteresis. Before, that alert read 'N requests waiting for over 60 s' beside a queue of
+    0; now a raised alert that no longer holds is dated ('until HH:MM:SSZ: …, clears at …') and
+    every sentence of every poll states that poll's figures."""
+    over = replace(STEADY, rate_rps=6.0, max_num_seqs=64, kv_capacity_tokens=20_000,
+                   prompt_tokens=900, output_tokens=400)  # fmt: skip
+    node = Node({"chat": over})
+    for f in node.run(90):
+        figures_agree(f)
+    assert any(a.rule == "queue" and a.state == "active" for a in node.frame.alerts)
+    node.models["chat"].spec.rate_rps = 0.2
+    dated = 0
+    for f in node.run(240):
+        figures_agree(f)
+        for a in f.alerts:
+            if a.state == "active" and a.message.startswith("until "):
+                dated += 1
+                assert "(no longer holds; clears at " in a.message
+        surfaces(f, node.plan)  # every surface renders what it says
+    assert dated > 0  # the drain was seen through the clear hysteresis
+    # drained: the queue and KV alerts cleared (the SLO burn it caused rightly stays)
+    assert not [a for a in node.frame.alerts if a.state == "active" and a.rule in ("kv", "queue")]
+
+
 def test_an_slo_missed_from_the_first_minute_is_a_warning_from_the_first_poll_that_shows_it():
     """6 % of requests failing against a 99.5 % completion target: a WARNING on every surface from
     the first poll with 100 requests behind it (missed by more than one), five minutes before the
@@ -366,14 +429,17 @@ async def test_the_dashboard_shows_the_verdict():
         assert "CRITICAL" in str(app.query_one("#status").render())
 
 
-def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated():
+def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path):
     """The wall clock steps back an hour mid-run (NTP, a VM resumed): the poller's times keep
     counting on the steady clock, an engine down is raised after its 10 s hold as if nothing
-    happened, coverage never goes back, and the step is said."""
+    happened, coverage never goes back, and the step is said, on the screen and in the
+    recording (a replay states it as the console did)."""
     import asyncio
     import socket
 
+    from console.derive import Deriver
     from console.poller import EngineTarget, Poller, SteadyClock
+    from console.recording import Recorder, read
 
     with socket.socket() as s:  # a port nothing listens on: the engine is down
         s.bind(("127.0.0.1", 0))
@@ -387,6 +453,7 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated():
         plan=plan,
         clock=clock,
     )
+    poller.recorder = Recorder(tmp_path / "rec.jsonl.gz", "n", {"window_s": 60.0})
     hold = 10
     frames = []
 
@@ -412,6 +479,10 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated():
     said = [c.message for c in frames[-1].verdict if c.rule == "clock"]
     assert said and said[0].startswith("the wall clock stepped -3,600 s")
     assert not [c for c in frames[2].verdict if c.rule == "clock"]
+    _, samples = read(tmp_path / "rec.jsonl.gz")
+    assert [s.wall_offset_s for s in samples] == [0.0] * 4 + [-3600.0] * (len(frames) - 4)
+    replayed = Deriver(plan=plan).frame(samples[-1])
+    assert [c.message for c in replayed.verdict if c.rule == "clock"] == said
 
 
 def _vllm_overload_page(running: float, kv: float, capacity: float, deferred: float = 0.0) -> str:

@@ -96,12 +96,12 @@ def fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, s
 
 
 def fleet_snapshot(args: argparse.Namespace) -> int:
-    from console.fleet.state import node_row
+    from console.fleet.state import node_row, other_down_line, warnings_line
 
     state, url = fleet_headless(args, args.wait)
     nodes = []
     for name, f in sorted(state.nodes.items()):
-        row = node_row(name, f, state.summary.get(name))
+        row = node_row(name, f, state.summary.get(name), state.down.get(name))
         row["active_alerts"] = [
             {"severity": a.severity, "subject": a.subject, "message": a.message}
             for a in f.alerts
@@ -121,6 +121,8 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
             "taken_at": taken,
             "nodes": nodes,
             "errors": state.errors,
+            "warnings": state.warnings,
+            "other_targets_down": state.other_down,
         }
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return 0
@@ -135,13 +137,18 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
         lines.append(
             f"| {r['node']} | {r['gpus']} | {r['mig']} | {r['engines']} | {r['worst']} | "
             f"{seconds(r['ttft'])} | {'n/a' if share is None else f'{share * 100:.1f}%'} | "
-            f"{r['tps']:,.0f} | {'n/a' if cost is None else f'≥${cost:,.2f}'} | {r['alerts']} |"
+            f"{'n/a' if r['tps'] is None else format(r['tps'], ',.0f')} | "
+            f"{'n/a' if cost is None else f'≥${cost:,.2f}'} | {r['alerts']} |"
         )
     for r in nodes:
         for a in r["active_alerts"]:
             lines.append(f"- {r['node']}: {a['severity'].upper()} {a['subject']}: {a['message']}")
+    for r in nodes:
+        if r["down"]:
+            lines.append(f"- {r['node']}: down, {r['down']}")
     for q, why in state.errors.items():
         lines.append(f"- query {q} failed: {why}")
+    lines += [f"- {line}" for line in (warnings_line(state), other_down_line(state)) if line]
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -149,6 +156,7 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
 def fleet_check(args: argparse.Namespace) -> int:
     """Exit by the worst node: 0 ok, 1 warning, 2 critical (3: Prometheus did not answer)."""
     from console.alerts import SEVERITY_ORDER, worst
+    from console.fleet.state import other_down_line, warnings_line
 
     state, url = fleet_headless(args, args.wait)
     if not state.nodes:
@@ -164,12 +172,22 @@ def fleet_check(args: argparse.Namespace) -> int:
         levels.append(worst(active))
     level = "critical" if "critical" in levels else "warning" if "warning" in levels else None
     details.sort(key=lambda d: SEVERITY_ORDER[d[0]])
-    if level is None:
+    partial = warnings_line(state)
+    if level is None and partial:
+        # a partial answer is never a silent OK: the nodes left out may be the ones down
+        level = "warning"
+        print(f"INFERDECK WARNING - {partial}")
+    elif level is None:
         print(f"INFERDECK OK - {url}: {len(state.nodes)} nodes, no active alerts")
     else:
         head = details[0][1].split(" ", 1)[1].replace("|", "/")
         more = f" (+{len(details) - 1} more)" if len(details) > 1 else ""
         print(f"INFERDECK {level.upper()} - {head}{more}")
+        if partial:
+            print(partial)
     for _, line in details:
         print(line)
+    other = other_down_line(state)
+    if other:
+        print(other)
     return {"critical": 2, "warning": 1}.get(level or "", 0)

@@ -24,6 +24,9 @@ class PromClient:
         self.url = url.rstrip("/")
         self.headers = headers or {}
         self.timeout_s = timeout_s
+        # what the backend said it left out (Thanos, federation, a Prometheus at its limits:
+        # "partial response ..."), gathered over the answers since the caller last cleared them
+        self.warnings: set[str] = set()
         self._client = httpx.AsyncClient(verify=verify, headers=self.headers)
 
     async def aclose(self) -> None:
@@ -49,6 +52,8 @@ class PromClient:
             ) from None
         if doc.get("status") != "success":
             raise PromError(f"Prometheus refused the query: {doc.get('error', resp.status_code)}")
+        for w in doc.get("warnings") or []:
+            self.warnings.add(str(w))
         data: dict[str, Any] = doc["data"]
         return data
 

@@ -113,9 +113,25 @@ def success_query(window: str) -> str | None:
     return " or ".join(parts) if parts else None
 
 
+SEEN = "15m"  # how far back a target that stopped answering is still known for what it served
+
+
 def detect_query(prof: EngineProfile) -> str:
+    """The targets serving this engine kind: a count above 0 now, or 0 for one that served its
+    first detection series within the last SEEN but no longer does (down, or its series stale),
+    so a dead engine is still known as one."""
     names = "|".join(n for d in prof.detect for n in _names(d))
-    return f'count by ({BY}) ({{__name__=~"{names}"}})'
+    seen = " or ".join(
+        f"count by ({BY}) (last_over_time({n}[{SEEN}])) * 0" for n in _names(prof.detect[0])
+    )
+    return f'count by ({BY}) ({{__name__=~"{names}"}}) or {seen}'
+
+
+def dcgm_seen_query(names: list[str]) -> str:
+    """The DCGM exporter targets: those that served a GPU series within the last SEEN (the
+    hostname labels kept: a node may be named by them)."""
+    by = f"{BY}, hostname, Hostname"
+    return " or ".join(f"count by ({by}) (last_over_time({n}[{SEEN}]))" for n in names)
 
 
 def model_query() -> str:

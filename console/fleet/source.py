@@ -20,6 +20,9 @@ from console.engines import profiles
 from console.exporter import HEADROOM_NAMES
 from console.fleet.prom import PromClient, PromError
 from console.fleet.promql import (
+    BY,
+    SEEN,
+    dcgm_seen_query,
     detect_query,
     model_labels,
     model_query,
@@ -118,6 +121,9 @@ class FleetSource:
         self._trend_at = 0.0
         self.max_for_s: float | None = None  # headless checks: 0, what holds is raised at once
         self.queries_per_refresh = 0  # every query covers every node: fixed, whatever the fleet
+        # (node, instance) -> when Prometheus last had it up (None: not within SEEN), live only
+        self._last_up: dict[tuple[str, str], float | None] = {}
+        self._dcgm_down: dict[str, str] = {}  # node -> why its GPU figures are missing, this poll
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -148,6 +154,7 @@ class FleetSource:
         queries["success_rate"] = success_query(w)
         queries["ttft:within"] = signal_query("ttft", f"within{TTFT_TARGET_S:g}", w)
         queries["model"] = model_query()
+        queries["dcgm:seen"] = dcgm_seen_query(list(DCGM_FIELDS["FB_USED"][:2]))
         for key, (old, new, _) in DCGM_FIELDS.items():
             queries[f"dcgm:{key}"] = f'{{__name__=~"{old}|{new}"}}'
         # what a node's `inferdeck export` says itself: its plan's alerts and its cost figure
@@ -157,9 +164,11 @@ class FleetSource:
         queries["x:cost"] = 'inferdeck_cost_usd_per_million_compliant_tokens{bound="low"}'
         names = list(queries)
         self.queries_per_refresh = sum(1 for q in queries.values() if q)
+        self.client.warnings.clear()
         results = await asyncio.gather(*(self._q(n, queries[n]) for n in names))
         got = dict(zip(names, results, strict=True))
         now = time.time()
+        self.state.warnings = sorted(self.client.warnings)
         kinds = [n for n in names if n.startswith("kind:") and queries[n]]
         if got["up"] is None or any(got[n] is None for n in kinds):
             # Prometheus down or too slow (a query that says which targets and engines exist
@@ -167,6 +176,7 @@ class FleetSource:
             # than the fragments that came back (a node without its engines)
             return self.state
         when = self.at if self.at is not None else now
+        await self._seen(got, when)
         self.state.nodes = self._plans(self._frames(got, when), when)
         self.state.last_ok = now
         self.state.taken_at = when
@@ -175,6 +185,34 @@ class FleetSource:
         if self.at is None:  # the alerts API answers for now only
             await self._slo()
         return self.state
+
+    async def _seen(self, got: dict[str, Any], when: float) -> None:
+        """When each down target was last up: remembered from this source's own polls, else
+        asked once of Prometheus (a 5 s-step look over the last SEEN)."""
+        if self.at is not None:
+            self._last_up = {}  # a look into the past asks afresh
+        for labels, value in got["up"] or []:
+            if value == 1.0:
+                self._last_up[_key(labels)] = when
+        unknown = [
+            _key(lab) for lab, v in got["up"] or [] if v == 0.0 and _key(lab) not in self._last_up
+        ]
+        if not unknown:
+            return
+        rows = await self._q(
+            "last-up", f"max by ({BY}) (max_over_time(timestamp(up == 1)[{SEEN}:5s]))"
+        )
+        for k in unknown:
+            self._last_up[k] = None
+        for labels, t in rows or []:
+            if _key(labels) in self._last_up:
+                self._last_up[_key(labels)] = t
+
+    def _last_seen(self, key: tuple[str, str], when: float) -> str:
+        t = self._last_up.get(key)
+        if t is None:
+            return f"not up in the last {SEEN}"
+        return f"last seen {max(0.0, when - t):.0f} s ago"
 
     async def _slo(self) -> None:
         """Each service objective's budget left and burn alert, from Prometheus' own rules
@@ -260,16 +298,36 @@ class FleetSource:
         """One Frame per node from the fleet's query answers: its engines, its GPUs (DCGM), and
         the alerts its own inferdeck export and Prometheus' up say it has."""
         taken = datetime.fromtimestamp(now, tz=UTC)
-        by_node, attain = self._engines(got)
+        by_node, attain = self._engines(got, now)
         gpus, canonical = self._gpus(got)
         exported, named, node_cost = _exported(got)
         nodes: dict[str, Frame] = {}
-        for node in sorted(set(by_node) | set(gpus) | set(exported)):
+        self.state.down = {}
+        for node in sorted(set(by_node) | set(gpus) | set(exported) | set(self._dcgm_down)):
             engines = by_node.get(node, [])
             alerts = list(named.get(node, []))
             if node not in named:
                 alerts += _counted_alerts(exported.get(node, []), taken)
             alerts += _seen_alerts(engines, gpus.get(node, []), taken)
+            dcgm_down = self._dcgm_down.get(node)
+            if dcgm_down is not None:
+                alerts.append(
+                    Alert(
+                        key=f"gpu-source:dcgm:{node}",
+                        severity="warning",
+                        subject="GPUs",
+                        message=dcgm_down,
+                        since=taken,
+                    )
+                )
+            if not gpus.get(node) and engines and not any(e.up for e in engines):
+                # nothing of the node answers: it reads down, with when it was last seen
+                known = [t for e in engines if (t := self._last_up.get((node, e.name)))]
+                self.state.down[node] = (
+                    f"last seen {max(0.0, now - max(known)):.0f} s ago"
+                    if known
+                    else f"not up in the last {SEEN}"
+                )
             self.state.summary[node] = self._summary(engines, attain.get(node), node_cost.get(node))
             nodes[node] = Frame(
                 taken_at=taken,
@@ -280,7 +338,7 @@ class FleetSource:
                     kind="none",
                     error=None
                     if gpus.get(node)
-                    else "no DCGM exporter series for this node in Prometheus",
+                    else dcgm_down or "no DCGM exporter series for this node in Prometheus",
                     note=GENERATION[canonical[node]] if node in canonical else None,
                 ),
                 gpus=gpus.get(node, []),
@@ -290,32 +348,58 @@ class FleetSource:
         return nodes
 
     def _engines(
-        self, got: dict[str, Any]
+        self, got: dict[str, Any], now: float
     ) -> tuple[dict[str, list[Engine]], dict[str, list[float]]]:
         """Every node's engines from the query answers, and per node each engine's share of
         requests within the TTFT target."""
         engines: dict[tuple[str, str], dict[str, Any]] = {}
         kinds: dict[tuple[str, str], str] = {}
+        fresh: set[tuple[str, str]] = set()  # serving an engine series now
+        engine_jobs: set[str] = set()
         for name, rows in got.items():
             if name.startswith("kind:") and rows:
-                for labels, _ in rows:
+                for labels, value in rows:
                     kinds[_key(labels)] = name.split(":", 1)[1]
+                    engine_jobs.add(labels.get("job", ""))
+                    if value > 0:
+                        fresh.add(_key(labels))
+                        self._last_up[_key(labels)] = now
+        dcgm = {_key(lab): lab.get("job", "") for lab, _ in got.get("dcgm:seen") or []}
+        dcgm_jobs = set(dcgm.values())
+        self._dcgm_down = {}
+        self.state.other_down = []
         for labels, value in got["up"] or []:
-            k = _key(labels)
+            k, job = _key(labels), labels.get("job", "")
             if k in kinds:
                 engines.setdefault(k, {})["up"] = value == 1.0
-            elif value == 0.0:
-                # a target that is down has no series left to tell its kind: it is down all the
-                # same (an engine, or the node's DCGM exporter)
+                engines[k]["job"] = job
+            elif value != 0.0:
+                continue
+            elif k in dcgm or job in dcgm_jobs:
+                # the node's GPU exporter: its GPUs are unread, the node's engines still serve
+                self._dcgm_down[k[0]] = (
+                    f"DCGM exporter {k[1]} (job {job}) is down (up == 0), "
+                    f"{self._last_seen(k, now)}: no GPU figures"
+                )
+            elif job in engine_jobs:
+                # a target down in a job of engines, with no series left to tell its kind
                 engines.setdefault(k, {})["up"] = False
-                engines[k]["job"] = labels.get("job", "")
+                engines[k]["job"] = job
+            else:  # another job's target (an accounting PC's exporter): not this fleet's
+                self.state.other_down.append(f"{job} {k[1]}" if job else k[1])
         for k in kinds:
-            engines.setdefault(k, {}).setdefault("up", True)
+            if "up" not in engines.setdefault(k, {}):
+                # no `up` for it: federated or pushed series (up is the federation's), judged by
+                # whether its series are fresh
+                engines[k]["up"] = k in fresh
+                engines[k]["gone"] = k not in fresh
 
         def put(field_name: str, rows: list[tuple[dict[str, str], float]] | None) -> None:
             for labels, value in rows or []:
                 k = _key(labels)
-                if k in engines and not math.isnan(value):
+                # a down engine's rates still run over its last samples (868 -> 652 -> 438
+                # tok/s as they leave the window): none of its figures is shown
+                if k in engines and engines[k].get("up") and not math.isnan(value):
                     engines[k][field_name] = value
 
         for sig in (
@@ -368,16 +452,23 @@ class FleetSource:
             }
             if v.get("ttft:within") is not None:
                 attain.setdefault(node, []).append(v["ttft:within"])
+            seen = self._last_seen((node, inst), now)
+            why = (
+                None
+                if v.get("up")
+                else f"its series stopped in Prometheus (no longer scraped?), {seen}"
+                if v.get("gone")
+                else "Prometheus reports up == 0"
+                + (f" (job {v['job']})" if v.get("job") else "")
+                + f": the target is down, {seen}"
+            )
             eng = Engine(
                 name=inst,
                 url=f"prometheus instance {inst}",
                 kind=kind,
                 model=v.get("model"),
                 up=bool(v.get("up")),
-                error=None
-                if v.get("up")
-                else "Prometheus reports up == 0"
-                + (f" (job {v['job']}): the target is down" if v.get("job") else ""),
+                error=why,
                 requests_running=v.get("requests_running"),
                 requests_waiting=v.get("requests_waiting"),
                 kv_cache_usage=v.get("kv_cache_usage"),

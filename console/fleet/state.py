@@ -47,10 +47,41 @@ class FleetState:
     summary: dict[str, NodeSummary] = field(default_factory=dict)  # node -> SLO share and cost
     slo: list[SloRow] = field(default_factory=list)  # from Prometheus' SLO rules and alerts
     slo_note: str | None = None  # why those could not be read, when they could not
+    # what Prometheus said it left out of its answers this poll ("partial response ..."): the
+    # verdict is not OK while it stands (nodes it left out may be the ones down)
+    warnings: list[str] = field(default_factory=list)
+    # targets down that never served an engine or DCGM series (another job's, e.g. a windows
+    # exporter): named once, not engines down
+    other_down: list[str] = field(default_factory=list)
+    down: dict[str, str] = field(default_factory=dict)  # node -> "last seen 40 s ago": all down
 
 
-def node_row(node: str, f: Frame, summary: NodeSummary | None = None) -> dict[str, Any]:
-    """One node's fleet columns: what the fleet screen shows and `snapshot --prometheus` prints."""
+def other_down_line(st: FleetState) -> str | None:
+    """The one sentence naming the down targets that are neither engines nor DCGM exporters."""
+    if not st.other_down:
+        return None
+    n = len(st.other_down)
+    shown = ", ".join(st.other_down[:3]) + (f" and {n - 3} more" if n > 3 else "")
+    return (
+        f"{n} other target{'s' if n != 1 else ''} down in Prometheus (never served an engine "
+        f"or DCGM series; not counted): {shown}"
+    )
+
+
+def warnings_line(st: FleetState) -> str | None:
+    if not st.warnings:
+        return None
+    more = f" (+{len(st.warnings) - 1} more)" if len(st.warnings) > 1 else ""
+    return (
+        f"Prometheus answered partially: {st.warnings[0]}{more}; nodes it left out are not judged"
+    )
+
+
+def node_row(
+    node: str, f: Frame, summary: NodeSummary | None = None, down: str | None = None
+) -> dict[str, Any]:
+    """One node's fleet columns: what the fleet screen shows and `snapshot --prometheus` prints.
+    ``down``: every target of the node is down ("last seen 40 s ago"); its worst reads "down"."""
     up = sum(1 for e in f.engines if e.up)
     p95 = [e.ttft_s.p95 for e in f.engines if e.ttft_s and e.ttft_s.p95 is not None]
     active = [a for a in f.alerts if a.state == "active"]
@@ -61,6 +92,11 @@ def node_row(node: str, f: Frame, summary: NodeSummary | None = None) -> dict[st
         if any(a.severity == "warning" for a in active)
         else "ok"
     )
+    figures = [
+        e.generation_tokens_per_s for e in f.engines if e.generation_tokens_per_s is not None
+    ]
+    if down is not None:
+        worst = "down"
     return {
         "node": node,
         "gpus": len(f.gpus),
@@ -70,7 +106,8 @@ def node_row(node: str, f: Frame, summary: NodeSummary | None = None) -> dict[st
         "ttft": max(p95) if p95 else None,
         "ttft_within_target": summary.ttft_within_target if summary else None,
         "ttft_target_s": summary.ttft_target_s if summary else None,
-        "tps": sum(e.generation_tokens_per_s or 0 for e in f.engines),
+        # n/a, never 0, when no engine has the figure (down, stale, not in Prometheus)
+        "tps": sum(figures) if figures else None,
         "usd_per_m_compliant_tokens_at_least": (
             summary.usd_per_m_compliant_tokens_at_least if summary else None
         ),
@@ -84,4 +121,5 @@ def node_row(node: str, f: Frame, summary: NodeSummary | None = None) -> dict[st
             else f"fleet estimate from the share of TTFT within {summary.ttft_target_s:g} s"
         ),
         "alerts": len(active),
+        "down": down,
     }
