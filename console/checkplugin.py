@@ -65,7 +65,9 @@ def _room(e: Engine) -> float | None:
     return cap.room_per_s
 
 
-def check_lines(frame: Frame, plan: Plan) -> list[str]:
+def check_lines(frame: Frame, plan: Plan, source: str | None = None) -> list[str]:
+    """The plugin's lines. ``source``: where the frame came from when this check did not sample
+    it (a running `inferdeck export`), said on the first line."""
     status = frame.status.upper()
     if frame.status == "unknown":
         reason = frame.gpu_source.error or "no GPU reading"
@@ -84,7 +86,11 @@ def check_lines(frame: Frame, plan: Plan) -> list[str]:
             f"{len(frame.gpus)} GPUs)"
         )
     covered = frame.window_covered_s
-    if covered is not None and covered < frame.window_s:
+    short = covered is not None and covered < frame.window_s
+    if source is not None:
+        watched = f", {covered:.0f} s of its {window_label(frame.window_s)} window watched"
+        head += f" [{source}{watched if short else ''}]"
+    elif short:
         # a short sample: its rates and percentiles are over what it watched, and said so
         head += f" [over {covered:.0f} s sampled of a {window_label(frame.window_s)} window]"
     head = head.replace("|", "/")  # '|' starts the performance data

@@ -241,6 +241,17 @@ def _parser() -> argparse.ArgumentParser:
         default=2.0,
         help="seconds to sample (default 2: three polls, so windows hold steps, not lifetimes)",
     )
+    check.add_argument(
+        "--export",
+        default="http://127.0.0.1:9464",
+        metavar="URL|none",
+        help="read the verdict of the inferdeck export serving here, over its full window, when "
+        "it polls the same engines with the same plan (default http://127.0.0.1:9464; none: "
+        "always sample)",
+    )
+    check.add_argument(
+        "--export-token-file", metavar="FILE", help="the bearer token that export requires"
+    )
     sim = sub.add_parser("simulate", help="serve a simulated engine's /metrics until interrupted")
     sim.add_argument("--engine", dest="sim_kind", choices=sorted(FORMATS), default="vllm")
     sim.add_argument("--port", type=int, default=0)

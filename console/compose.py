@@ -70,6 +70,17 @@ def parse_engine(spec: str) -> EngineTarget:
     return EngineTarget(url=shown, kind=kind, headers=auth, fetch_url=fetch)
 
 
+def token_from_file(path: str, option: str) -> str:
+    """A bearer token from a file named on the command line; one sentence when it cannot be."""
+    try:
+        token = Path(path).expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot read it ({exc.strerror}).") from None
+    if not token:
+        raise UsageError(f"{option} {path}: the file is empty.")
+    return token
+
+
 def positive(value: float, flag: str, allow_zero: bool = False) -> None:
     if value < 0 or (value == 0 and not allow_zero):
         raise UsageError(

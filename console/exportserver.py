@@ -48,6 +48,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+VERDICT_PATH = "/verdict.json"
+
+
 def serve(
     address: tuple[str, int],
     page: Callable[[], str],
@@ -55,11 +58,18 @@ def serve(
     tls: ssl.SSLContext | None = None,
     max_connections: int = MAX_CONNECTIONS,
     timeout_s: float = TIMEOUT_S,
+    verdict: Callable[[], str] | None = None,
 ) -> TextServer:
-    """Start serving ``page()`` at /metrics on a daemon thread; returns the server (stop())."""
+    """Start serving ``page()`` at /metrics on a daemon thread; returns the server (stop()).
+    ``verdict()``: the newest frame as JSON at /verdict.json, which `inferdeck check` reads."""
+    paths: dict[str, tuple[Callable[[], str | bytes], str]] = {
+        "/metrics": (page, "text/plain; version=0.0.4; charset=utf-8")
+    }
+    if verdict is not None:
+        paths[VERDICT_PATH] = (verdict, "application/json")
     return TextServer(
         address,
-        {"/metrics": (page, "text/plain; version=0.0.4; charset=utf-8")},
+        paths,
         token=token,
         tls=tls,
         max_connections=max_connections,

@@ -495,3 +495,56 @@ def test_an_engine_killed_under_overload_stops_its_kv_alerts_in_prometheus_until
         if back is not None:
             back.stop()
     assert gone_s < 6, gone_s  # the exporter's next poll (1 s), a scrape (1 s), an evaluation (1 s)
+
+
+def test_check_reads_the_running_exports_verdict_over_its_full_window(tmp_path):
+    """`check` beside a running `inferdeck export` of the same engines and plan reads the
+    export's newest frame (its whole window: the 2 s sample read 16.6-56.5 tok/s on a load whose
+    truth was 30-36), says so on its first line, and exits by that verdict, which is the one the
+    exporter serves to Prometheus. Another plan, or a token it lacks: it samples on its own and
+    says why. The token is never printed."""
+    engine = start_engine("vllm", TrafficSpec(rate_rps=3.0, output_tokens=200, seed=5))
+    port = free_port()
+    token = tmp_path / "t"
+    token.write_text("s3cret-verdict\n")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    common = ["--no-gpu", "--no-discover", "--engine", engine.url]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", "export", *common, "--interval", "1",
+         "--listen", f"127.0.0.1:{port}", "--token-file", str(token), "--duration", "60"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": "Bearer s3cret-verdict"}
+    try:
+
+        def covered() -> float:
+            try:
+                doc = httpx.get(base + "/verdict.json", headers=auth, timeout=2).json()
+            except (httpx.HTTPError, ValueError):
+                return 0.0
+            return float((doc.get("frame") or {}).get("window_covered_s") or 0.0)
+
+        assert _wait(lambda: covered() >= 8, 40)
+        got = _cli("check", *common, "--interval", "1", "--export", base,
+                   "--export-token-file", str(token), env=env)  # fmt: skip
+        first = got.stdout.splitlines()[0]
+        assert f"[inferdeck export at 127.0.0.1:{port}, its frame " in first, got.stdout
+        assert " s of its 1m window watched]" in first
+        page = parse(httpx.get(base + "/metrics", headers=auth, timeout=2).text)
+        assert got.returncode == int(dict(page.get("inferdeck_status"))[()])
+        assert "s3cret" not in got.stdout + got.stderr
+        # no token: the export refuses, and the check samples on its own
+        alone = _cli("check", *common, "--interval", "1", "--export", base, env=env)
+        assert "[over 2 s sampled of a 1m window]" in alone.stdout.splitlines()[0], alone.stdout
+        # another plan (a window of 5m): the export's verdict is not this check's
+        other = _cli("check", *common, "--interval", "1", "--window", "5m", "--export", base,
+                     "--export-token-file", str(token), env=env)  # fmt: skip
+        assert "inferdeck export at" not in other.stdout.splitlines()[0]
+        assert other.stdout.splitlines()[-1] == (
+            f"an inferdeck export at {base} polls with another plan: this check sampled on its own"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        engine.server.stop()

@@ -491,8 +491,8 @@ def test_a_down_node_is_critical_and_a_nan_is_na(tmp_path):
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
     eng = start_engine("vllm", TrafficSpec(rate_rps=2.0, seed=3))
     gone = free_port()
-    cfg = tmp_path / "prometheus.yml"
-    cfg.write_text(
+    prom, url = _start_prometheus(
+        tmp_path,
         textwrap.dedent(f"""\
         global:
           scrape_interval: 1s
@@ -503,16 +503,8 @@ def test_a_down_node_is_critical_and_a_nan_is_na(tmp_path):
                 labels: {{node: node-up}}
               - targets: ['127.0.0.1:{gone}']
                 labels: {{node: node-down}}
-        """)
+        """),
     )
-    port = free_port()
-    prom = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 60
         res = None
@@ -766,3 +758,37 @@ def test_a_node_killed_reads_down_with_when_it_was_last_seen_on_every_fleet_surf
         for eng, d in targets.values():
             eng.server.stop()
             d.stop()
+
+
+def test_a_nodes_own_findings_reach_the_fleet_row_and_check():
+    """An SLO missed from the first minute is a warning finding on the node (no alert carries it
+    until the burn is judged): the fleet read only alerts and showed the node `ok`. Now the
+    node's exported verdict counts (findings and pending) make its row and `check --prometheus`
+    say what `inferdeck check` on the node says."""
+    from console.fleet.state import node_row
+
+    source = FleetSource(PromClient("http://127.0.0.1:9"))
+    eng = {"instance": "10.0.0.5:8000", "job": "engines", "node": "n1"}
+    exp = {"instance": "10.0.0.5:9464", "job": "inferdeck", "node": "n1"}
+    got: dict[str, Any] = {
+        "up": [({**eng, "__name__": "up"}, 1.0), ({**exp, "__name__": "up"}, 1.0)],
+        "kind:vllm": [(eng, 1.0)],
+        "generation_tokens_per_s": [(eng, 420.0)],
+        "x:concerns": [
+            ({**exp, "severity": "warning", "source": "finding"}, 1.0),
+            ({**exp, "severity": "info", "source": "finding"}, 2.0),
+        ],
+    }
+    frame = source._frames(got, 1000.0)["n1"]
+    row = node_row("n1", frame)
+    assert row["worst"] == "warning" and row["tps"] == 420.0 and row["engines"] == "1/1"
+    said = [a.message for a in frame.alerts]
+    assert said == [
+        "1 warning finding in the node's own verdict (its inferdeck export; `inferdeck check` "
+        "on the node names them)"
+    ]
+    # a node whose alert already says as much gets no second line
+    got["x:alert"] = [({**exp, "severity": "warning", "rule": "queue", "subject": "chat"}, 990.0)]
+    frame = source._frames(got, 1000.0)["n1"]
+    assert [a.rule for a in frame.alerts] == ["queue"]
+    asyncio.run(source.aclose())

@@ -429,7 +429,8 @@ async def test_the_dashboard_shows_the_verdict():
         assert "CRITICAL" in str(app.query_one("#status").render())
 
 
-def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path):
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path, step_s):
     """The wall clock steps back an hour mid-run (NTP, a VM resumed): the poller's times keep
     counting on the steady clock, an engine down is raised after its 10 s hold as if nothing
     happened, coverage never goes back, and the step is said, on the screen and in the
@@ -460,7 +461,7 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path
     async def run() -> None:
         for i in range(int(hold) + 8):
             if i == 4:
-                jump[0] = -3600.0
+                jump[0] = step_s
             frames.append(await poller.poll())
             steady[0] += 1.0
         await poller.aclose()
@@ -477,10 +478,10 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path
     )
     assert raised == pytest.approx(hold, abs=1), raised
     said = [c.message for c in frames[-1].verdict if c.rule == "clock"]
-    assert said and said[0].startswith("the wall clock stepped -3,600 s")
+    assert said and said[0].startswith(f"the wall clock stepped {step_s:+,.0f} s")
     assert not [c for c in frames[2].verdict if c.rule == "clock"]
     _, samples = read(tmp_path / "rec.jsonl.gz")
-    assert [s.wall_offset_s for s in samples] == [0.0] * 4 + [-3600.0] * (len(frames) - 4)
+    assert [s.wall_offset_s for s in samples] == [0.0] * 4 + [step_s] * (len(frames) - 4)
     replayed = Deriver(plan=plan).frame(samples[-1])
     assert [c.message for c in replayed.verdict if c.rule == "clock"] == said
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
-from pathlib import Path
+from typing import Any
 
 from console import __version__
-from console.compose import UsageError, build, settings_from
+from console.compose import UsageError, build, secrets_of, settings_from, token_from_file
 
 
 def export(args: argparse.Namespace) -> int:
@@ -18,23 +19,15 @@ def export(args: argparse.Namespace) -> int:
     import signal
     import ssl
 
-    from console.exporter import frame_metrics
+    from console.exporter import frame_metrics, plan_hash
     from console.exportserver import ListenError, is_loopback, parse_listen, serve
+    from console.redact import redact
 
     try:
         host, port = parse_listen(args.listen)
     except ListenError as exc:
         raise UsageError(str(exc)) from None
-    token = None
-    if args.token_file:
-        try:
-            token = Path(args.token_file).expanduser().read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise UsageError(
-                f"--token-file {args.token_file}: cannot read it ({exc.strerror})."
-            ) from None
-        if not token:
-            raise UsageError(f"--token-file {args.token_file}: the file is empty.")
+    token = token_from_file(args.token_file, "--token-file") if args.token_file else None
     if token is None and not is_loopback(host) and not args.insecure:
         raise UsageError(
             f"--listen {args.listen}: serving beyond this machine without a token; give "
@@ -51,8 +44,26 @@ def export(args: argparse.Namespace) -> int:
             raise UsageError(f"--tls-cert/--tls-key: cannot load them ({exc}).") from None
     poller, node, settings = build(args, args.demo)
     page = {"text": "# no frame yet\n"}
+    newest: dict[str, Any] = {"frame": None, "json": None}
+    secrets = secrets_of(poller)
+
+    def verdict() -> str:
+        """The newest frame for `inferdeck check` (built when asked, once per frame)."""
+        frame = newest["frame"]
+        if frame is None:
+            return "{}"
+        if newest["json"] is None or newest["json"][0] is not frame:
+            doc = {
+                "schema": "inferdeck.verdict/1",
+                "plan_hash": plan_hash(settings),
+                "interval_s": settings.interval_s,
+                "frame": json.loads(frame.to_json(indent=None)),
+            }
+            newest["json"] = (frame, redact(json.dumps(doc), secrets))
+        return str(newest["json"][1])
+
     try:
-        server = serve((host, port), lambda: page["text"], token, ctx)
+        server = serve((host, port), lambda: page["text"], token, ctx, verdict=verdict)
     except OSError as exc:
         if node is not None:
             node.stop()
@@ -73,6 +84,7 @@ def export(args: argparse.Namespace) -> int:
                 started = time.monotonic()
                 frame = await poller.poll()
                 page["text"] = frame_metrics(frame, settings, __version__)
+                newest["frame"] = frame
                 await asyncio.sleep(max(0.0, settings.interval_s - (time.monotonic() - started)))
         finally:
             await poller.aclose()

@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from console.commands.fleet import fleet_check, fleet_snapshot
 from console.compose import (
@@ -17,9 +18,15 @@ from console.compose import (
     sample,
     secrets_of,
     settings_from,
+    token_from_file,
     writable_dir,
 )
 from console.keyseries import KeySeries
+
+if TYPE_CHECKING:
+    from console.frame import Frame
+    from console.poller import Poller
+    from console.settings import Settings
 
 
 def one_line(note: str) -> str:
@@ -95,13 +102,73 @@ def check(args: argparse.Namespace) -> int:
     if args.prometheus:
         return fleet_check(args)
     poller, node, settings = build(args, args.demo)
+    read, why_not = (None, None) if args.demo else from_export(args, poller, settings)
+    if read is not None:
+        frame, source = read
+        if node is not None:
+            node.stop()
+        asyncio.run(poller.aclose())
+        print("\n".join(check_lines(frame, settings, source)))
+        return EXIT[frame.status]
     try:
         frame = asyncio.run(sample(poller, args.wait, settings.interval_s))
     finally:
         if node is not None:
             node.stop()
-    print("\n".join(check_lines(frame, settings)))
+    print("\n".join(check_lines(frame, settings) + ([why_not] if why_not else [])))
     return EXIT[frame.status]
+
+
+def from_export(
+    args: argparse.Namespace, poller: Poller, settings: Settings
+) -> tuple[tuple[Frame, str] | None, str | None]:
+    """The newest frame of the `inferdeck export` at ``--export``, when it polls the engines this
+    check would, with the same plan, and is fresh: its verdict over its full window, not a 2 s
+    sample's. Else None, with a sentence when an export answered but could not be used."""
+    import json
+
+    import httpx
+    from pydantic import ValidationError
+
+    from console.exporter import plan_hash
+    from console.exportserver import VERDICT_PATH
+    from console.frame import Frame
+
+    url = (args.export or "").rstrip("/")
+    if url in ("", "none"):
+        return None, None
+    headers = {}
+    if args.export_token_file:
+        token = token_from_file(args.export_token_file, "--export-token-file")
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        resp = httpx.get(url + VERDICT_PATH, headers=headers, timeout=1.0)
+        doc = resp.json() if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None, None  # no export there (or not this one): sample
+    if not isinstance(doc, dict) or doc.get("schema") != "inferdeck.verdict/1":
+        return None, None
+    try:
+        frame = Frame.model_validate(doc["frame"])
+    except (ValidationError, KeyError, TypeError, json.JSONDecodeError):
+        return None, f"the inferdeck export at {url} sent a verdict this check cannot read"
+    mine = sorted(st.target.label for st in poller.engines)
+    theirs = sorted(e.name for e in frame.engines)
+    if mine != theirs or doc.get("plan_hash") != plan_hash(settings):
+        return None, (
+            f"an inferdeck export at {url} polls "
+            + ("other engines" if mine != theirs else "with another plan")
+            + ": this check sampled on its own"
+        )
+    age = time.time() - frame.taken_at.timestamp()
+    interval = float(doc.get("interval_s") or settings.interval_s)
+    if not -2.0 <= age <= 3 * interval + 1.0:
+        return None, (
+            f"the inferdeck export at {url} has no fresh frame (its newest is {age:,.0f} s "
+            "old): this check sampled on its own"
+        )
+    where = url.split("://", 1)[-1]
+    return (frame, f"inferdeck export at {where}, its frame {max(0.0, age):.0f} s old"), None
 
 
 def example_config() -> int:

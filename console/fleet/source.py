@@ -162,6 +162,7 @@ class FleetSource:
         queries["x:alert"] = "inferdeck_alert_since_timestamp_seconds"
         queries["x:headroom"] = f'{{__name__=~"{HEADROOM_NAMES}"}}'
         queries["x:cost"] = 'inferdeck_cost_usd_per_million_compliant_tokens{bound="low"}'
+        queries["x:concerns"] = 'inferdeck_verdict_concerns{source!="alert"}'
         names = list(queries)
         self.queries_per_refresh = sum(1 for q in queries.values() if q)
         self.client.warnings.clear()
@@ -301,6 +302,11 @@ class FleetSource:
         by_node, attain = self._engines(got, now)
         gpus, canonical = self._gpus(got)
         exported, named, node_cost = _exported(got)
+        concerns: dict[str, dict[str, float]] = {}  # node -> severity -> findings and pending
+        for labels, n in got.get("x:concerns") or []:
+            by = concerns.setdefault(_node(labels), {})
+            sev = labels.get("severity", "")
+            by[sev] = by.get(sev, 0.0) + n
         nodes: dict[str, Frame] = {}
         self.state.down = {}
         for node in sorted(set(by_node) | set(gpus) | set(exported) | set(self._dcgm_down)):
@@ -309,6 +315,7 @@ class FleetSource:
             if node not in named:
                 alerts += _counted_alerts(exported.get(node, []), taken)
             alerts += _seen_alerts(engines, gpus.get(node, []), taken)
+            alerts += _verdict_alerts(concerns.get(node, {}), alerts, taken)
             dcgm_down = self._dcgm_down.get(node)
             if dcgm_down is not None:
                 alerts.append(
@@ -671,6 +678,30 @@ def _counted_alerts(rows: list[tuple[dict[str, str], float]], taken: datetime) -
                 )
             )
     return alerts
+
+
+def _verdict_alerts(counts: dict[str, float], alerts: list[Alert], taken: datetime) -> list[Alert]:
+    """The node's own verdict where no alert carries it: its findings and pending conditions (an
+    SLO missed before its burn is judged, a saturation before its hold), counted by its export,
+    so the fleet's row says what `inferdeck check` on the node says."""
+    out: list[Alert] = []
+    severities: tuple[Severity, ...] = ("critical", "warning")
+    for sev in severities:
+        n = counts.get(sev, 0.0)
+        if n <= 0 or any(a.severity == sev for a in alerts):
+            continue
+        out.append(
+            Alert(
+                key=f"exported:verdict:{sev}",
+                rule="verdict",
+                severity=sev,
+                subject="node",
+                message=f"{n:.0f} {sev} finding{'s' if n != 1 else ''} in the node's own verdict "
+                "(its inferdeck export; `inferdeck check` on the node names them)",
+                since=taken,
+            )
+        )
+    return out
 
 
 def _seen_alerts(engines: list[Engine], gpus: list[Gpu], taken: datetime) -> list[Alert]:
