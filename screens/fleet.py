@@ -311,7 +311,14 @@ class FleetApp(App[None]):
             Text.assemble(
                 ("inferdeck fleet", "bold"),
                 f" │ {self.source.client.url} │ {len(st.nodes)} nodes │ window "
-                f"{window_label(self.source.window_s)} │ sort {self.sort} │ ",
+                f"{window_label(self.source.window_s)}"
+                + (
+                    f" (asked {window_label(self.source.asked_s)}: 4× the "
+                    f"{self.source.scrape_s:g} s scrape)"
+                    if self.source.window_note()
+                    else ""
+                )
+                + f" │ sort {self.sort} │ ",
                 (
                     f"at {when} (history: [ ] move, 0 live)" if past else f"live {when}",
                     "bold reverse" if past else "",

@@ -792,3 +792,77 @@ def test_a_nodes_own_findings_reach_the_fleet_row_and_check():
     frame = source._frames(got, 1000.0)["n1"]
     assert [a.rule for a in frame.alerts] == ["queue"]
     asyncio.run(source.aclose())
+
+
+def test_the_range_follows_the_scrape_interval(tmp_path):
+    """Asked for a window shorter than four scrape intervals (Prometheus' default 1m scrape under
+    the fleet's 1m window; here 15 s under 30 s), Prometheus returned no rate: TTFT n/a and tok/s
+    drawn as 0. Now the range is four scrape intervals (from the targets API), said in the
+    header, and the rate equals the slope of the raw samples (Prometheus' own, read as a range
+    vector and computed here)."""
+    import json
+
+    from console.fleet.state import node_row
+
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    eng = start_engine("vllm", TrafficSpec(rate_rps=3.0, output_tokens=300, seed=7))
+    prom, url = _start_prometheus(
+        tmp_path,
+        "global:\n  scrape_interval: 15s\nscrape_configs:\n  - job_name: engines\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{eng.server.port}']\n"
+        "        labels: {node: n1}\n",
+    )
+    source = FleetSource(PromClient(url), window_s=30)
+    loop = asyncio.new_event_loop()
+    try:
+        deadline = time.time() + 90
+        st = None
+        while time.time() < deadline:
+            try:
+                st = loop.run_until_complete(source.poll())
+            except Exception:  # noqa: BLE001 - Prometheus still starting
+                st = None
+            e = st.nodes["n1"].engines[0] if st and "n1" in st.nodes else None
+            if e is not None and e.generation_tokens_per_s and e.ttft_s and e.ttft_s.p95:
+                break
+            time.sleep(1)
+        assert st is not None and e is not None and e.generation_tokens_per_s, st
+        assert source.scrape_s == 15.0 and source.window_s == 60.0
+        assert st.window_note == (
+            "asked 30s: 4 × the 15 s scrape interval, so every rate holds enough samples"
+        )
+        assert e.ttft_s.window == "60s"
+        row = node_row("n1", st.nodes["n1"])
+        assert row["tps"] == e.generation_tokens_per_s and row["ttft"] == e.ttft_s.p95
+
+        # the reference: the raw samples' slope over the same range, at the same instant, once
+        # the series is older than the range (before, Prometheus divides a part-covered range's
+        # increase by the whole range: its stated semantics, not a fleet figure to compare)
+        def raw_at(at: float, span: str = "60s") -> list:
+            return httpx.get(
+                url + "/api/v1/query",
+                params={"query": f"vllm:generation_tokens_total[{span}]", "time": at},
+                timeout=5,
+            ).json()["data"]["result"][0]["values"]
+
+        # a sample before the range too: the counter's start is not inside it
+        while len(raw_at(time.time(), "75s")) < 5 and time.time() < deadline + 60:
+            time.sleep(2)
+        at = time.time()
+        raw = raw_at(at)
+        assert len(raw) >= 4, raw
+        (t0, v0), (t1, v1) = raw[0], raw[-1]
+        slope = (float(v1) - float(v0)) / (t1 - t0)
+        source.at = at  # the same instant again
+        again = loop.run_until_complete(source.poll()).nodes["n1"].engines[0]
+        assert again.generation_tokens_per_s == pytest.approx(slope, rel=0.02)
+        snap = _cli("snapshot", "--prometheus", url, "--window", "30s", "--format", "json")
+        doc = json.loads(snap.stdout)
+        assert doc["window_s"] == 60.0 and doc["window_note"].startswith("asked 30s: 4 × the 15 s")
+        assert doc["nodes"][0]["tps"] > 0
+    finally:
+        loop.run_until_complete(source.aclose())
+        loop.close()
+        prom.kill()
+        eng.server.stop()

@@ -24,6 +24,7 @@ from console.settings import (
     token_headers,
 )
 from console.units import seconds
+from console.windowed import window_label
 
 if TYPE_CHECKING:
     from console.fleet.source import FleetSource
@@ -119,6 +120,8 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
             "schema": "inferdeck.fleet/1",
             "prometheus": url,
             "taken_at": taken,
+            "window_s": state.window_s,
+            "window_note": state.window_note,
             "nodes": nodes,
             "errors": state.errors,
             "warnings": state.warnings,
@@ -126,7 +129,8 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return 0
-    lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", ""]
+    window = window_label(state.window_s) + (f" ({state.window_note})" if state.window_note else "")
+    lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", f"- window: {window}", ""]
     lines += [
         "| node | GPUs | MIG | engines | worst | TTFT p95 | TTFT≤target | tok/s | $/M good | alerts |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -190,4 +194,6 @@ def fleet_check(args: argparse.Namespace) -> int:
     other = other_down_line(state)
     if other:
         print(other)
+    if state.window_note:
+        print(f"window {window_label(state.window_s)}: {state.window_note}")
     return {"critical": 2, "warning": 1}.get(level or "", 0)

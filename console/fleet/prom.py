@@ -63,6 +63,12 @@ class PromClient:
         got = data.get("alerts", [])
         return [a for a in got if isinstance(a, dict)] if isinstance(got, list) else []
 
+    async def targets(self) -> list[dict[str, Any]]:
+        """The active scrape targets (labels, health, ``scrapeInterval``) as the backend lists them."""
+        data = await self._get("/api/v1/targets", {"state": "active"})
+        got = data.get("activeTargets", []) if isinstance(data, dict) else []
+        return [t for t in got if isinstance(t, dict)] if isinstance(got, list) else []
+
     async def query(self, q: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
         params = {"query": q} if at is None else {"query": q, "time": at}
         data = await self._get("/api/v1/query", params)

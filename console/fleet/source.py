@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -45,8 +46,10 @@ from console.frame import (
 from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
 from console.slorules import REMAINING
+from console.windowed import window_label
 
 MIB = 1024 * 1024
+RANGE_SCRAPES = 4  # a PromQL range holds at least this many scrape intervals
 DCGM_INTERVAL_S = 30.0  # dcgm-exporter's default collection interval (its activity averages)
 TTFT_TARGET_S = (
     1.0  # DESIGN's 8B-class TTFT limit: the fleet's SLO column (exact where 1.0 is a bound)
@@ -107,7 +110,12 @@ class FleetSource:
     ) -> None:
         self.client = client
         self.cost = cost  # each node's cost (the config's cost section), for $/M compliant tokens
+        self.asked_s = window_s  # the window asked for; window_s is the PromQL range used
         self.window_s = window_s
+        self.scrape_s: float | None = None  # the slowest scrape interval of the fleet's targets
+        self._scrape_for: frozenset[str] | None = None  # the jobs it was read for
+        self._scrape_at = 0.0
+        self._jobs: frozenset[str] = frozenset()  # the jobs of engines and DCGM exporters
         self.plans = (
             plans or {}
         )  # node name -> its plan (services name Prometheus instances as engines)
@@ -137,7 +145,44 @@ class FleetSource:
             self.state.errors[name] = str(exc)
             return None
 
+    def window_note(self) -> str | None:
+        """Why the range differs from the window asked for, when it does."""
+        if self.window_s == self.asked_s or self.scrape_s is None:
+            return None
+        return (
+            f"asked {window_label(self.asked_s)}: {RANGE_SCRAPES} × the {self.scrape_s:g} s "
+            "scrape interval, so every rate holds enough samples"
+        )
+
+    async def _follow_scrape(self, now: float) -> None:
+        """The PromQL range: at least RANGE_SCRAPES scrape intervals of the fleet's engine and
+        DCGM targets (a 1m range over a 1m scrape holds one sample: no rate at all). Read from
+        the targets API, else from the samples (`count_over_time(up[10m])`); again every 5
+        minutes and when the fleet's jobs change."""
+        if self._scrape_for == self._jobs and now - self._scrape_at < 300:
+            return
+        self._scrape_for, self._scrape_at = self._jobs, now
+        found: list[tuple[str, float]] = []  # (job, interval)
+        try:
+            for t in await self.client.targets():
+                labels = t.get("labels") or {}
+                s = _duration_s(t.get("scrapeInterval"))
+                if s:
+                    found.append((str(labels.get("job", "")), s))
+        except PromError:
+            pass
+        if not found:
+            try:
+                rows = await self.client.query("count_over_time(up[10m])", self.at)
+            except PromError:
+                rows = []
+            found = [(lab.get("job", ""), 600.0 / n) for lab, n in rows if n >= 2]
+        wanted = [s for job, s in found if not self._jobs or job in self._jobs]
+        self.scrape_s = max(wanted) if wanted else None
+        self.window_s = max(self.asked_s, RANGE_SCRAPES * (self.scrape_s or 0.0))
+
     async def poll(self) -> FleetState:
+        await self._follow_scrape(time.time())
         w = f"{int(self.window_s)}s"
         self.state.errors = {}
         queries: dict[str, str | None] = {"up": "up"}
@@ -177,6 +222,7 @@ class FleetSource:
             # than the fragments that came back (a node without its engines)
             return self.state
         when = self.at if self.at is not None else now
+        self.state.window_s, self.state.window_note = self.window_s, self.window_note()
         await self._seen(got, when)
         self.state.nodes = self._plans(self._frames(got, when), when)
         self.state.last_ok = now
@@ -373,6 +419,7 @@ class FleetSource:
                         self._last_up[_key(labels)] = now
         dcgm = {_key(lab): lab.get("job", "") for lab, _ in got.get("dcgm:seen") or []}
         dcgm_jobs = set(dcgm.values())
+        self._jobs = frozenset(engine_jobs | dcgm_jobs)
         self._dcgm_down = {}
         self.state.other_down = []
         for labels, value in got["up"] or []:
@@ -730,6 +777,17 @@ def _seen_alerts(engines: list[Engine], gpus: list[Gpu], taken: datetime) -> lis
                 )
             )
     return alerts
+
+
+def _duration_s(text: object) -> float | None:
+    """A Prometheus duration ("15s", "1m", "1m30s", "500ms") in seconds."""
+    if not isinstance(text, str) or not text:
+        return None
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * units[u] for n, u in parts)
 
 
 def _timestamp(text: object) -> float | None:

@@ -54,6 +54,8 @@ class FleetState:
     # exporter): named once, not engines down
     other_down: list[str] = field(default_factory=list)
     down: dict[str, str] = field(default_factory=dict)  # node -> "last seen 40 s ago": all down
+    window_s: float = 0.0  # the PromQL range the figures are over
+    window_note: str | None = None  # why it is longer than the window asked for
 
 
 def other_down_line(st: FleetState) -> str | None:
