@@ -9,7 +9,12 @@ Per service and objective (completion, and each latency SLO at its percentile):
   left out, or ok against failed counters). Latency: 1 - requests under the SLO bound / all,
   from the ``le`` bucket at the bound; for a bound between bucket edges the edge below is used
   (late requests overstated) and the rule's annotation says which.
-* ``inferdeck:slo_error_budget:remaining``: 1 - the period's mean error ratio / the budget.
+* ``inferdeck:slo_error_budget:remaining``: the share of the period's budget not yet spent: 1 -
+  the errors watched so far (the 5m ratio summed over its evaluations, each 30 s) / the budget
+  of the whole period. An hour of 93 % errors against a 95 % objective spends 2.8 % of a 28-day
+  budget, not "-1,760 %" (the hour's mean taken for the period's).
+* ``inferdeck:slo_error_budget:watched_seconds``: how much of the period the budget covers, so
+  a budget younger than its period is shown as partial.
 * The SRE workbook's four multi-window multi-burn alerts: 14.4x over 1h and 5m, 6x over 6h and
   30m (page); 3x over 1d and 2h, 1x over 3d and 6h (ticket).
 
@@ -37,6 +42,8 @@ BURNS = (
 )
 RECORD = "inferdeck:slo_errors:ratio_rate"
 REMAINING = "inferdeck:slo_error_budget:remaining"
+WATCHED = "inferdeck:slo_error_budget:watched_seconds"
+RECORD_EVERY_S = 30  # the records group's interval: each 5m ratio sample stands for 30 s
 LATENCY = {"ttft_s": "ttft", "tpot_s": "tpot", "e2e_s": "e2e"}
 
 
@@ -49,6 +56,10 @@ class Objective:
     note: str  # how the SLI is read (the edge used, and which way it errs)
     # series a generated test feeds: (series, "good" | "bad" | "all") for the first kind
     inputs: tuple[tuple[str, str], ...] = ()
+    # labels the recorded series and alerts carry to say where the service runs: its node's
+    # name and each label that picks its one engine (instance="10.0.0.5:8000"), so the fleet
+    # puts a burn alert on the node's row
+    where: tuple[tuple[str, str], ...] = ()
 
 
 Sli = tuple[str, str, tuple[tuple[str, str], ...]]  # expression, note, test inputs
@@ -225,7 +236,12 @@ def objectives(settings: Settings) -> tuple[list[Objective], list[str]]:
             # one kind: its expression; several (kind unknown): whichever series exist
             error = " or ".join(f"({e})" for e, _, _ in parts)
             note = "; ".join(n for _, n, _ in parts)
-            out.append(Objective(svc.name, name, target, error, note, parts[0][2]))
+            where = {k: v[0] for k, v in match.items() if len(set(v)) == 1}
+            if settings.node.name and "node" not in where:
+                where["node"] = settings.node.name
+            out.append(
+                Objective(svc.name, name, target, error, note, parts[0][2], tuple(where.items()))
+            )
     return out, skipped
 
 
@@ -240,7 +256,7 @@ def rule_groups(settings: Settings, period_days: int = 28) -> tuple[dict[str, An
     records: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = []
     for o in objs:
-        labels = {"service": o.service, "slo": o.slo}
+        labels = {**dict(o.where), "service": o.service, "slo": o.slo}
         for w in WINDOWS:
             records.append(
                 {
@@ -250,10 +266,19 @@ def rule_groups(settings: Settings, period_days: int = 28) -> tuple[dict[str, An
                 }
             )
         sel = f'{{service="{o.service}",slo="{o.slo}"}}'
+        period_s = period_days * 86400
         records.append(
             {
                 "record": REMAINING,
-                "expr": f"1 - (avg_over_time({RECORD}5m{sel}[{period_days}d]) / {_budget(o)})",
+                "expr": f"1 - (sum_over_time({RECORD}5m{sel}[{period_days}d]) * "
+                f"{RECORD_EVERY_S} / {period_s}) / {_budget(o)}",
+                "labels": {**labels, "period": f"{period_days}d"},
+            }
+        )
+        records.append(
+            {
+                "record": WATCHED,
+                "expr": f"count_over_time({RECORD}5m{sel}[{period_days}d]) * {RECORD_EVERY_S}",
                 "labels": {**labels, "period": f"{period_days}d"},
             }
         )
@@ -281,7 +306,7 @@ def rule_groups(settings: Settings, period_days: int = 28) -> tuple[dict[str, An
                 }
             )
     groups: list[dict[str, Any]] = [
-        {"name": "inferdeck-slo-records", "interval": "30s", "rules": records},
+        {"name": "inferdeck-slo-records", "interval": f"{RECORD_EVERY_S}s", "rules": records},
         {"name": "inferdeck-slo-alerts", "rules": alerts},
     ]
     return {"groups": groups}, skipped

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from console.fleet.state import (
     FleetState,
     NodeSummary,
+    budget_text,
     node_row,
     other_down_line,
     warnings_line,
@@ -83,14 +84,8 @@ def slo_text(st: FleetState, c: dict[str, str]) -> Text:
     t.append("SLO error budget left (Prometheus' rules: inferdeck rules --slo)\n", style="bold")
     width = max((len(r.service) for r in st.slo), default=0)
     for r in st.slo:
-        left = (
-            "n/a"
-            if r.remaining is None
-            else f"{r.remaining * 100:.1f}%"
-            if abs(r.remaining) < 1
-            else f"{r.remaining * 100:.0f}%"
-        )
-        line = f"  {r.service:<{width}}  {r.slo:<10} {left:>7} of {r.period or '?'}"
+        line = f"  {r.service:<{width}}  {r.slo:<10} {budget_text(r)}"
+        line += f"  on {r.node}" if r.node else ""
         style = c["error"] if r.remaining is not None and r.remaining < 0 else ""
         if r.alert:
             since = time.strftime("%H:%M:%S", time.gmtime(r.since)) + "Z" if r.since else "?"

@@ -866,3 +866,132 @@ def test_the_range_follows_the_scrape_interval(tmp_path):
         loop.close()
         prom.kill()
         eng.server.stop()
+
+
+def _backfilled_prometheus(tmp_path: Path, series: dict[str, Any], rules: str | None = None):
+    """A real Prometheus over history written with promtool (`tsdb create-blocks-from
+    openmetrics`): the last two hours of a node at a 60 s scrape, as Prometheus' default
+    interval leaves them, read at once instead of waited for."""
+    data = tmp_path / "data"
+    lines = []
+    for name, rows in series.items():  # one family at a time, each series in time order
+        for labels, points in rows:
+            body = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            lines += [f"{name}{{{body}}} {v:g} {t:.3f}" for t, v in points]
+    om = tmp_path / "history.om"
+    om.write_text("\n".join(lines) + "\n# EOF\n")
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    done = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    config = "global:\n  evaluation_interval: 1s\n"
+    if rules is not None:
+        (tmp_path / "slo.rules.yml").write_text(rules)
+        config += f"rule_files: ['{tmp_path / 'slo.rules.yml'}']\n"
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(config)
+    port = free_port()
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={data}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return prom, url
+
+
+def test_a_60s_scrape_and_an_slo_page_read_on_every_fleet_surface(tmp_path):
+    """Two hours of one node at Prometheus' default 1-minute scrape (backfilled): 100 requests a
+    minute, 93 of them over the 1 s TTFT target, 6,000 tokens a minute. Before: a 1m range over a
+    1m scrape held one sample, so tok/s read 0 and TTFT n/a, and the fleet ignored Prometheus'
+    SLO page, reading the node `ok`. Now: the range is 4m (said), tok/s is exactly 100, TTFT p95
+    2.5 s (the +Inf rank's last finite bound), and the page from `inferdeck rules --slo` makes the
+    node CRITICAL in the fleet row, `check --prometheus` and `snapshot --prometheus`' SLO section."""
+    import json
+
+    from console.fleet.state import node_row
+
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    where = {"instance": "10.0.0.5:8000", "job": "engines", "node": "n1"}
+    end = time.time() - 5
+    ts = [end - 60 * i for i in range(120, -1, -1)]
+    cum = {"0.5": 3, "1.0": 7, "2.5": 60, "+Inf": 100}  # per minute: 7 of 100 within 1 s
+    series = {
+        "up": [(where, [(t, 1) for t in ts])],
+        "vllm:num_requests_running": [({**where, "model_name": "m"}, [(t, 5) for t in ts])],
+        "vllm:generation_tokens_total": [
+            ({**where, "model_name": "m"}, [(t, 6000 * i) for i, t in enumerate(ts)])
+        ],
+        "vllm:request_success_total": [
+            (
+                {**where, "model_name": "m", "finished_reason": "stop"},
+                [(t, 100 * i) for i, t in enumerate(ts)],
+            )
+        ],  # fmt: skip
+        "vllm:time_to_first_token_seconds_bucket": [
+            ({**where, "model_name": "m", "le": le}, [(t, n * i) for i, t in enumerate(ts)])
+            for le, n in cum.items()
+        ],
+        "vllm:time_to_first_token_seconds_count": [
+            ({**where, "model_name": "m"}, [(t, 100 * i) for i, t in enumerate(ts)])
+        ],
+    }
+    cfg = tmp_path / "node.yaml"
+    cfg.write_text(
+        "node: {name: n1}\nengines:\n  - {name: chat, url: 'http://10.0.0.5:8000/metrics', "
+        "kind: vllm}\nservices:\n  - {name: chat, engine: chat, device: '0', model: llama-3.1-8b,"
+        " weight_bits: 16, tokens_per_sequence: 4096, concurrent_sequences: 4,"
+        " slo: {ttft_s: 1.0, completion: 0.99}}\n"
+    )
+    rules = _cli("rules", "--slo", "--config", str(cfg))
+    assert rules.returncode == 0, rules.stderr
+    prom, url = _backfilled_prometheus(tmp_path, series, rules.stdout)
+    source = FleetSource(PromClient(url), window_s=60)
+    loop = asyncio.new_event_loop()
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            st = loop.run_until_complete(source.poll())
+            row = node_row("n1", st.nodes["n1"]) if "n1" in st.nodes else None
+            if row and row["worst"] == "critical":
+                break
+            time.sleep(1)
+        assert source.scrape_s == 60.0 and source.window_s == 240.0, source.scrape_s
+        assert st.window_note is not None and st.window_note.startswith("asked 1m: 4 × the 60 s")
+        assert row is not None and row["tps"] == pytest.approx(100.0)
+        assert row["ttft"] == pytest.approx(2.5) and row["worst"] == "critical", row
+        page = [a for a in st.nodes["n1"].alerts if a.rule == "slo_burn"]
+        assert page and page[0].severity == "critical" and page[0].subject == "chat"
+        assert "InferdeckSLOBurnPage firing since" in page[0].message
+        res = _cli("check", "--prometheus", url)
+        assert res.returncode == 2, res.stdout + res.stderr
+        first = res.stdout.splitlines()[0]
+        assert first.startswith("INFERDECK CRITICAL - n1 chat: ttft error budget burning"), first
+        assert "window 4m: asked 1m: 4 × the 60 s scrape interval" in res.stdout
+        doc = json.loads(_cli("snapshot", "--prometheus", url, "--format", "json").stdout)
+        slo = {(r["service"], r["slo"]): r for r in doc["slo"]}
+        assert slo[("chat", "ttft")]["node"] == "n1"
+        assert slo[("chat", "ttft")]["burn_alert"] == "page"
+        assert slo[("chat", "ttft")]["state"] == "firing"
+        assert doc["nodes"][0]["worst"] == "critical"
+        assert doc["nodes"][0]["tps"] == pytest.approx(100.0)
+        md = _cli("snapshot", "--prometheus", url, "--format", "md").stdout
+        assert "| chat | ttft | n1 |" in md and "error budget burning: page firing since" in md
+    finally:
+        loop.run_until_complete(source.aclose())
+        loop.close()
+        prom.kill()

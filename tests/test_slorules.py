@@ -121,6 +121,7 @@ def test_an_slo_between_bucket_edges_says_which_edge_and_which_way():
     assert a["labels"] == {
         "severity": "critical",
         "asks": "page",
+        "instance": "10.0.0.5:8000",  # where it runs: the fleet puts it on that node's row
         "service": "vchat",
         "slo": "ttft",
     }
@@ -135,9 +136,10 @@ def test_an_slo_between_bucket_edges_says_which_edge_and_which_way():
         and r["labels"]["service"] == "vchat"
         and r["labels"]["slo"] == "completion"
     ]
+    # the budget spent so far (each 5m ratio recorded every 30 s, summed) over the whole period's
     assert remaining[0]["expr"] == (
-        "1 - (avg_over_time(inferdeck:slo_errors:ratio_rate5m"
-        '{service="vchat",slo="completion"}[28d]) / 0.005)'
+        "1 - (sum_over_time(inferdeck:slo_errors:ratio_rate5m"
+        '{service="vchat",slo="completion"}[28d]) * 30 / 2419200) / 0.005'
     )
 
 
@@ -360,7 +362,10 @@ def test_a_latency_miss_pages_through_a_real_prometheus_and_alertmanager(tmp_pat
             time.sleep(0.5)
         assert row.alert == "page" and row.state == "firing"
         assert row.since == pytest.approx(_timestamp(before[0]["activeAt"]))
-        assert row.remaining is not None and row.remaining < 0 and row.period == "28d"
+        # minutes of a page's burn spend a sliver of a 28-day budget (not "-136 %" from the
+        # minutes' mean taken for the period's), and the budget says how much it has watched
+        assert row.remaining is not None and 0.9 < row.remaining < 1 and row.period == "28d"
+        assert row.watched_s is not None and 0 < row.watched_s < 3600
         exporter.terminate()
         exporter.wait(timeout=20)
         time.sleep(3)

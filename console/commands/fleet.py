@@ -28,7 +28,8 @@ from console.windowed import window_label
 
 if TYPE_CHECKING:
     from console.fleet.source import FleetSource
-    from console.fleet.state import FleetState
+    from console.fleet.state import FleetState, SloRow
+    from console.frame import Severity
     from console.plan import Plan
 
 
@@ -97,7 +98,7 @@ def fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, s
 
 
 def fleet_snapshot(args: argparse.Namespace) -> int:
-    from console.fleet.state import node_row, other_down_line, warnings_line
+    from console.fleet.state import budget_text, node_row, other_down_line, warnings_line
 
     state, url = fleet_headless(args, args.wait)
     nodes = []
@@ -126,6 +127,21 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
             "errors": state.errors,
             "warnings": state.warnings,
             "other_targets_down": state.other_down,
+            "slo": [
+                {
+                    "service": r.service,
+                    "slo": r.slo,
+                    "node": r.node,
+                    "budget_left": r.remaining,
+                    "period": r.period or None,
+                    "budget_watched_s": r.watched_s,
+                    "burn_alert": r.alert,
+                    "state": r.state,
+                    "since": r.since,
+                }
+                for r in state.slo
+            ],
+            "slo_note": state.slo_note,
         }
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return 0
@@ -153,8 +169,25 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
     for q, why in state.errors.items():
         lines.append(f"- query {q} failed: {why}")
     lines += [f"- {line}" for line in (warnings_line(state), other_down_line(state)) if line]
+    lines += ["", "## SLO (Prometheus' rules: inferdeck rules --slo)", ""]
+    if state.slo:
+        lines += ["| service | SLO | node | budget left | burn alert |", "|---|---|---|---|---|"]
+        for o in state.slo:
+            left = budget_text(o)
+            lines.append(
+                f"| {o.service} | {o.slo} | {o.node or 'n/a'} | {left} | "
+                f"{slo_line(o) if o.alert else 'none'} |"
+            )
+    else:
+        lines.append(f"- {state.slo_note or 'none read'}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def slo_line(r: SloRow) -> str:
+    """A burn alert in one phrase: 'page firing since 12:03:04Z'."""
+    since = datetime.fromtimestamp(r.since, tz=UTC).strftime("%H:%M:%SZ") if r.since else "?"
+    return f"error budget burning: {r.alert} {r.state} since {since}"
 
 
 def fleet_check(args: argparse.Namespace) -> int:
@@ -174,6 +207,11 @@ def fleet_check(args: argparse.Namespace) -> int:
             (a.severity, f"{a.severity.upper()} {name} {a.subject}: {a.message}") for a in active
         ]
         levels.append(worst(active))
+    for r in state.slo:  # burning, with no node named by its rules (older rules): still counted
+        if r.node is None and r.alert is not None and r.state == "firing":
+            sev: Severity = "critical" if r.alert == "page" else "warning"
+            details.append((sev, f"{sev.upper()} {r.service} {r.slo}: {slo_line(r)}"))
+            levels.append(sev)
     level = "critical" if "critical" in levels else "warning" if "warning" in levels else None
     details.sort(key=lambda d: SEVERITY_ORDER[d[0]])
     partial = warnings_line(state)

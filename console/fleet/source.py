@@ -30,7 +30,7 @@ from console.fleet.promql import (
     signal_query,
     success_query,
 )
-from console.fleet.state import FleetState, NodeSummary, SloRow
+from console.fleet.state import FleetState, NodeSummary, SloRow, budget_text
 from console.frame import (
     Alert,
     Engine,
@@ -45,7 +45,7 @@ from console.frame import (
 )
 from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
-from console.slorules import REMAINING
+from console.slorules import REMAINING, WATCHED
 from console.windowed import window_label
 
 MIB = 1024 * 1024
@@ -224,13 +224,15 @@ class FleetSource:
         when = self.at if self.at is not None else now
         self.state.window_s, self.state.window_note = self.window_s, self.window_note()
         await self._seen(got, when)
+        if self.at is None:  # the alerts API answers for now only
+            await self._slo()
+        else:
+            self.state.slo = []
         self.state.nodes = self._plans(self._frames(got, when), when)
         self.state.last_ok = now
         self.state.taken_at = when
         if self.at is None and now - self._trend_at > 30:
             await self._trends(now)
-        if self.at is None:  # the alerts API answers for now only
-            await self._slo()
         return self.state
 
     async def _seen(self, got: dict[str, Any], when: float) -> None:
@@ -266,12 +268,16 @@ class FleetSource:
         (`inferdeck rules --slo`): they hold whatever any inferdeck process remembers."""
         try:
             left = await self.client.query(REMAINING)
+            watched = {
+                (lab.get("service", ""), lab.get("slo", "")): v
+                for lab, v in await self.client.query(WATCHED)
+            }
             alerts = await self.client.alerts()
         except PromError as exc:
             self.state.slo_note = str(exc)
             return
         rank = {"page": 0, "ticket": 1}
-        burning: dict[tuple[str, str], tuple[str, str, float | None]] = {}
+        burning: dict[tuple[str, str], tuple[str, str, float | None, dict[str, str]]] = {}
         for a in alerts:
             lab = a.get("labels") or {}
             if not str(lab.get("alertname", "")).startswith("InferdeckSLOBurn"):
@@ -280,16 +286,54 @@ class FleetSource:
             asks = str(lab.get("asks", ""))
             seen = burning.get(key)
             if seen is None or rank.get(asks, 9) < rank.get(seen[0], 9):
-                burning[key] = (asks, str(a.get("state", "")), _timestamp(a.get("activeAt")))
+                since = _timestamp(a.get("activeAt"))
+                burning[key] = (asks, str(a.get("state", "")), since, dict(lab))
         rows: dict[tuple[str, str], SloRow] = {}
         for lab, value in left:
             key = (lab.get("service", ""), lab.get("slo", ""))
-            rows[key] = SloRow(*key, remaining=value, period=lab.get("period", ""))
-        for key, (asks, state, since) in burning.items():
-            base = rows.get(key, SloRow(*key))
+            rows[key] = SloRow(
+                *key,
+                remaining=value,
+                period=lab.get("period", ""),
+                where=lab,
+                watched_s=watched.get(key),
+            )
+        for key, (asks, state, since, lab) in burning.items():
+            base = rows.get(key, SloRow(*key, where=lab))
             rows[key] = replace(base, alert=asks, state=state, since=since)
         self.state.slo = [rows[k] for k in sorted(rows)]
         self.state.slo_note = None if rows else "no inferdeck SLO rules in Prometheus"
+
+    def _burn_alerts(self, node: str, engines: list[Engine]) -> list[Alert]:
+        """The SLO burn alerts Prometheus' rules hold for this node's services (placed by the
+        rules' `node` label, else by the `instance` of its engine), firing ones on its verdict:
+        a page critical, a ticket a warning. Each row placed says where."""
+        out: list[Alert] = []
+        instances = {e.name for e in engines}
+        for i, row in enumerate(self.state.slo):
+            where = row.where
+            here = where.get("node") == node or (
+                "node" not in where and where.get("instance") in instances
+            )
+            if not here:
+                continue
+            self.state.slo[i] = replace(row, node=node)
+            if row.alert is None or row.state != "firing":
+                continue
+            since = datetime.fromtimestamp(row.since or time.time(), tz=UTC)
+            out.append(
+                Alert(
+                    key=f"slo-burn:{row.service}:{row.slo}",
+                    rule="slo_burn",
+                    severity="critical" if row.alert == "page" else "warning",
+                    subject=row.service,
+                    message=f"{row.slo} error budget burning: Prometheus' "
+                    f"InferdeckSLOBurn{row.alert.capitalize()} firing since {since:%H:%M:%S}Z"
+                    + (f" (budget left {budget_text(row)})" if row.remaining is not None else ""),
+                    since=since,
+                )
+            )
+        return out
 
     async def _trends(self, now: float) -> None:
         """The last hour of output tokens/s per node (query_range), for the fleet's sparklines."""
@@ -361,6 +405,7 @@ class FleetSource:
             if node not in named:
                 alerts += _counted_alerts(exported.get(node, []), taken)
             alerts += _seen_alerts(engines, gpus.get(node, []), taken)
+            alerts += self._burn_alerts(node, engines)
             alerts += _verdict_alerts(concerns.get(node, {}), alerts, taken)
             dcgm_down = self._dcgm_down.get(node)
             if dcgm_down is not None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.frame import Frame
+from console.units import duration_text
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,12 @@ class SloRow:
     slo: str
     remaining: float | None = None  # share of the period's budget left (negative: overspent)
     period: str = ""
+    watched_s: float | None = None  # how much of the period the budget has data for
     alert: str | None = None  # the most urgent: "page" or "ticket"
     state: str | None = None  # "firing" or "pending"
     since: float | None = None  # activeAt (Unix time)
+    where: dict[str, str] = field(default_factory=dict)  # the rules' labels (node, instance, ...)
+    node: str | None = None  # the fleet node it was placed on (None: the rules do not say)
 
 
 @dataclass
@@ -56,6 +60,17 @@ class FleetState:
     down: dict[str, str] = field(default_factory=dict)  # node -> "last seen 40 s ago": all down
     window_s: float = 0.0  # the PromQL range the figures are over
     window_note: str | None = None  # why it is longer than the window asked for
+
+
+def budget_text(r: SloRow) -> str:
+    """'99.2% of 28d (2h watched)': the budget left, partial while younger than its period."""
+    if r.remaining is None:
+        return "n/a"
+    pct = f"{r.remaining * 100:.1f}%" if abs(r.remaining) < 1 else f"{r.remaining * 100:.0f}%"
+    text = f"{pct} of {r.period or '?'}"
+    if r.watched_s is not None:
+        text += f" ({duration_text(r.watched_s)} watched)"
+    return text
 
 
 def other_down_line(st: FleetState) -> str | None:
