@@ -427,17 +427,51 @@ def alert_rules(plan: Plan) -> str:
 
 
 ALERTMANAGER_EXAMPLE = """\
-# Alertmanager routing for inferdeck's rules (an example: receivers are yours to fill in)
+# Alertmanager routing for inferdeck's rules (an example: receivers are yours to fill in).
+# One incident, one page: a node's alerts are grouped together (a saturation raises the KV and
+# queue headrooms, the engine's saturation and the node's verdict at once), a critical silences
+# the warning of the same rule, the node's verdict alert is silenced while a named critical says
+# more, and an engine down silences what was built from its figures (its KV and queue
+# severities the exporter already leaves out while the engine is down or just back).
 route:
   receiver: gpu-oncall
-  group_by: [alertname, instance, service]
+  group_by: [alertname, node, instance]
   routes:
-    - matchers: ['alertname =~ "Inferdeck.*", severity = "critical"]
+    - matchers:
+        - alertname =~ "Inferdeck.*"
+        - severity = "critical"
       receiver: gpu-oncall-page
+      group_by: [node, instance]
+      group_wait: 30s
+      group_interval: 5m
       repeat_interval: 1h
-    - matchers: ['alertname =~ "Inferdeck.*", severity = "warning"]
+    - matchers:
+        - alertname =~ "Inferdeck.*"
+        - severity = "warning"
       receiver: gpu-oncall
+      group_by: [node, instance]
       repeat_interval: 4h
+inhibit_rules:
+  # a critical headroom silences the same rule's warning (and forecast) on the same service
+  - source_matchers: [severity = "critical", 'rule =~ ".+"']
+    target_matchers: [severity = "warning"]
+    equal: [instance, service, rule]
+  # an SLO page silences its ticket
+  - source_matchers: [alertname = "InferdeckSLOBurnPage"]
+    target_matchers: [alertname = "InferdeckSLOBurnTicket"]
+    equal: [service, slo]
+  # the node's verdict says nothing a named critical of the same node does not
+  - source_matchers: ['alertname =~ "Inferdeck(Kv|Queue|Memory|Power|Thermal)HeadroomCritical|InferdeckEngineDown"']
+    target_matchers: [alertname = "InferdeckNodeCritical"]
+    equal: [instance]
+  # an engine down: its saturation and exhaustion forecasts were built from its last figures
+  - source_matchers: [alertname = "InferdeckEngineDown"]
+    target_matchers: ['alertname =~ "InferdeckEngineSaturated"']
+    equal: [instance, engine]
+  # the exporter down: every alert built from its gauges is stale
+  - source_matchers: [alertname = "InferdeckExporterDown"]
+    target_matchers: ['alertname =~ "Inferdeck.*"', 'alertname != "InferdeckExporterDown"']
+    equal: [instance]
 receivers:
   - name: gpu-oncall-page
   - name: gpu-oncall

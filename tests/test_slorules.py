@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -415,3 +416,102 @@ def test_replicas_and_kubernetes_labels_pick_the_engines_series(tmp_path):
         for args in (("check", "rules", "r.yaml"), ("test", "rules", "t.yaml")):
             ran = _promtool(*args, cwd=tmp_path)
             assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_the_alertmanager_example_parses_and_one_saturation_sends_one_page(tmp_path):
+    """`inferdeck rules --alertmanager` printed YAML that did not parse (`amtool check-config`
+    failed), grouped by alertname with no inhibition: one saturation gave 7 firing notifications,
+    3 of them pages. Now amtool accepts it, and in a real Alertmanager running it (receivers
+    pointed at a webhook here) the alerts one saturation raises on a node — KV critical and
+    warning, queue warning, the engine saturated, the node's verdict, an exhaustion forecast —
+    send one page and one warning notification (the rest silenced by what says more)."""
+    import http.server
+    import json
+    import threading
+    import time
+
+    import httpx
+
+    amtool = shutil.which("amtool") or "/usr/bin/amtool"
+    for tool in (amtool, ALERTMANAGER):
+        if not os.access(tool, os.X_OK):
+            pytest.skip(f"{tool} is not installed (.ci/run installs prometheus-alertmanager)")
+    out = subprocess.run(
+        [sys.executable, "-m", "console", "rules", "--alertmanager"],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    example = tmp_path / "example.yml"
+    example.write_text(out.stdout)
+    checked = subprocess.run(
+        [amtool, "check-config", str(example)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    got: dict[str, list[dict]] = {}
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            got.setdefault(self.path.strip("/"), []).append(body)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    doc = yaml.safe_load(out.stdout)
+    for r in doc["receivers"]:  # the example's receivers, pointed at the webhook
+        r["webhook_configs"] = [{"url": f"http://127.0.0.1:{hook.server_address[1]}/{r['name']}"}]
+    for route in doc["route"]["routes"]:
+        route["group_wait"] = "2s"  # the example's 30 s, shortened for the test
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(doc))
+    port = _free_port()
+    am = subprocess.Popen(
+        [ALERTMANAGER, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'am'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        node = {"instance": "10.0.0.5:9464", "job": "inferdeck", "node": "n1"}
+        svc = {**node, "service": "chat"}
+        fired = [
+            {"alertname": "InferdeckKvHeadroomCritical", "severity": "critical", "rule": "kv", **svc},
+            {"alertname": "InferdeckKvHeadroomWarning", "severity": "warning", "rule": "kv", **svc},
+            {"alertname": "InferdeckQueueHeadroomWarning", "severity": "warning", "rule": "queue",
+             **svc},
+            {"alertname": "InferdeckEngineSaturated", "severity": "warning", "engine": "chat",
+             "slo": "ttft", **node},
+            {"alertname": "InferdeckHeadroomExhaustedSoon", "severity": "warning", "rule": "kv",
+             **svc},
+            {"alertname": "InferdeckNodeCritical", "severity": "critical", **node},
+        ]  # fmt: skip
+        sent = httpx.post(url + "/api/v2/alerts", json=[{"labels": a} for a in fired], timeout=5)
+        assert sent.status_code == 200, sent.text
+        deadline = time.time() + 20
+        while time.time() < deadline and not (got.get("gpu-oncall-page") and got.get("gpu-oncall")):
+            time.sleep(0.5)
+        time.sleep(3)  # anything more would follow the first notification within the group_wait
+        pages = got.get("gpu-oncall-page", [])
+        assert len(pages) == 1, pages
+        assert [a["labels"]["alertname"] for a in pages[0]["alerts"]] == [
+            "InferdeckKvHeadroomCritical"
+        ]  # the node's verdict silenced by the named critical
+        warnings = got.get("gpu-oncall", [])
+        assert len(warnings) == 1, warnings
+        names = sorted(a["labels"]["alertname"] for a in warnings[0]["alerts"])
+        # the KV warning and its forecast silenced by the KV critical; the rest in one
+        assert names == ["InferdeckEngineSaturated", "InferdeckQueueHeadroomWarning"]
+    finally:
+        am.terminate()
+        am.wait(10)
+        hook.shutdown()
