@@ -100,6 +100,9 @@ class PrometheusConfig(_HasUrl):
     username: str | None = None
     password_env: str | None = None
     verify_tls: bool = True
+    tenant: str | None = None  # X-Scope-OrgID, for Mimir, Cortex, Thanos receive
+    timeout_s: float = Field(10.0, gt=0)  # one query's time limit
+    concurrency: int = Field(4, gt=0)  # queries at once (VictoriaMetrics' default limit is 4/CPU)
 
 
 class KubeletConfig(_HasUrl):

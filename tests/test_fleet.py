@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from console.fleet.prom import PromClient
+from console.fleet.prom import PromClient, PromError
 from console.fleet.promql import signal_query
 from console.fleet.source import FleetSource
 from console.poller import EngineTarget, Poller
@@ -995,3 +995,71 @@ def test_a_60s_scrape_and_an_slo_page_read_on_every_fleet_surface(tmp_path):
         loop.run_until_complete(source.aclose())
         loop.close()
         prom.kill()
+
+
+def test_the_client_keeps_to_the_backends_concurrency_retries_a_503_and_names_it():
+    """36 queries fired at once exceeded VictoriaMetrics' concurrent-query limit, whose HTTP 503
+    read 'did not answer with JSON: is this Prometheus?'. Now at most `concurrency` are in flight,
+    a 503 is asked once more after its Retry-After, and one that stays says what it is."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    state = {"now": 0, "most": 0, "calls": 0, "busy": True}
+    lock = threading.Lock()
+
+    class Backend(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            with lock:
+                state["now"] += 1
+                state["calls"] += 1
+                state["most"] = max(state["most"], state["now"])
+                first = state["calls"] == 1
+            time.sleep(0.05)
+            if first or "always503" in self.path:  # over its limit, as VictoriaMetrics says it
+                body, code = b"too many concurrent requests\n", 503
+            else:
+                body = json.dumps(
+                    {"status": "success", "data": {"resultType": "vector", "result": []}}
+                ).encode()
+                code = 200
+            with lock:
+                state["now"] -= 1
+            self.send_response(code)
+            if code == 503:
+                self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+
+    async def run():
+        client, busy = PromClient(url, concurrency=4), PromClient(url + "/always503")
+        try:
+            got = await asyncio.gather(*(client.query(f"q{i}") for i in range(36)))
+            try:
+                await busy.query("x")
+            except PromError as exc:
+                return got, str(exc)
+            return got, None
+        finally:
+            await client.aclose()
+            await busy.aclose()
+
+    try:
+        got, why = asyncio.run(run())
+    finally:
+        server.shutdown()
+    assert got == [[]] * 36  # the first one's 503 asked again, and answered
+    assert 1 <= state["most"] <= 4, state
+    assert why == (
+        f"{url}/always503/api/v1/query: the backend is overloaded or starting (HTTP 503: over its "
+        "concurrent-query limit? lower prometheus.concurrency) — it said: too many concurrent "
+        "requests"
+    )

@@ -45,12 +45,20 @@ def fleet_source(args: argparse.Namespace) -> tuple[FleetSource, Settings, str]:
         check_url(url)
     except UrlError as exc:
         raise UsageError(f"--prometheus: {exc}") from None
-    headers = auth
-    verify = True
+    headers = dict(auth or {})
+    verify, timeout_s, concurrency = True, 10.0, 4
     if prom is not None:
-        headers = token_headers(prom) or auth
-        verify = prom.verify_tls
-    client = PromClient(url.rstrip("/").removesuffix("/metrics"), headers=headers, verify=verify)
+        headers = dict(token_headers(prom) or auth or {})
+        verify, timeout_s, concurrency = prom.verify_tls, prom.timeout_s, prom.concurrency
+        if prom.tenant:
+            headers["X-Scope-OrgID"] = prom.tenant
+    client = PromClient(
+        url.rstrip("/").removesuffix("/metrics"),
+        headers=headers,
+        verify=verify,
+        timeout_s=timeout_s,
+        concurrency=concurrency,
+    )
     plans: dict[str, Plan] = {}
     for node, path in settings.node_plans.items():
         try:

@@ -3,6 +3,7 @@ sentence naming the URL."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -13,17 +14,44 @@ class PromError(Exception):
     """A query failed; the message is one sentence with the URL."""
 
 
+def _retry_after(header: str | None) -> float:
+    try:
+        return min(2.0, max(0.0, float(header))) if header else 0.5
+    except ValueError:
+        return 0.5
+
+
+def _status_sentence(url: str, status: int, body: str) -> str:
+    """What a non-JSON answer means, by its status."""
+    said = body.strip().splitlines()[0][:160] if body.strip() else ""
+    why = {
+        401: "it wants credentials (prometheus.token_file, or user:password in the URL)",
+        403: "the credentials given are not allowed to query",
+        404: "no Prometheus API at this path (VictoriaMetrics cluster: /select/<tenant>/prometheus)",
+        422: "the query could not be executed (HTTP 422)",
+        429: "too many queries: the backend asks to slow down (prometheus.concurrency)",
+        503: "the backend is overloaded or starting (HTTP 503: over its concurrent-query "
+        "limit? lower prometheus.concurrency)",
+    }.get(status)
+    if why is None:
+        why = f"not the Prometheus API's JSON (HTTP {status}): is this Prometheus?"
+    return f"{url}: {why}" + (f" — it said: {said}" if said else "")
+
+
 class PromClient:
     def __init__(
         self,
         url: str,
         headers: dict[str, str] | None = None,
         verify: bool = True,
-        timeout_s: float = 5.0,
+        timeout_s: float = 10.0,
+        concurrency: int = 4,
     ) -> None:
         self.url = url.rstrip("/")
         self.headers = headers or {}
         self.timeout_s = timeout_s
+        self.concurrency = concurrency
+        self._gate: asyncio.Semaphore | None = None  # made in the loop that first queries
         # what the backend said it left out (Thanos, federation, a Prometheus at its limits:
         # "partial response ..."), gathered over the answers since the caller last cleared them
         self.warnings: set[str] = set()
@@ -33,29 +61,48 @@ class PromClient:
         await self._client.aclose()
 
     async def _get(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One API call, at most ``concurrency`` at once; an overloaded backend (HTTP 503 or 429:
+        VictoriaMetrics answers 503 past its concurrent-query limit) is asked once more after
+        its Retry-After (up to 2 s)."""
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.concurrency)
         url = f"{self.url}{path}"
+        async with self._gate:
+            resp = await self._send(url, params)
+            if resp.status_code in (429, 503):
+                await asyncio.sleep(_retry_after(resp.headers.get("Retry-After")))
+                resp = await self._send(url, params)
         try:
-            resp = await self._client.get(url, params=params, timeout=self.timeout_s)
+            doc = resp.json()
+        except ValueError:
+            raise PromError(_status_sentence(url, resp.status_code, resp.text)) from None
+        if not isinstance(doc, dict):
+            raise PromError(f"{url} answered JSON that is not the Prometheus API's")
+        if doc.get("status") != "success":
+            why = doc.get("error") or _status_sentence(url, resp.status_code, "")
+            raise PromError(
+                f"Prometheus refused the query (HTTP {resp.status_code}"
+                + (f", {doc['errorType']}" if doc.get("errorType") else "")
+                + f"): {why}"
+            )
+        for w in doc.get("warnings") or []:
+            self.warnings.add(str(w))
+        data: dict[str, Any] = doc["data"]
+        return data
+
+    async def _send(self, url: str, params: dict[str, Any]) -> httpx.Response:
+        try:
+            return await self._client.get(url, params=params, timeout=self.timeout_s)
         except httpx.TimeoutException:
             raise PromError(
-                f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s"
+                f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s (the "
+                "query is slower than the timeout: raise prometheus.timeout_s, or record the "
+                "fleet's figures with rules)"
             ) from None
         except httpx.HTTPError as exc:
             raise PromError(
                 f"cannot reach Prometheus at {self.url} ({type(exc).__name__})"
             ) from None
-        try:
-            doc = resp.json()
-        except ValueError:
-            raise PromError(
-                f"{url} did not answer with JSON (HTTP {resp.status_code}): is this Prometheus?"
-            ) from None
-        if doc.get("status") != "success":
-            raise PromError(f"Prometheus refused the query: {doc.get('error', resp.status_code)}")
-        for w in doc.get("warnings") or []:
-            self.warnings.add(str(w))
-        data: dict[str, Any] = doc["data"]
-        return data
 
     async def alerts(self) -> list[dict[str, Any]]:
         """The alerts Prometheus' rules hold now (pending and firing), with ``activeAt``."""
