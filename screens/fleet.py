@@ -313,6 +313,11 @@ class FleetApp(App[None]):
                     if self.source.window_note()
                     else ""
                 )
+                + (
+                    " │ rate not extrapolated (VictoriaMetrics)"
+                    if (st.backend or "").startswith("VictoriaMetrics")
+                    else ""
+                )
                 + f" │ sort {self.sort} │ ",
                 (
                     f"at {when} (history: [ ] move, 0 live)" if past else f"live {when}",

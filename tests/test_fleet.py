@@ -1063,3 +1063,103 @@ def test_the_client_keeps_to_the_backends_concurrency_retries_a_503_and_names_it
         "concurrent-query limit? lower prometheus.concurrency) — it said: too many concurrent "
         "requests"
     )
+
+
+def test_victoriametrics_reads_like_prometheus_and_says_its_rate_and_its_missing_ruler(tmp_path):
+    """VictoriaMetrics (Debian's 1.79, scraping itself) with vmalert evaluating `inferdeck rules
+    --slo` and writing the records back: every fleet figure present, the backend named and its
+    rate() stated as not extrapolated (tok/s equal to its own raw samples' slope); the budgets
+    are read, and the alerts API's empty answer (no -vmalert.proxyURL) is said, not read as 'no
+    burn'."""
+    vm, vmalert = shutil.which("victoria-metrics"), shutil.which("vmalert")
+    if not vm or not vmalert:
+        pytest.skip(
+            "victoria-metrics is not installed (apt-get install victoria-metrics; .ci/run does)"
+        )
+    sim = SimNvml(load=lambda g, m: DeviceLoad(0.6, 20 * 2**30))
+    sim.add_gpu("h100-80gb")
+    eng = start_engine("vllm", TrafficSpec(rate_rps=3.0, output_tokens=300, seed=11))
+    dcgm = start_dcgm(sim, "n1")
+    (tmp_path / "scrape.yml").write_text(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+        f"  - job_name: engines\n    static_configs:\n      - targets: ['127.0.0.1:{eng.server.port}']\n"
+        "        labels: {node: n1}\n"
+        f"  - job_name: dcgm\n    static_configs:\n      - targets: ['127.0.0.1:{dcgm.port}']\n"
+        "        labels: {node: n1}\n"
+    )
+    cfg = tmp_path / "node.yaml"
+    cfg.write_text(
+        f"node: {{name: n1}}\nengines:\n  - {{name: chat, url: 'http://127.0.0.1:{eng.server.port}"
+        "/metrics', kind: vllm}\nservices:\n  - {name: chat, engine: chat, device: '0', "
+        "model: llama-3.1-8b, weight_bits: 16, tokens_per_sequence: 4096, "
+        "concurrent_sequences: 4, slo: {ttft_s: 1.0, completion: 0.99}}\n"
+    )
+    rules = _cli("rules", "--slo", "--config", str(cfg))
+    assert rules.returncode == 0, rules.stderr
+    (tmp_path / "slo.yml").write_text(rules.stdout)
+    port, alert_port = free_port(), free_port()
+    url = f"http://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    procs = [
+        subprocess.Popen(
+            [vm, f"-promscrape.config={tmp_path / 'scrape.yml'}",
+             f"-storageDataPath={tmp_path / 'vm'}", f"-httpListenAddr=127.0.0.1:{port}",
+             "-search.latencyOffset=0s"],
+            **quiet,
+        ),
+        subprocess.Popen(
+            [vmalert, f"-rule={tmp_path / 'slo.yml'}", f"-datasource.url={url}",
+             f"-remoteWrite.url={url}", f"-remoteRead.url={url}",
+             f"-notifier.url=http://127.0.0.1:{free_port()}",
+             f"-httpListenAddr=127.0.0.1:{alert_port}", "-evaluationInterval=1s"],
+            **quiet,
+        ),
+    ]  # fmt: skip
+    source = FleetSource(PromClient(url), window_s=60)
+    loop = asyncio.new_event_loop()
+    try:
+        deadline = time.time() + 150
+        st, e = None, None
+        while time.time() < deadline:
+            try:
+                st = loop.run_until_complete(source.poll())
+            except Exception:  # noqa: BLE001 - still starting
+                st = None
+            e = st.nodes["n1"].engines[0] if st and st.nodes.get("n1") else None
+            # the figures, the budgets (vmalert's records), and the scrape interval (counted
+            # once the targets are a minute old: VictoriaMetrics lists none)
+            if e and e.generation_tokens_per_s and e.ttft_s and source.scrape_s:
+                if any(r.remaining is not None for r in st.slo):
+                    break
+            time.sleep(2)
+        assert st is not None and e is not None and e.generation_tokens_per_s, st
+        assert st.backend == "VictoriaMetrics"
+        assert st.rates.startswith("VictoriaMetrics' rate(): not extrapolated")
+        from console.fleet.state import node_row
+
+        row = node_row("n1", st.nodes["n1"])
+        assert (row["gpus"], row["engines"]) == (1, "1/1") and row["ttft"] is not None
+        assert source.scrape_s == 1.0 and source.window_s == 60.0
+        # VictoriaMetrics' rate at an instant, against its own raw samples read at that instant
+        at = time.time()
+        raw = httpx.get(
+            url + "/api/v1/query",
+            params={"query": "vllm:generation_tokens_total[60s]", "time": at},
+            timeout=5,
+        ).json()["data"]["result"][0]["values"]
+        slope = (float(raw[-1][1]) - float(raw[0][1])) / (raw[-1][0] - raw[0][0])
+        source.at = at
+        again = loop.run_until_complete(source.poll()).nodes["n1"].engines[0]
+        assert again.generation_tokens_per_s == pytest.approx(slope, rel=0.05)
+        source.at = None
+        st = loop.run_until_complete(source.poll())
+        assert st.slo and all(r.node == "n1" for r in st.slo), st.slo
+        assert st.slo_note is not None and "answers no alerting rules" in st.slo_note
+        assert "-vmalert.proxyURL" in st.slo_note
+    finally:
+        loop.run_until_complete(source.aclose())
+        loop.close()
+        for p in procs:
+            p.kill()
+        eng.server.stop()
+        dcgm.stop()

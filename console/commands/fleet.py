@@ -131,6 +131,8 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
             "taken_at": taken,
             "window_s": state.window_s,
             "window_note": state.window_note,
+            "backend": state.backend,
+            "rates": state.rates,
             "nodes": nodes,
             "errors": state.errors,
             "warnings": state.warnings,
@@ -154,7 +156,8 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return 0
     window = window_label(state.window_s) + (f" ({state.window_note})" if state.window_note else "")
-    lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", f"- window: {window}", ""]
+    lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", f"- window: {window}"]
+    lines += [f"- backend: {state.backend or 'unknown'}; rates are {state.rates}", ""]
     lines += [
         "| node | GPUs | MIG | engines | worst | TTFT p95 | TTFT≤target | tok/s | $/M good | alerts |",
         "|---|---|---|---|---|---|---|---|---|---|",

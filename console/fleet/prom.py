@@ -110,6 +110,25 @@ class PromClient:
         got = data.get("alerts", [])
         return [a for a in got if isinstance(a, dict)] if isinstance(got, list) else []
 
+    async def status(self, what: str) -> dict[str, Any]:
+        """/api/v1/status/<what> (buildinfo, active_queries, ...)."""
+        data = await self._get(f"/api/v1/status/{what}", {})
+        return data if isinstance(data, dict) else {}
+
+    async def probe(self, path: str) -> int | None:
+        """The HTTP status a path answers with (None: no answer), body unread."""
+        try:
+            resp = await self._client.get(f"{self.url}{path}", timeout=self.timeout_s)
+        except httpx.HTTPError:
+            return None
+        return resp.status_code
+
+    async def rules(self) -> list[dict[str, Any]]:
+        """The alerting rule groups the backend (or the ruler behind it) evaluates."""
+        data = await self._get("/api/v1/rules", {"type": "alert"})
+        got = data.get("groups", []) if isinstance(data, dict) else []
+        return [g for g in got if isinstance(g, dict)] if isinstance(got, list) else []
+
     async def targets(self) -> list[dict[str, Any]]:
         """The active scrape targets (labels, health, ``scrapeInterval``) as the backend lists them."""
         data = await self._get("/api/v1/targets", {"state": "active"})

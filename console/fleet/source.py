@@ -116,6 +116,7 @@ class FleetSource:
         self._scrape_for: frozenset[str] | None = None  # the jobs it was read for
         self._scrape_at = 0.0
         self._jobs: frozenset[str] = frozenset()  # the jobs of engines and DCGM exporters
+        self.backend: str | None = None  # "Prometheus 2.42.0", "VictoriaMetrics", ...
         self.plans = (
             plans or {}
         )  # node name -> its plan (services name Prometheus instances as engines)
@@ -145,6 +146,16 @@ class FleetSource:
             self.state.errors[name] = str(exc)
             return None
 
+    def rate_semantics(self) -> str:
+        """How the backend's rate() reads, said beside the rates: the two differ by up to a
+        quarter at a 1m window on the same samples."""
+        if self.backend and self.backend.startswith("VictoriaMetrics"):
+            return (
+                "VictoriaMetrics' rate(): not extrapolated (the increase since the sample "
+                "before the range, over the time it spans)"
+            )
+        return "Prometheus' rate(): extrapolated to the range's edges"
+
     def window_note(self) -> str | None:
         """Why the range differs from the window asked for, when it does."""
         if self.window_s == self.asked_s or self.scrape_s is None:
@@ -171,15 +182,49 @@ class FleetSource:
                     found.append((str(labels.get("job", "")), s))
         except PromError:
             pass
-        if not found:
-            try:
-                rows = await self.client.query("count_over_time(up[10m])", self.at)
-            except PromError:
-                rows = []
-            found = [(lab.get("job", ""), 600.0 / n) for lab, n in rows if n >= 2]
+        if not found:  # VictoriaMetrics lists no scrapeInterval: counted from the samples
+            found = await self._counted_intervals()
         wanted = [s for job, s in found if not self._jobs or job in self._jobs]
         self.scrape_s = max(wanted) if wanted else None
-        self.window_s = max(self.asked_s, RANGE_SCRAPES * (self.scrape_s or 0.0))
+        self.window_s = float(math.ceil(max(self.asked_s, RANGE_SCRAPES * (self.scrape_s or 0.0))))
+        if self.backend is None:
+            self.backend = await self._backend()
+
+    async def _counted_intervals(self) -> list[tuple[str, float]]:
+        """Each target's scrape interval from its `up` samples: 60 s / the count in the last
+        minute where it holds two or more, else 600 s / the count in the last 10 minutes (a 1m
+        or 2m scrape). A target younger than a minute (both counts alike) is left out and
+        asked again at the next poll, not read slow."""
+        try:
+            short = await self.client.query("count_over_time(up[1m])", self.at)
+            long = await self.client.query("count_over_time(up[10m])", self.at)
+        except PromError:
+            return []
+        c1 = {(lab.get("job", ""), lab.get("instance", "")): n for lab, n in short}
+        out = []
+        for lab, n in long:
+            key = (lab.get("job", ""), lab.get("instance", ""))
+            recent = c1.get(key, 0.0)
+            if recent >= n:  # younger than the minute: its count says nothing of its pace yet
+                self._scrape_at = 0.0
+                continue
+            every = 60 / recent if recent >= 2 else 600 / n if n >= 2 else None
+            if every is not None:
+                out.append((key[0], float(max(1, round(every)))))
+        return out
+
+    async def _backend(self) -> str:
+        """Which backend answers, for the rate semantics stated beside the rates."""
+        try:
+            info = await self.client.status("buildinfo")
+        except PromError:
+            info = {}
+        if info.get("version"):
+            return f"{info.get('application') or 'Prometheus'} {info['version']}"
+        # VictoriaMetrics answers buildinfo empty, and serves an endpoint Prometheus does not
+        if await self.client.probe("/api/v1/status/active_queries") == 200:
+            return "VictoriaMetrics"
+        return "a Prometheus-compatible backend"
 
     async def poll(self) -> FleetState:
         await self._follow_scrape(time.time())
@@ -223,6 +268,7 @@ class FleetSource:
             return self.state
         when = self.at if self.at is not None else now
         self.state.window_s, self.state.window_note = self.window_s, self.window_note()
+        self.state.backend, self.state.rates = self.backend, self.rate_semantics()
         await self._seen(got, when)
         if self.at is None:  # the alerts API answers for now only
             await self._slo()
@@ -303,6 +349,22 @@ class FleetSource:
             rows[key] = replace(base, alert=asks, state=state, since=since)
         self.state.slo = [rows[k] for k in sorted(rows)]
         self.state.slo_note = None if rows else "no inferdeck SLO rules in Prometheus"
+        if rows and not burning and not await self._has_alert_rules():
+            # budgets recorded, yet no alerting rule behind this API: its empty alert list is
+            # not "no burn" (VictoriaMetrics without -vmalert.proxyURL answers exactly so)
+            self.state.slo_note = (
+                f"{self.client.url} holds the SLO budgets but answers no alerting rules: burn "
+                "alerts cannot be read here (VictoriaMetrics: start it with "
+                "-vmalert.proxyURL=http://<vmalert>:8880; Thanos/Mimir: point at the ruler's "
+                "API)"
+            )
+
+    async def _has_alert_rules(self) -> bool:
+        try:
+            groups = await self.client.rules()
+        except PromError:
+            return False
+        return any(g.get("rules") for g in groups if isinstance(g, dict))
 
     def _burn_alerts(self, node: str, engines: list[Engine]) -> list[Alert]:
         """The SLO burn alerts Prometheus' rules hold for this node's services (placed by the

@@ -60,6 +60,8 @@ class FleetState:
     down: dict[str, str] = field(default_factory=dict)  # node -> "last seen 40 s ago": all down
     window_s: float = 0.0  # the PromQL range the figures are over
     window_note: str | None = None  # why it is longer than the window asked for
+    backend: str | None = None  # which backend answered ("Prometheus 2.42.0", "VictoriaMetrics")
+    rates: str = ""  # its rate() semantics, said beside the rates
 
 
 def budget_text(r: SloRow) -> str:
