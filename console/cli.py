@@ -165,6 +165,15 @@ def _parser() -> argparse.ArgumentParser:
         "(they outlive any inferdeck process)",
     )
     rules.add_argument(
+        "--window", metavar="DURATION", help="with --fleet: the window its records keep (1m)"
+    )
+    rules.add_argument(
+        "--fleet",
+        action="store_true",
+        help="recording rules for every windowed figure the fleet view shows, at --window "
+        "(the fleet reads them when present: a refresh of thousands of nodes stays cheap)",
+    )
+    rules.add_argument(
         "--period-days",
         type=int,
         default=28,

@@ -1163,3 +1163,64 @@ def test_victoriametrics_reads_like_prometheus_and_says_its_rate_and_its_missing
             p.kill()
         eng.server.stop()
         dcgm.stop()
+
+
+def test_the_fleet_reads_its_recording_rules_when_prometheus_holds_them(tmp_path):
+    """`inferdeck rules --fleet` records every windowed figure the fleet shows (promtool accepts
+    it); with them loaded the fleet reads the stored series instead of evaluating rates and
+    quantiles over every bucket at each refresh, says so, and shows the same figures."""
+    import json
+
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    rules = _cli("rules", "--fleet", "--window", "30s")
+    assert rules.returncode == 0, rules.stderr
+    (tmp_path / "fleet.rules.yml").write_text(rules.stdout.replace("interval: 15s", "interval: 1s"))
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(tmp_path / "fleet.rules.yml")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    eng = start_engine("vllm", TrafficSpec(rate_rps=3.0, output_tokens=300, seed=21))
+    prom, url = _start_prometheus(
+        tmp_path,
+        f"global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files: ['{tmp_path / 'fleet.rules.yml'}']\nscrape_configs:\n"
+        f"  - job_name: engines\n    static_configs:\n      - targets: ['127.0.0.1:{eng.server.port}']\n"
+        "        labels: {node: n1}\n",
+    )
+    recorded, raw = (
+        FleetSource(PromClient(url), window_s=30),
+        FleetSource(PromClient(url), window_s=30),
+    )
+    loop = asyncio.new_event_loop()
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                st = loop.run_until_complete(recorded.poll())
+            except Exception:  # noqa: BLE001 - still starting
+                st = None
+            e = st.nodes["n1"].engines[0] if st and st.nodes.get("n1") else None
+            if e and e.generation_tokens_per_s and e.ttft_s and len(recorded.recorded) >= 10:
+                break
+            recorded._records_at = 0.0  # look for the records again at once (test only)
+            time.sleep(1)
+        assert {"generation_tokens_per_s", "ttft:0.95", "success_rate"} <= recorded.recorded
+        assert st.recorded == sorted(recorded.recorded)
+        raw._records_for = "30s"  # this one never looks for records: the raw queries
+        raw._records_at = float("inf")
+        direct = loop.run_until_complete(raw.poll()).nodes["n1"].engines[0]
+        assert raw.recorded == set()
+        assert e.generation_tokens_per_s == pytest.approx(direct.generation_tokens_per_s, rel=0.25)
+        assert e.ttft_s.p95 == pytest.approx(direct.ttft_s.p95, rel=0.5)
+        doc = json.loads(_cli("snapshot", "--prometheus", url, "--window", "30s",
+                              "--format", "json").stdout)  # fmt: skip
+        assert len(doc["from_recording_rules"]) >= 10 and doc["nodes"][0]["tps"] > 0
+    finally:
+        for s in (recorded, raw):
+            loop.run_until_complete(s.aclose())
+        loop.close()
+        prom.kill()
+        eng.server.stop()

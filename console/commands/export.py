@@ -112,7 +112,12 @@ def rules(args: argparse.Namespace) -> int:
     from console.slorules import rule_groups, rule_tests, to_yaml
 
     settings = settings_from(args, args.demo)
-    if args.alertmanager:
+    if args.fleet:
+        from console.fleet.promql import fleet_rule_groups
+
+        doc = fleet_rule_groups(settings.window_s)
+        sys.stdout.write(to_yaml(doc, [], args.format, "inferdeck-fleet"))
+    elif args.alertmanager:
         sys.stdout.write(ALERTMANAGER_EXAMPLE)
     elif args.slo and args.tests:
         doc = rule_tests(settings, args.rule_file, args.period_days)

@@ -133,6 +133,7 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
             "window_note": state.window_note,
             "backend": state.backend,
             "rates": state.rates,
+            "from_recording_rules": state.recorded,
             "nodes": nodes,
             "errors": state.errors,
             "warnings": state.warnings,
@@ -157,7 +158,12 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
         return 0
     window = window_label(state.window_s) + (f" ({state.window_note})" if state.window_note else "")
     lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", f"- window: {window}"]
-    lines += [f"- backend: {state.backend or 'unknown'}; rates are {state.rates}", ""]
+    lines += [f"- backend: {state.backend or 'unknown'}; rates are {state.rates}"]
+    if state.recorded:
+        lines.append(
+            f"- {len(state.recorded)} figures read from recording rules (inferdeck rules --fleet)"
+        )
+    lines.append("")
     lines += [
         "| node | GPUs | MIG | engines | worst | TTFT p95 | TTFT≤target | tok/s | $/M good | alerts |",
         "|---|---|---|---|---|---|---|---|---|---|",

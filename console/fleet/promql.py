@@ -146,3 +146,44 @@ def model_query() -> str:
 def model_labels() -> tuple[str, ...]:
     """The labels a model's name may come in, in the profiles' order."""
     return tuple(dict.fromkeys(lab for p in profiles().values() for lab in p.model_labels))
+
+
+TTFT_TARGET_S = 1.0  # DESIGN's 8B-class TTFT limit: the fleet's SLO column (exact where a bound)
+RECORDED = "inferdeck:fleet_"  # recording rules' prefix (`inferdeck rules --fleet`)
+
+
+def window_queries(w: str) -> dict[str, str | None]:
+    """The fleet's windowed queries (rates, quantiles, shares: the costly ones), by name. The
+    same expressions make `inferdeck rules --fleet`'s records, so a fleet reading them shows the
+    same figures."""
+    queries: dict[str, str | None] = {}
+    for sig in ("requests_running", "requests_waiting", "kv_cache_usage"):
+        queries[sig] = signal_query(sig, "gauge", w)
+    queries["generation_tokens_per_s"] = signal_query("generation_tokens", "rate", w)
+    for q in ("0.5", "0.95", "0.99"):
+        queries[f"ttft:{q}"] = signal_query("ttft", f"q{q}", w)
+    queries["ttft:count"] = signal_query("ttft", "count", w)
+    queries["tpot:0.95"] = signal_query("tpot", "q0.95", w)
+    queries["tpot:count"] = signal_query("tpot", "count", w)
+    queries["success_rate"] = success_query(w)
+    queries["ttft:within"] = signal_query("ttft", f"within{TTFT_TARGET_S:g}", w)
+    return queries
+
+
+def record_name(query: str, w: str) -> str:
+    """The series a recording rule keeps a fleet query in: inferdeck:fleet_ttft_0_95:60s."""
+    slug = query.replace(":", "_").replace(".", "_")
+    return f"{RECORDED}{slug}:{w}"
+
+
+def fleet_rule_groups(window_s: float, every: str = "15s") -> dict[str, object]:
+    """`inferdeck rules --fleet`: every windowed figure the fleet shows, recorded per engine
+    target at the window, so a refresh of thousands of nodes reads stored series instead of
+    evaluating rates and quantiles over every bucket (the fleet uses them when present)."""
+    w = f"{int(window_s)}s"
+    rules = [
+        {"record": record_name(name, w), "expr": expr}
+        for name, expr in window_queries(w).items()
+        if expr
+    ]
+    return {"groups": [{"name": f"inferdeck-fleet-{w}", "interval": every, "rules": rules}]}

@@ -23,12 +23,14 @@ from console.fleet.prom import PromClient, PromError
 from console.fleet.promql import (
     BY,
     SEEN,
+    TTFT_TARGET_S,
     dcgm_seen_query,
     detect_query,
     model_labels,
     model_query,
+    record_name,
     signal_query,
-    success_query,
+    window_queries,
 )
 from console.fleet.state import FleetState, NodeSummary, SloRow, budget_text
 from console.frame import (
@@ -51,9 +53,6 @@ from console.windowed import window_label
 MIB = 1024 * 1024
 RANGE_SCRAPES = 4  # a PromQL range holds at least this many scrape intervals
 DCGM_INTERVAL_S = 30.0  # dcgm-exporter's default collection interval (its activity averages)
-TTFT_TARGET_S = (
-    1.0  # DESIGN's 8B-class TTFT limit: the fleet's SLO column (exact where 1.0 is a bound)
-)
 
 
 # The GPU figures the fleet reads from NVIDIA's DCGM exporter, in both generations of its names:
@@ -117,6 +116,9 @@ class FleetSource:
         self._scrape_at = 0.0
         self._jobs: frozenset[str] = frozenset()  # the jobs of engines and DCGM exporters
         self.backend: str | None = None  # "Prometheus 2.42.0", "VictoriaMetrics", ...
+        self.recorded: set[str] = set()  # fleet figures read from `rules --fleet`'s records
+        self._records_for: str | None = None
+        self._records_at = 0.0
         self.plans = (
             plans or {}
         )  # node name -> its plan (services name Prometheus instances as engines)
@@ -233,16 +235,10 @@ class FleetSource:
         queries: dict[str, str | None] = {"up": "up"}
         for kind, prof in profiles().items():
             queries[f"kind:{kind}"] = detect_query(prof)
-        for sig in ("requests_running", "requests_waiting", "kv_cache_usage"):
-            queries[sig] = signal_query(sig, "gauge", w)
-        queries["generation_tokens_per_s"] = signal_query("generation_tokens", "rate", w)
-        for q in ("0.5", "0.95", "0.99"):
-            queries[f"ttft:{q}"] = signal_query("ttft", f"q{q}", w)
-        queries["ttft:count"] = signal_query("ttft", "count", w)
-        queries["tpot:0.95"] = signal_query("tpot", "q0.95", w)
-        queries["tpot:count"] = signal_query("tpot", "count", w)
-        queries["success_rate"] = success_query(w)
-        queries["ttft:within"] = signal_query("ttft", f"within{TTFT_TARGET_S:g}", w)
+        await self._find_records(w)
+        for name, expr in window_queries(w).items():
+            # a recording rule's series when `inferdeck rules --fleet` keeps it at this window
+            queries[name] = record_name(name, w) if name in self.recorded else expr
         queries["model"] = model_query()
         queries["dcgm:seen"] = dcgm_seen_query(list(DCGM_FIELDS["FB_USED"][:2]))
         for key, (old, new, _) in DCGM_FIELDS.items():
@@ -269,6 +265,7 @@ class FleetSource:
         when = self.at if self.at is not None else now
         self.state.window_s, self.state.window_note = self.window_s, self.window_note()
         self.state.backend, self.state.rates = self.backend, self.rate_semantics()
+        self.state.recorded = sorted(self.recorded)
         await self._seen(got, when)
         if self.at is None:  # the alerts API answers for now only
             await self._slo()
@@ -280,6 +277,21 @@ class FleetSource:
         if self.at is None and now - self._trend_at > 30:
             await self._trends(now)
         return self.state
+
+    async def _find_records(self, w: str) -> None:
+        """Which fleet figures a recording rule keeps at this window (asked again every 5
+        minutes and when the window changes)."""
+        now = time.monotonic()
+        if self._records_for == w and now - self._records_at < 300:
+            return
+        self._records_for, self._records_at = w, now
+        names = {record_name(n, w): n for n, q in window_queries(w).items() if q}
+        pattern = "|".join(re.escape(n) for n in names)
+        try:
+            rows = await self.client.query(f'count by (__name__) ({{__name__=~"{pattern}"}})')
+        except PromError:
+            rows = []
+        self.recorded = {names[lab["__name__"]] for lab, _ in rows if lab.get("__name__") in names}
 
     async def _seen(self, got: dict[str, Any], when: float) -> None:
         """When each down target was last up: remembered from this source's own polls, else

@@ -62,6 +62,7 @@ class FleetState:
     window_note: str | None = None  # why it is longer than the window asked for
     backend: str | None = None  # which backend answered ("Prometheus 2.42.0", "VictoriaMetrics")
     rates: str = ""  # its rate() semantics, said beside the rates
+    recorded: list[str] = field(default_factory=list)  # figures read from `rules --fleet` records
 
 
 def budget_text(r: SloRow) -> str:
