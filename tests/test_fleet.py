@@ -872,22 +872,10 @@ def _backfilled_prometheus(tmp_path: Path, series: dict[str, Any], rules: str | 
     """A real Prometheus over history written with promtool (`tsdb create-blocks-from
     openmetrics`): the last two hours of a node at a 60 s scrape, as Prometheus' default
     interval leaves them, read at once instead of waited for."""
+    from tests.promhist import backfill
+
     data = tmp_path / "data"
-    lines = []
-    for name, rows in series.items():  # one family at a time, each series in time order
-        for labels, points in rows:
-            body = ",".join(f'{k}="{v}"' for k, v in labels.items())
-            lines += [f"{name}{{{body}}} {v:g} {t:.3f}" for t, v in points]
-    om = tmp_path / "history.om"
-    om.write_text("\n".join(lines) + "\n# EOF\n")
-    promtool = shutil.which("promtool") or "/usr/bin/promtool"
-    done = subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    backfill(data, series)
     config = "global:\n  evaluation_interval: 1s\n"
     if rules is not None:
         (tmp_path / "slo.rules.yml").write_text(rules)

@@ -194,10 +194,11 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_a_latency_miss_pages_through_a_real_prometheus_and_alertmanager(tmp_path):
-    """A simulated vLLM whose prefill is too slow for its 1 s TTFT SLO (no error, no abort), a
-    real Prometheus with the generated rules, a real Alertmanager routing to a webhook on
-    127.0.0.1: the page alert arrives, and it is still firing from the same moment after
-    `inferdeck export` is stopped and started again (the rules read the engine, not it)."""
+    """A simulated vLLM whose prefill is too slow for its 1 s TTFT SLO (no error, no abort), its
+    last 90 minutes in a real Prometheus (backfilled) with the generated rules, a real
+    Alertmanager routing to a webhook on 127.0.0.1: the page alert arrives, and it is still
+    firing from the same moment after `inferdeck export` is stopped and started again (the rules
+    read the engine, not it)."""
     import http.server
     import json
     import sys
@@ -247,6 +248,24 @@ def test_a_latency_miss_pages_through_a_real_prometheus_and_alertmanager(tmp_pat
     settings = Settings.model_validate(yaml.safe_load(cfg.read_text()))
     doc, skipped = rule_groups(settings)
     (tmp_path / "slo.yaml").write_text(to_yaml(doc, skipped))
+    # the engine's last 90 minutes, as Prometheus would hold them had it scraped it all along
+    # (every request over its 1 s TTFT): a page waits for its 1h window to hold data
+    from tests.promhist import backfill
+
+    where = {"instance": f"127.0.0.1:{eng.server.port}", "job": "engines", "model_name": "m"}
+    ts = [time.time() - 15 * i for i in range(360, 0, -1)]
+    backfill(
+        tmp_path / "data",
+        {
+            "vllm:time_to_first_token_seconds_bucket": [
+                ({**where, "le": le}, [(t, n * i) for i, t in enumerate(ts)])
+                for le, n in (("1.0", 0), ("2.5", 2), ("+Inf", 2))
+            ],
+            "vllm:time_to_first_token_seconds_count": [
+                (where, [(t, 2 * i) for i, t in enumerate(ts)])
+            ],
+        },
+    )
     am_port, prom_port, ex_port = _free_port(), _free_port(), _free_port()
     (tmp_path / "am.yml").write_text(
         textwrap.dedent(f"""\
