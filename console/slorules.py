@@ -9,12 +9,14 @@ Per service and objective (completion, and each latency SLO at its percentile):
   left out, or ok against failed counters). Latency: 1 - requests under the SLO bound / all,
   from the ``le`` bucket at the bound; for a bound between bucket edges the edge below is used
   (late requests overstated) and the rule's annotation says which.
-* ``inferdeck:slo_error_budget:remaining``: the share of the period's budget not yet spent: 1 -
-  the errors watched so far (the 5m ratio summed over its evaluations, each 30 s) / the budget
-  of the whole period. An hour of 93 % errors against a 95 % objective spends 2.8 % of a 28-day
-  budget, not "-1,760 %" (the hour's mean taken for the period's).
-* ``inferdeck:slo_error_budget:watched_seconds``: how much of the period the budget covers, so
-  a budget younger than its period is shown as partial.
+* ``inferdeck:slo_bad_requests:rate5m`` and ``inferdeck:slo_requests:rate5m``: bad and all
+  requests per second over 5m (no sample while no request arrives).
+* ``inferdeck:slo_error_budget:remaining``: 1 - (bad requests / requests over the period) / the
+  budget, by events (the SRE workbook's and Pyrra's definition): both 5m rates summed over the
+  period, so an idle spell adds nothing (no NaN) and a quiet hour weighs by its requests.
+* ``inferdeck:slo_error_budget:watched_seconds``: how much of the period the budget has seen, so
+  a budget younger than its period is shown as partial (its figure is the rate of spending so
+  far, not yet the period's).
 * The SRE workbook's four multi-window multi-burn alerts: 14.4x over 1h and 5m, 6x over 6h and
   30m (page); 3x over 1d and 2h, 1x over 3d and 6h (ticket).
 
@@ -43,6 +45,8 @@ BURNS = (
 RECORD = "inferdeck:slo_errors:ratio_rate"
 REMAINING = "inferdeck:slo_error_budget:remaining"
 WATCHED = "inferdeck:slo_error_budget:watched_seconds"
+BAD = "inferdeck:slo_bad_requests:rate"  # bad requests/s over 5m, per objective
+TOTAL = "inferdeck:slo_requests:rate"  # all requests/s over 5m, per objective
 RECORD_EVERY_S = 30  # the records group's interval: each 5m ratio sample stands for 30 s
 LATENCY = {"ttft_s": "ttft", "tpot_s": "tpot", "e2e_s": "e2e"}
 
@@ -60,9 +64,12 @@ class Objective:
     # name and each label that picks its one engine (instance="10.0.0.5:8000"), so the fleet
     # puts a burn alert on the node's row
     where: tuple[tuple[str, str], ...] = ()
+    bad: str = ""  # bad requests/s over "{w}" (the budget counts events, not ratios)
+    total: str = ""  # all requests/s over "{w}"
 
 
-Sli = tuple[str, str, tuple[tuple[str, str], ...]]  # expression, note, test inputs
+# bad requests/s, all requests/s (each with "{w}" for the window), note, test inputs
+Sli = tuple[str, str, str, tuple[tuple[str, str], ...]]
 
 
 Match = dict[str, list[str]]  # label -> its value for each of a service's engines
@@ -142,16 +149,16 @@ def _completion(prof: EngineProfile, match: Match) -> Sli | None:
             (_series(name, match, f'{spec.label}="error"'), "bad"),
         )
         note = f"{name}: {spec.label} in {good} over all but aborts"
-        return f"1 - ({ok} / {done})", note, inputs
+        return f"{done} - ({ok} or {done} * 0)", done, note, inputs
     if spec.ok:
         ok_name = first(spec.ok)
         failed = [n for sig in as_list(spec.failed) if (n := first(sig))]
         if ok_name is None or not failed:
             return None
-        bad = " + ".join(_rate(_sel(n, match)) for n in failed)
+        ok = _rate(_sel(ok_name, match))
+        bad = " + ".join(f"({_rate(_sel(n, match))} or {ok} * 0)" for n in failed)
         inputs = ((_series(ok_name, match), "good"), (_series(failed[0], match), "bad"))
-        expr = f"({bad}) / ({_rate(_sel(ok_name, match))} + {bad})"
-        return expr, f"{ok_name} against " + ", ".join(failed), inputs
+        return bad, f"{ok} + {bad}", f"{ok_name} against " + ", ".join(failed), inputs
     return None  # finished minus aborted (SGLang): no failure signal to count
 
 
@@ -190,7 +197,7 @@ def _latency(prof: EngineProfile, signal: str, bound_s: float, match: Match) -> 
         (_series(f"{base}_bucket", match, f'le="{_le(edge)}"'), "good"),
         (_series(f"{base}_count", match), "all"),
     )
-    return f"1 - ({bucket} / {count})", f"{base}: {note}", inputs
+    return f"{count} - {bucket}", count, f"{base}: {note}", inputs
 
 
 def objectives(settings: Settings) -> tuple[list[Objective], list[str]]:
@@ -233,14 +240,28 @@ def objectives(settings: Settings) -> tuple[list[Objective], list[str]]:
                     )
                 )
                 continue
-            # one kind: its expression; several (kind unknown): whichever series exist
-            error = " or ".join(f"({e})" for e, _, _ in parts)
-            note = "; ".join(n for _, n, _ in parts)
+            # one kind: its expression; several (kind unknown): whichever series exist. A window
+            # with no request gives no sample (0/0 would be NaN, and one NaN in a range spoils
+            # every avg_over_time over it)
+            error = " or ".join(f"(({b}) / (({t}) > 0))" for b, t, _, _ in parts)
+            bad = " or ".join(f"({b})" for b, _, _, _ in parts)
+            total = " or ".join(f"({t})" for _, t, _, _ in parts)
+            note = "; ".join(n for _, _, n, _ in parts)
             where = {k: v[0] for k, v in match.items() if len(set(v)) == 1}
             if settings.node.name and "node" not in where:
                 where["node"] = settings.node.name
             out.append(
-                Objective(svc.name, name, target, error, note, parts[0][2], tuple(where.items()))
+                Objective(
+                    svc.name,
+                    name,
+                    target,
+                    error,
+                    note,
+                    parts[0][3],
+                    tuple(where.items()),
+                    bad,
+                    total,
+                )
             )
     return out, skipped
 
@@ -283,20 +304,27 @@ def rule_groups(settings: Settings, period_days: int = 28) -> tuple[dict[str, An
                 }
             )
         sel = f'{{service="{o.service}",slo="{o.slo}"}}'
-        period_s = period_days * 86400
+        for record, expr in ((BAD, o.bad), (TOTAL, o.total)):
+            records.append(
+                {"record": f"{record}5m", "expr": expr.replace("{w}", "5m"), "labels": labels}
+            )
+        p = f"{period_days}d"
         records.append(
             {
+                # by events: the bad requests of the period over all of them (each 5m rate
+                # summed at every evaluation, numerator and denominator alike), so an idle spell
+                # adds nothing and a quiet hour weighs by its requests
                 "record": REMAINING,
-                "expr": f"1 - (sum_over_time({RECORD}5m{sel}[{period_days}d]) * "
-                f"{RECORD_EVERY_S} / {period_s}) / {_budget(o)}",
-                "labels": {**labels, "period": f"{period_days}d"},
+                "expr": f"1 - (sum_over_time({BAD}5m{sel}[{p}]) / "
+                f"(sum_over_time({TOTAL}5m{sel}[{p}]) > 0)) / {_budget(o)}",
+                "labels": {**labels, "period": p},
             }
         )
         records.append(
             {
                 "record": WATCHED,
-                "expr": f"count_over_time({RECORD}5m{sel}[{period_days}d]) * {RECORD_EVERY_S}",
-                "labels": {**labels, "period": f"{period_days}d"},
+                "expr": f"count_over_time({TOTAL}5m{sel}[{p}]) * {RECORD_EVERY_S}",
+                "labels": {**labels, "period": p},
             }
         )
         for severity, asks in ("critical", "page"), ("warning", "ticket"):

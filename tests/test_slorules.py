@@ -96,7 +96,13 @@ def test_the_seed_slos_match_hand_written_promql_on_three_engines():
     got = _records("5m")
     assert set(got) == set(HAND)  # SGLang's completion is left out: it counts no failures
     for key, good_share in HAND.items():
-        assert got[key] == f"(1 - ({good_share}))", key
+        good, every = good_share.split(" / ")
+        # bad requests over all of them, no sample when none arrived (0/0 is NaN); a completion
+        # with no good finish at all has every request bad
+        bad = (
+            f"{every} - ({good} or {every} * 0)" if key[1] == "completion" else f"{every} - {good}"
+        )
+        assert got[key] == f"(({bad}) / (({every}) > 0))", key
     assert _records("3d")[("vchat", "ttft")] == got[("vchat", "ttft")].replace("[5m]", "[3d]")
     _, skipped = rule_groups(_settings())
     assert skipped == [
@@ -137,10 +143,11 @@ def test_an_slo_between_bucket_edges_says_which_edge_and_which_way():
         and r["labels"]["service"] == "vchat"
         and r["labels"]["slo"] == "completion"
     ]
-    # the budget spent so far (each 5m ratio recorded every 30 s, summed) over the whole period's
+    # by events: the period's bad requests over all of them, against the budget
     assert remaining[0]["expr"] == (
-        "1 - (sum_over_time(inferdeck:slo_errors:ratio_rate5m"
-        '{service="vchat",slo="completion"}[28d]) * 30 / 2419200) / 0.005'
+        "1 - (sum_over_time(inferdeck:slo_bad_requests:rate5m"
+        '{service="vchat",slo="completion"}[28d]) / (sum_over_time(inferdeck:slo_requests:rate5m'
+        '{service="vchat",slo="completion"}[28d]) > 0)) / 0.005'
     )
 
 
@@ -382,9 +389,9 @@ def test_a_latency_miss_pages_through_a_real_prometheus_and_alertmanager(tmp_pat
             time.sleep(0.5)
         assert row.alert == "page" and row.state == "firing"
         assert row.since == pytest.approx(_timestamp(before[0]["activeAt"]))
-        # minutes of a page's burn spend a sliver of a 28-day budget (not "-136 %" from the
-        # minutes' mean taken for the period's), and the budget says how much it has watched
-        assert row.remaining is not None and 0.9 < row.remaining < 1 and row.period == "28d"
+        # by events: every request watched was late, 1 - 1.0 / 0.05 = -19 (the rate it is being
+        # spent at), and the budget says it has watched minutes of its 28 days (partial)
+        assert row.remaining == pytest.approx(-19.0) and row.period == "28d"
         assert row.watched_s is not None and 0 < row.watched_s < 3600
         exporter.terminate()
         exporter.wait(timeout=20)
@@ -534,3 +541,66 @@ def test_the_alertmanager_example_parses_and_one_saturation_sends_one_page(tmp_p
         am.terminate()
         am.wait(10)
         hook.shutdown()
+
+
+def _ttft_day(per_minute: list[tuple[int, int]], reset_at: int | None = None) -> list[dict]:
+    """A day of one vLLM's TTFT at 1-minute samples: (requests, of them within 1 s) per minute;
+    ``reset_at``: the minute its counters restart from 0 (the engine restarted)."""
+    count, good, counts, goods = 0, 0, [0], [0]
+    for minute, (n, ok) in enumerate(per_minute, start=1):
+        if minute == reset_at:
+            count, good = 0, 0
+        count, good = count + n, good + ok
+        counts.append(count)
+        goods.append(good)
+    where = 'instance="10.0.0.5:8000",job="engines"'
+    return [
+        {"series": f"vllm:time_to_first_token_seconds_count{{{where}}}",
+         "values": " ".join(map(str, counts))},
+        {"series": f'vllm:time_to_first_token_seconds_bucket{{{where},le="1.0"}}',
+         "values": " ".join(map(str, goods))},
+    ]  # fmt: skip
+
+
+def test_the_budget_counts_requests_not_minutes(tmp_path):
+    """Hand values, in promtool: a day of 23 busy hours (100 requests a minute, all within 1 s)
+    and one quiet hour (1 a minute, all late) leaves 1 - (60 / 138,060) / 0.05 = 0.9913 of a p95
+    TTFT budget (the old mean of ratios said 0.194); an idle hour in the day leaves it whole, not
+    NaN for the period; a counter reset changes nothing; a day with no request has no budget
+    figure at all (no data, not a number)."""
+    if not os.access(PROMTOOL, os.X_OK):
+        pytest.skip("promtool is not installed (apt-get install prometheus; .ci/run does)")
+    settings = Settings.model_validate(
+        {
+            "engines": [{"name": "v", "url": "http://10.0.0.5:8000/metrics", "kind": "vllm"}],
+            "services": [_service("vchat", engine="v", slo={"ttft_s": 1.0, "completion": 0.995})],
+        }
+    )
+    doc, skipped = rule_groups(settings)
+    (tmp_path / "slo.yaml").write_text(to_yaml(doc, skipped))
+    busy, quiet, idle = (100, 100), (1, 0), (0, 0)
+    day_quiet = [busy] * 720 + [quiet] * 60 + [busy] * 660
+    day_idle = [busy] * 720 + [idle] * 60 + [busy] * 660
+    labels = '{instance="10.0.0.5:8000", period="28d", service="vchat", slo="ttft"}'
+    expr = 'round(inferdeck:slo_error_budget:remaining{service="vchat",slo="ttft"} * 10000)'
+
+    def case(series: list[dict], expected: list[dict]) -> dict:
+        return {
+            "interval": "1m",
+            "input_series": series,
+            "promql_expr_test": [{"expr": expr, "eval_time": "1440m", "exp_samples": expected}],
+        }
+
+    tests = {
+        "rule_files": ["slo.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            case(_ttft_day(day_quiet), [{"labels": labels, "value": 9913}]),
+            case(_ttft_day(day_quiet, reset_at=1000), [{"labels": labels, "value": 9913}]),
+            case(_ttft_day(day_idle), [{"labels": labels, "value": 10000}]),
+            case(_ttft_day([idle] * 1440), []),
+        ],
+    }
+    (tmp_path / "budget_test.yaml").write_text(yaml.safe_dump(tests, width=10**9))
+    ran = _promtool("test", "rules", "budget_test.yaml", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
