@@ -6,6 +6,7 @@ thresholds come from the plan (its SLOs and alert rules), so no -w/-c is needed.
 
 from __future__ import annotations
 
+import math
 import re
 
 from console.frame import Engine, Frame
@@ -22,7 +23,18 @@ def _label(text: str) -> str:
 
 
 def _num(v: float | None, digits: int = 4) -> str:
-    return "U" if v is None else f"{v:.{digits}g}"
+    """A perfdata value by the plugin guidelines ([-0-9.]+): fixed point, never an exponent
+    (12,345 waiting printed as 1.234e+04 was read as 1.234 or dropped), an integer whole, a
+    fraction to ``digits`` significant digits; U when unknown."""
+    if v is None or not math.isfinite(v):
+        return "U"
+    if v == int(v) and abs(v) < 1e15:
+        return str(int(v))
+    size = abs(v)
+    ints = len(str(int(size))) if size >= 1 else 0
+    decimals = max(0, digits - ints) if size >= 1 else digits - 1 - math.floor(math.log10(size))
+    text = f"{v:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def perfdata(frame: Frame, plan: Plan) -> str:

@@ -5,6 +5,7 @@ sees (it reads only the engine's /metrics page, as from a real engine)."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -363,3 +364,45 @@ def test_a_batch_limit_nothing_exports_is_read_from_stretches_that_queued_with_k
     assert _batch_seen([p(20, 0.3, 0.2), p(25, 0.5, 0.3)], 100_000) is None  # brief queues
     assert _batch_seen([p(40, 1.0, 0.95)], 100_000) is None  # the KV pool binds
     assert _batch_seen([p(31.6, 1.0, 0.4)], None) is None  # no pool size: cannot tell
+
+
+# the Nagios plugin guidelines' performance data: 'label'=value[UOM];[warn];[crit];[min];[max],
+# a value matching [-0-9.]+ (or U when unknown), UOM one of theirs
+PERF = re.compile(
+    r"^'[^'=]+'=(U|-?[0-9]+(\.[0-9]+)?)(s|ms|us|%|B|KB|MB|TB|c)?"
+    r"(;(-?[0-9]+(\.[0-9]+)?)?){0,4}$"
+)
+
+
+@pytest.mark.parametrize("value", [0.0, 12_345.0, 1_234_567.89, 0.000123])
+def test_perfdata_keeps_to_the_plugin_grammar(value):
+    """12,345 waiting printed as 1.234e+04 (read as 1.234, or dropped by a strict poller) and
+    tokens/s as 1.23463e+06; now fixed point, an integer whole."""
+    from console.checkplugin import perfdata
+    from console.frame import Percentiles
+    from console.plan import Plan
+    from tests.frames import node_frame
+
+    frame = node_frame()
+    engines = [
+        e.model_copy(
+            update={
+                "requests_waiting": value,
+                "generation_tokens_per_s": value,
+                "kv_cache_usage": value if value < 1 else 0.5,
+                "ttft_s": Percentiles(p50=value, p95=value, window="1m", observations=9),
+            }
+        )
+        for e in frame.engines
+    ]
+    perf = perfdata(frame.model_copy(update={"engines": engines}), Plan())
+    items = re.findall(r"'[^']*'=\S*", perf)
+    assert items and " ".join(items) == perf
+    for item in items:
+        assert PERF.match(item), item
+    if value == 12_345.0:
+        assert "queue'=12345;0" in perf
+    if value == 1_234_567.89:
+        assert "tok_s'=1234568" in perf
+    if value == 0.000123:
+        assert "ttft_p95'=0.000123s" in perf
