@@ -183,14 +183,14 @@ class FleetSource:
                 if s:
                     found.append((str(labels.get("job", "")), s))
         except PromError:
-            pass
+            if self.client.broken:  # no answer at all: nothing more to ask this poll
+                self._scrape_at = 0.0
+                return
         if not found:  # VictoriaMetrics lists no scrapeInterval: counted from the samples
             found = await self._counted_intervals()
         wanted = [s for job, s in found if not self._jobs or job in self._jobs]
         self.scrape_s = max(wanted) if wanted else None
         self.window_s = float(math.ceil(max(self.asked_s, RANGE_SCRAPES * (self.scrape_s or 0.0))))
-        if self.backend is None:
-            self.backend = await self._backend()
 
     async def _counted_intervals(self) -> list[tuple[str, float]]:
         """Each target's scrape interval from its `up` samples: 60 s / the count in the last
@@ -215,21 +215,25 @@ class FleetSource:
                 out.append((key[0], float(max(1, round(every)))))
         return out
 
-    async def _backend(self) -> str:
-        """Which backend answers, for the rate semantics stated beside the rates."""
+    async def _backend(self) -> str | None:
+        """Which backend answers, for the rate semantics stated beside the rates (None while
+        it does not answer: asked again at the next poll)."""
         try:
             info = await self.client.status("buildinfo")
         except PromError:
-            info = {}
+            return None
         if info.get("version"):
             return f"{info.get('application') or 'Prometheus'} {info['version']}"
         # VictoriaMetrics answers buildinfo empty, and serves an endpoint Prometheus does not
-        if await self.client.probe("/api/v1/status/active_queries") == 200:
-            return "VictoriaMetrics"
-        return "a Prometheus-compatible backend"
+        status = await self.client.probe("/api/v1/status/active_queries")
+        if status is None:
+            return None
+        return "VictoriaMetrics" if status == 200 else "a Prometheus-compatible backend"
 
     async def poll(self) -> FleetState:
         await self._follow_scrape(time.time())
+        if self.backend is None and not self.client.broken:  # asked until one answers
+            self.backend = await self._backend()
         w = f"{int(self.window_s)}s"
         self.state.errors = {}
         queries: dict[str, str | None] = {"up": "up"}
