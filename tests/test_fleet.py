@@ -381,11 +381,13 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
         assert isinstance(app.screen, NodeScreen)
         prom.send_signal(19)
         try:
-            await pilot.pause(2.5)
             await pilot.press("escape")
-            await pilot.pause(0.2)
-            status = str(app.query_one("#status").render())
-            assert "last good answer" in status
+            # the poll in flight waits its 1 s timeout, the next fails with it: said within
+            # seconds (the deadline only bounds a loaded machine)
+            deadline = time.time() + 15
+            while "last good answer" not in str(app.query_one("#status").render()):
+                assert time.time() < deadline, str(app.query_one("#status").render())
+                await pilot.pause(0.2)
             assert "no answer within 1 s" in str(app.query_one("#fleet-errors").render())
             assert table.row_count == 3  # the last values stay
         finally:
@@ -738,7 +740,8 @@ def test_a_node_killed_reads_down_with_when_it_was_last_seen_on_every_fleet_surf
         assert b["engines"] == "0/1" and b["ttft"] is None and b["tps"] is None, b
         age = float(st.down["node-b"].split()[2])
         assert st.down["node-b"] == f"last seen {age:.0f} s ago"
-        assert 15 <= age <= time.time() - killed_at + 2, st.down
+        # Prometheus is asked as it goes down (its record at a 5 s step), so within 6 s
+        assert 15 <= age <= time.time() - killed_at + 6, st.down
         assert "DCGM exporter" in st.nodes["node-b"].gpu_source.error
         # a fresh `check` (no memory of node-b) says the same, from Prometheus' own record
         res = _cli("check", "--prometheus", url)

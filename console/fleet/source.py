@@ -134,6 +134,7 @@ class FleetSource:
         self.queries_per_refresh = 0  # every query covers every node: fixed, whatever the fleet
         # (node, instance) -> when Prometheus last had it up (None: not within SEEN), live only
         self._last_up: dict[tuple[str, str], float | None] = {}
+        self._asked: set[tuple[str, str]] = set()  # down targets whose last-up Prometheus told
         self._dcgm_down: dict[str, str] = {}  # node -> why its GPU figures are missing, this poll
 
     async def aclose(self) -> None:
@@ -298,26 +299,30 @@ class FleetSource:
         self.recorded = {names[lab["__name__"]] for lab, _ in rows if lab.get("__name__") in names}
 
     async def _seen(self, got: dict[str, Any], when: float) -> None:
-        """When each down target was last up: remembered from this source's own polls, else
-        asked once of Prometheus (a 5 s-step look over the last SEEN)."""
+        """When each down target was last up: asked of Prometheus once as it goes down (a 5 s
+        step look over the last SEEN: this source may not have polled for a while before),
+        the later of that and what this source saw itself."""
         if self.at is not None:
-            self._last_up = {}  # a look into the past asks afresh
+            self._last_up, self._asked = {}, set()  # a look into the past asks afresh
         for labels, value in got["up"] or []:
             if value == 1.0:
                 self._last_up[_key(labels)] = when
+                self._asked.discard(_key(labels))
         unknown = [
-            _key(lab) for lab, v in got["up"] or [] if v == 0.0 and _key(lab) not in self._last_up
+            _key(lab) for lab, v in got["up"] or [] if v == 0.0 and _key(lab) not in self._asked
         ]
         if not unknown:
             return
         rows = await self._q(
             "last-up", f"max by ({BY}) (max_over_time(timestamp(up == 1)[{SEEN}:5s]))"
         )
+        if rows is None:
+            return  # asked again at the next poll
+        said = {_key(labels): t for labels, t in rows}
         for k in unknown:
-            self._last_up[k] = None
-        for labels, t in rows or []:
-            if _key(labels) in self._last_up:
-                self._last_up[_key(labels)] = t
+            self._asked.add(k)
+            mine, theirs = self._last_up.get(k), said.get(k)
+            self._last_up[k] = max((t for t in (mine, theirs) if t is not None), default=None)
 
     def _last_seen(self, key: tuple[str, str], when: float) -> str:
         t = self._last_up.get(key)
