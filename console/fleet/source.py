@@ -423,9 +423,11 @@ class FleetSource:
         q = signal_query("generation_tokens", "rate", "1m")
         if q is None:
             return
+        end = now // 60 * 60  # step-aligned: the same points each time (the backend's cache
+        # and recording rules serve them), not a new grid per refresh
         try:
             rows = await self.client.query_range(
-                f"sum by (node, instance) ({q})", now - 3600, now, 60
+                f"sum by (node, instance) ({q})", end - 3600, end, 60
             )
         except PromError as exc:
             self.state.errors["trend"] = str(exc)
