@@ -389,9 +389,11 @@ def test_a_latency_miss_pages_through_a_real_prometheus_and_alertmanager(tmp_pat
             time.sleep(0.5)
         assert row.alert == "page" and row.state == "firing"
         assert row.since == pytest.approx(_timestamp(before[0]["activeAt"]))
-        # by events: every request watched was late, 1 - 1.0 / 0.05 = -19 (the rate it is being
-        # spent at), and the budget says it has watched minutes of its 28 days (partial)
-        assert row.remaining == pytest.approx(-19.0) and row.period == "28d"
+        # by events: the backfilled hour all late gives 1 - 1.0 / 0.05 = -19 (the rate it is
+        # being spent at); the live engine's own requests, nearly all late, keep it near that.
+        # The budget says it has watched minutes of its 28 days (partial)
+        assert row.remaining is not None and -19.0 - 1e-9 <= row.remaining < -15.0
+        assert row.period == "28d"
         assert row.watched_s is not None and 0 < row.watched_s < 3600
         exporter.terminate()
         exporter.wait(timeout=20)
