@@ -273,7 +273,8 @@ def queue_full_in(history: Sequence[Extract], window_s: float, limit: float) -> 
 
 
 SATURATION_Q = 0.90  # llm-d's saturation index: the worst of p90 latency / its SLO
-SATURATION_MIN = 20  # observations a p90 is read from
+SATURATION_MIN = 20  # observations behind a p90 that may raise a saturation alert or finding
+SATURATION_SHOWN = 5  # fewer than SATURATION_MIN: shown, marked with its count, never alerted on
 RISING_S = 120.0  # the over-saturation slope test looks at the last two minutes of load points
 
 
@@ -289,16 +290,16 @@ def saturation(
     out: dict[str, object] = {}
     if len(history) >= 2:
         old = _first_within(history, recent_s)
-        worst: tuple[float, str] | None = None
+        worst: tuple[float, str, float] | None = None
         for slo, limit in limits.items():
             buckets = _buckets(old, history[-1], slo) if limit else None
-            if not buckets or not limit or buckets[-1][1] < SATURATION_MIN:
+            if not buckets or not limit or buckets[-1][1] < SATURATION_SHOWN:
                 continue  # too few requests in the window to read a p90 from
             q, _ = histogram_quantile(SATURATION_Q, buckets)
             if q is not None and (worst is None or q / limit > worst[0]):
-                worst = (q / limit, slo)
+                worst = (q / limit, slo, buckets[-1][1])
         if worst is not None:
-            out["saturation"], out["saturation_slo"] = worst
+            out["saturation"], out["saturation_slo"], out["saturation_requests"] = worst
     t_end = points[-1].t if points else 0.0
     recent = [p for p in points if p.t > t_end - RISING_S]
     load = [(p.t, p.running + p.waiting) for p in recent]

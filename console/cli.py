@@ -176,9 +176,10 @@ def _parser() -> argparse.ArgumentParser:
     rules.add_argument(
         "--period-days",
         type=int,
-        default=28,
+        default=None,
         metavar="DAYS",
-        help="the error budget's period for --slo (28 or 30; default 28)",
+        help="the error budget's period for --slo (default: each service's "
+        "slo.budget_period_days, 28 unless set; the console judges burn over the same)",
     )
     rules.add_argument(
         "--tests",

@@ -40,6 +40,7 @@ class _Track:
     last: Engine | None = None
     capacity: CapacityReport | None = None  # the last estimate, and the scrape it was made at
     capacity_t: float | None = None
+    capacity_n: int = 0  # scrapes the last estimate had (one: nothing windowed, renewed at once)
 
 
 def _wall_step(offset: float) -> list[Condition]:
@@ -164,7 +165,13 @@ class Deriver:
         """The engine's capacity to its services' SLOs (the strictest of them), estimated again
         once the history holds a newer part of a load point (the figure moves no faster)."""
         t = tr.history.points[-1].t
-        if tr.capacity is not None and tr.capacity_t is not None and t - tr.capacity_t < RENEW_S:
+        n = len(tr.history.points)
+        if (
+            tr.capacity is not None
+            and tr.capacity_t is not None
+            and t - tr.capacity_t < RENEW_S
+            and (tr.capacity_n >= 2 or n < 2)  # the first poll with two scrapes estimates anew
+        ):
             return tr.capacity
         slos = [default_slo(svc) for svc in self.plan.services if svc.engine_name == name]
         ttft = [x.ttft_s for x in slos if x.ttft_s is not None]
@@ -177,7 +184,7 @@ class Deriver:
             kv_capacity_tokens=kv_tokens,
             recent_s=self.window_s,
         )
-        tr.capacity_t = t
+        tr.capacity_t, tr.capacity_n = t, n
         return tr.capacity
 
     def _engine(self, s: EngineSample) -> Engine:

@@ -78,6 +78,9 @@ class SignalSpec(Record):
     # a histogram's bucket edges in the current release (in its own unit, before ``scale``):
     # `inferdeck rules --slo` reads a latency SLO at the edge at or below its bound
     le: list[float] = Field(default_factory=list)
+    # edges only other releases write: the rules read the highest edge at or below a bound that
+    # the engine writes, whichever release it runs
+    le_older: list[float] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _selectors(self) -> Self:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from console.capacity import CAPACITY_WINDOW_S
+from console.capacity import CAPACITY_WINDOW_S, SATURATION_MIN
 from console.engines import Knobs, profiles
 from console.enginestats import KV_FULL
 from console.frame import CapacityReport, Engine, Frame, MemoryLine, MigRecut, ServiceStatus
@@ -298,6 +298,8 @@ def saturation_kind(e: Engine) -> str | None:
     index = cap.saturation if cap is not None else None
     if cap is None or index is None:
         return None
+    if cap.saturation_requests is not None and cap.saturation_requests < SATURATION_MIN:
+        return None  # a p90 of a handful of requests is shown, not judged
     rising = bool(cap.saturating)
     if below(index, 1.0) and not (rising and at_least(index, SATURATING)):
         return None

@@ -409,6 +409,10 @@ class TargetReport(_Report):
     met: bool | None = None
     attainment: float | None = None  # share within the limit
     attainment_exact: bool | None = None  # False: interpolated between bucket bounds
+    # interpolated: the share at the highest edge at or below the limit, and that edge (what
+    # `inferdeck rules --slo` reads in Prometheus), shown beside it
+    attainment_at_edge: float | None = None
+    edge_s: float | None = None
     since_start: bool | None = None
     covered_s: float | None = None  # the console has watched less than the window: this much
     approx: bool | None = None  # no histogram of this figure (TGI TTFT: a sum of quantiles)
@@ -450,6 +454,7 @@ class BurnReport(_Report):
     windows: dict[str, BurnWindow]  # the service: its worst objective per window
     # per objective (completion, and each latency SLO against 1 - its percentile), per window
     objectives: dict[str, dict[str, BurnWindow]] = Field(default_factory=dict)
+    budgets: dict[str, float] = Field(default_factory=dict)  # each objective's budget share
     # a whole period's error budget is spent in this long at the longest ready window's burn
     budget_spent_in_s: float | None = None
     budget_window: str | None = None  # that window
@@ -498,6 +503,9 @@ class CapacityReport(_Report):
     queue_full_in_s: float | None = None
     saturation: float | None = None  # the worst of p90 latency / its SLO (llm-d's index)
     saturation_slo: str | None = None  # the SLO it is: "ttft" or "tpot"
+    # requests behind that p90: under 20 (a check's first seconds) it is shown, marked, but
+    # raises no alert or finding
+    saturation_requests: float | None = None
     saturating: bool | None = None  # concurrency and TTFT both rising (GuideLLM's slope test)
     cant_tell: str | None = None  # why there is no estimate
     note: str | None = None

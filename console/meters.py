@@ -143,7 +143,7 @@ def service_meters(
                             )
                 for key, rows in late.items():
                     hist.latency.setdefault(key, LatencyHistory()).add(now, rows, restarted)
-                burn = burn_rates(hist, slo.completion, slo.percentile)
+                burn = burn_rates(hist, slo.completion, slo.percentile, slo.budget_period_days)
                 slo_doc = slo_doc.model_copy(update={"burn": burn})
                 lasts = burn.budget_spent_in_s
                 if lasts is not None and lasts < plan.alerts.budget_horizon_s:

@@ -58,6 +58,8 @@ class SloSpec(_Strict):
     e2e_s: float | None = Field(None, gt=0)
     completion: float = Field(0.995, gt=0, le=1)
     window: str = "5m"
+    # the error budget's period: the console's burn and budget figures and `inferdeck rules --slo`
+    budget_period_days: int = Field(28, ge=1, le=366)
 
 
 class Service(_Strict):

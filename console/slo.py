@@ -8,7 +8,8 @@ distribution, so the share of *good* requests (every SLO met and completed) is o
     c x max(0, a_1 + ... + a_n - (n - 1))  <=  good share  <=  c x min(a_1, ..., a_n)
 
 (Fréchet bounds; c = completion rate, a_i = attainments over completed requests).
-Error budget = 1 - completion target over 30 days; burn rate = bad share / budget share.
+Error budget = 1 - completion target over the SLO's period (``budget_period_days``, 28 by default,
+the same period `inferdeck rules --slo` writes); burn rate = bad share / budget share.
 
 Latency misses spend budget too. Each latency SLO is its own objective: a p95 TTFT of 1 s lets 5 %
 of requests take longer, so its budget is 1 - 0.95 and its burn is the share of requests over the
@@ -41,6 +42,7 @@ from console.promtext import label
 from console.thresholds import at_least
 from console.window import (
     JITTER,
+    fraction_at_edge_below,
     fraction_at_or_below,
     histogram_quantile,
     quantile_bucket,
@@ -55,8 +57,12 @@ from console.windowed import (
     window_label,
 )
 
-BUDGET_PERIOD_S = 30 * 24 * 3600.0
-FAST_BURN = 14.4  # 5 m and 1 h both at or above: the month's budget goes in ~2 days -> critical
+FAST_BURN = 14.4  # 5 m and 1 h both at or above: a 28-day budget goes in ~2 days -> critical
+# ... unless that takes a total outage more than PAGE_WITHIN_S to reach: a budget of 5 % (a p95
+# latency objective) at 14.4x needs 72 % of an hour's requests bad, so a total outage after a
+# normal hour would page only after 43 minutes. Such budgets page at the burn a total outage
+# reaches in 5 minutes (see page_burn).
+PAGE_WITHIN_S = 300.0
 SLOW_BURN = 6.0  # 1 h and 6 h both at or above: the budget goes in ~5 days -> warning
 BURN_WINDOWS_S = (300.0, 3600.0, 21600.0)
 # A burn window counts (alerts, is exported) only once the console has watched at least the short
@@ -66,6 +72,24 @@ BURN_WINDOWS_S = (300.0, 3600.0, 21600.0)
 BURN_READY_S = {300.0: 300.0, 3600.0: 300.0, 21600.0: 3600.0}
 MIN_BURN_REQUESTS = 20
 SIGNALS = (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e", "e2e_s"))
+
+
+def page_burn(budget: float) -> float:
+    """The fast-burn (page) factor for a budget share: 14.4, or less where 14.4x would leave a
+    total outage after a normal hour unpaged past PAGE_WITHIN_S (the 1 h window's bad share then
+    grows by 1/60 a minute, so it reaches a share s after s x 60 minutes)."""
+    if budget <= 0:
+        return FAST_BURN
+    return min(FAST_BURN, (PAGE_WITHIN_S / 3600.0) / budget)
+
+
+def time_to_page_s(budget: float, factor: float | None = None) -> float | None:
+    """How long a total outage after a normal hour takes to reach the page threshold over 1 h
+    (None: it never does, the threshold being above 100 % bad)."""
+    share = (factor if factor is not None else page_burn(budget)) * budget
+    return share * 3600.0 if share <= 1 else None
+
+
 OBJECTIVES = {
     "completion": "failed requests",
     "ttft_s": "TTFT over its SLO",
@@ -146,6 +170,10 @@ def compliance(
                 attainment_exact=exact,
                 since_start=since_start,
             )
+            if not exact:
+                at_edge, edge = fraction_at_edge_below(limit, buckets)
+                if at_edge is not None and share is not None and abs(at_edge - share) > 5e-4:
+                    entry.update(attainment_at_edge=at_edge, edge_s=edge)
             if part is not None and not since_start:
                 entry["covered_s"] = part
             if bucket is not None:
@@ -415,7 +443,10 @@ def _burn_entry(
 
 
 def burn_rates(
-    history: OutcomeHistory, completion_target: float, percentile: float = 0.95
+    history: OutcomeHistory,
+    completion_target: float,
+    percentile: float = 0.95,
+    period_days: float = 28,
 ) -> BurnReport:
     """Burn per window: overall (the worst objective's) and per objective (``completion`` and each
     latency SLO the history keeps, whose budget is ``1 - percentile``)."""
@@ -454,15 +485,16 @@ def burn_rates(
         )
     report = BurnReport(
         error_budget=budget,
-        period_days=BUDGET_PERIOD_S / 86400,
+        period_days=period_days,
         windows=windows,
         objectives=objectives,
+        budgets={k: (budget if k == "completion" else late_budget) for k in objectives},
     )
     # the longest window ready to alert on says how long a whole period's budget lasts
     for label, e in reversed(windows.items()):
         if e.ready and e.burn:
             return report.model_copy(
-                update={"budget_spent_in_s": BUDGET_PERIOD_S / e.burn, "budget_window": label}
+                update={"budget_spent_in_s": period_days * 86400 / e.burn, "budget_window": label}
             )
     return report
 
@@ -471,8 +503,8 @@ def burn_alert(burn: BurnReport) -> tuple[Severity, str] | None:
     """(severity, message) for the multi-window burn-rate rules, or None."""
     w = burn.windows
 
-    def rate(k: str) -> float:  # a window without enough coverage or requests never alerts
-        e = w.get(k)
+    def rate(k: str, windows: dict[str, BurnWindow] = w) -> float:
+        e = windows.get(k)  # a window without enough coverage or requests never alerts
         if e is None or e.burn is None or e.ready is False:
             return 0.0
         return e.burn
@@ -482,12 +514,18 @@ def burn_alert(burn: BurnReport) -> tuple[Severity, str] | None:
         name = (e.objective if e is not None else None) or "completion"
         return OBJECTIVES.get(name, name)
 
-    if at_least(rate("5m"), FAST_BURN) and at_least(rate("1h"), FAST_BURN):
-        return "critical", (
-            f"error budget burning fast: {rate('5m'):.1f}x over 5m and {rate('1h'):.1f}x over 1h "
-            f"(>= {FAST_BURN}, {what('5m')}): the month's budget is gone in about "
-            f"{30 / max(rate('1h'), 1e-9):.1f} days; look at the failing or slow requests now"
-        )
+    # the page: each objective against its own factor (a large budget pages at a lower burn)
+    for key, each in (burn.objectives or {"": burn.windows}).items():
+        factor = page_burn(burn.budgets.get(key, burn.error_budget)) if key else FAST_BURN
+        fast, hour = rate("5m", each), rate("1h", each)
+        if at_least(fast, factor) and at_least(hour, factor):
+            return "critical", (
+                f"error budget burning fast: {fast:.1f}x over 5m and {hour:.1f}x over 1h "
+                f"(>= {factor:.3g}, {OBJECTIVES.get(key) or what('5m')}): the "
+                f"{burn.period_days:g}-day budget is gone in about "
+                f"{burn.period_days / max(hour, 1e-9):.1f} days; look at the failing or slow "
+                "requests now"
+            )
     if at_least(rate("1h"), SLOW_BURN) and at_least(rate("6h"), SLOW_BURN):
         return "warning", (
             f"error budget burning: {rate('1h'):.1f}x over 1h and {rate('6h'):.1f}x over 6h "

@@ -7,8 +7,12 @@ Per service and objective (completion, and each latency SLO at its percentile):
 * ``inferdeck:slo_errors:ratio_rate<w>``: the share of bad requests over 5m, 30m, 1h, 2h, 6h, 1d
   and 3d. Completion: 1 - good / finished by the profile's recipe (finish reasons with aborts
   left out, or ok against failed counters). Latency: 1 - requests under the SLO bound / all,
-  from the ``le`` bucket at the bound; for a bound between bucket edges the edge below is used
-  (late requests overstated) and the rule's annotation says which.
+  from the ``le`` bucket at the bound; for a bound between bucket edges the highest edge at or
+  below it that the engine writes is used (late requests overstated), read as the largest of the
+  candidate buckets (the profile's ``le`` and ``le_older`` edges up to the bound: buckets are
+  cumulative, so the largest is the highest edge present, whichever release the engine runs),
+  and the rule's annotation says which. A bound below the first edge cannot be read: refused,
+  with the edges named.
 * ``inferdeck:slo_bad_requests:rate5m`` and ``inferdeck:slo_requests:rate5m``: bad and all
   requests per second over 5m (no sample while no request arrives).
 * ``inferdeck:slo_error_budget:remaining``: 1 - (bad requests / requests over the period) / the
@@ -18,7 +22,12 @@ Per service and objective (completion, and each latency SLO at its percentile):
   a budget younger than its period is shown as partial (its figure is the rate of spending so
   far, not yet the period's).
 * The SRE workbook's four multi-window multi-burn alerts: 14.4x over 1h and 5m, 6x over 6h and
-  30m (page); 3x over 1d and 2h, 1x over 3d and 6h (ticket).
+  30m (page); 3x over 1d and 2h, 1x over 3d and 6h (ticket). A large budget (a p95 objective's
+  5 %) pages over 1h and 5m at the burn a total outage after a normal hour reaches in 5 minutes
+  (``slo.page_burn``) instead of 14.4x, which would need 72 % of an hour's requests bad; each
+  page alert's description states its time to page.
+* The period is the service's ``slo.budget_period_days`` (28 by default), the same the console
+  judges burn against; ``--period-days`` overrides it.
 
 Pure: settings in, rule groups out (a dict ready for YAML)."""
 
@@ -32,7 +41,7 @@ from urllib.parse import urlsplit
 from console.engines import EngineProfile, as_list, parse_selector, profiles
 from console.plan import Service
 from console.settings import Settings
-from console.slo import default_slo
+from console.slo import default_slo, page_burn, time_to_page_s
 
 WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 # (severity, what it asks for, burn factor, long window, short window): the SRE workbook's table
@@ -66,6 +75,7 @@ class Objective:
     where: tuple[tuple[str, str], ...] = ()
     bad: str = ""  # bad requests/s over "{w}" (the budget counts events, not ratios)
     total: str = ""  # all requests/s over "{w}"
+    period_days: int = 28
 
 
 # bad requests/s, all requests/s (each with "{w}" for the window), note, test inputs
@@ -162,36 +172,72 @@ def _completion(prof: EngineProfile, match: Match) -> Sli | None:
     return None  # finished minus aborted (SGLang): no failure signal to count
 
 
-def _edge(bound: float, edges: list[float] | None) -> tuple[float, str]:
-    """The ``le`` edge a latency bound is read at, and how the figure errs."""
-    if not edges:
-        return bound, "the bound is taken as a bucket edge (the profile lists none): check le"
+def _edge(bound: float, edges: list[float]) -> tuple[float | None, str]:
+    """The ``le`` edge a latency bound is read at (None: it cannot be read), and how it errs."""
     below = [e for e in edges if e <= bound * (1 + 1e-9)]
     if below and math.isclose(below[-1], bound, rel_tol=1e-9):
         return bound, f"le={_le(bound)} is a bucket edge: exact"
     if not below:
-        return edges[0], f"the bound lies below the first edge {_le(edges[0])}: misses understated"
+        return None, (
+            f"the bound {_le(bound)} lies below the first bucket edge {_le(edges[0])} "
+            f"(edges {', '.join(_le(e) for e in edges[:4])}, ...): no bucket counts requests "
+            "that fast; raise the bound or give the engine finer buckets"
+        )
+    above = [e for e in edges if e > bound]
+    nxt = f" and {_le(above[0])}" if above else ""
     return below[-1], (
-        f"the bound {_le(bound)} lies between edges: read at le={_le(below[-1])}, so requests "
-        f"between {_le(below[-1])} and {_le(bound)} count as late (misses overstated)"
+        f"the bound {_le(bound)} lies between edges {_le(below[-1])}{nxt}: read at "
+        f"le={_le(below[-1])}, so requests between {_le(below[-1])} and {_le(bound)} count as "
+        "late (misses overstated)"
     )
 
 
 def _le(v: float) -> str:
-    """An edge as engines write it (1.0, 0.05, 2.5)."""
-    return f"{v:.1f}" if v == int(v) else f"{v:g}"
+    """An edge as Python's client writes it (1.0, 0.05, 2.5, 0.00015000000000000001)."""
+    return repr(float(v))
 
 
-def _latency(prof: EngineProfile, signal: str, bound_s: float, match: Match) -> Sli | None:
+def _spellings(v: float) -> list[str]:
+    """An edge as engines write it: Python's client 10.0, Go's and Rust's 10 (Prometheus 3
+    stores 10.0 for both), dots literal in a regex."""
+    py = _le(v)
+    out = [py] + ([py[:-2]] if py.endswith(".0") else [])
+    return [o.replace(".", "\\\\.") for o in out]
+
+
+def _latency(prof: EngineProfile, signal: str, bound_s: float, match: Match) -> Sli | str | None:
+    """The SLI of a latency bound, or a sentence why it cannot be written (None: the engine has
+    no such histogram)."""
     spec = prof.signals.get(signal)
     if spec is None or spec.type != "histogram" or spec.per_token == spec.series:
         return None
+    if spec.parts:
+        return (
+            f"{prof.title} exports no {signal} histogram (the console approximates it from "
+            f"{', '.join(parse_selector(p)[0] for p in spec.parts)}; separate histograms cannot "
+            "count the requests over a bound)"
+        )
     name = next((n for n in spec.series if n not in spec.per_token), spec.series[0])
-    edge, note = _edge(bound_s / spec.scale, spec.le or None)
     base, _ = parse_selector(name)
-    # Python clients write 1.0, Go's 1 (Prometheus 3 stores 1.0 for both)
-    le = f'le=~"{edge:.0f}|{edge:.0f}\\\\.0"' if edge == int(edge) else f'le="{_le(edge)}"'
-    bucket = _rate(_sel(f"{base}_bucket", match, le))
+    bound = bound_s / spec.scale
+    if not spec.le:
+        # an engine of the operator's without edges: the bound read as an edge, and said so
+        edge = bound
+        note = "the bound is taken as a bucket edge (the profile lists no le edges): check them"
+        candidates = [bound]
+    else:
+        at, note = _edge(bound, spec.le)
+        if at is None:
+            return f"{base}: {note}"
+        edge = at
+        candidates = sorted(
+            {e for e in spec.le + spec.le_older if e <= bound * (1 + 1e-9)} | {edge}
+        )
+        if any(edge < e for e in spec.le_older if e <= bound * (1 + 1e-9)):
+            note += "; releases with an edge closer to the bound are read at it"
+    le = 'le=~"' + "|".join(sp for e in candidates for sp in _spellings(e)) + '"'
+    # buckets are cumulative: the largest candidate is the highest edge the engine writes
+    bucket = f"max(sum by (le) (rate({_sel(f'{base}_bucket', match, le)}[{{w}}])))"
     count = _rate(_sel(f"{base}_count", match))
     inputs = (
         (_series(f"{base}_bucket", match, f'le="{_le(edge)}"'), "good"),
@@ -221,13 +267,16 @@ def objectives(settings: Settings) -> tuple[list[Objective], list[str]]:
         ]
         for name, target, key in wanted:
             parts = []
+            why = []
             for prof in profs:
                 got = (
                     _completion(prof, match)
                     if name == "completion"
                     else _latency(prof, LATENCY[key], getattr(slo, key), match)
                 )
-                if got is not None:
+                if isinstance(got, str):
+                    why.append(got)
+                elif got is not None:
                     parts.append(got)
             if not parts:
                 skipped.append(
@@ -236,7 +285,7 @@ def objectives(settings: Settings) -> tuple[list[Objective], list[str]]:
                         "its engine counts no failed requests (finished minus aborted only), "
                         "so there is no completion SLI to write"
                         if name == "completion"
-                        else f"its engine exports no {name} histogram"
+                        else "; ".join(why) or f"its engine exports no {name} histogram"
                     )
                 )
                 continue
@@ -261,6 +310,7 @@ def objectives(settings: Settings) -> tuple[list[Objective], list[str]]:
                     tuple(where.items()),
                     bad,
                     total,
+                    slo.budget_period_days,
                 )
             )
     return out, skipped
@@ -287,9 +337,25 @@ def _budget(o: Objective) -> str:
     return f"{1 - o.target:.6g}"
 
 
-def rule_groups(settings: Settings, period_days: int = 28) -> tuple[dict[str, Any], list[str]]:
+def _factor(o: Objective, asks: str, factor: float, long: str) -> float:
+    """A burn pair's factor for this objective: the 1h page's lowered for a large budget."""
+    return page_burn(1 - o.target) if (asks, long) == ("page", "1h") else factor
+
+
+def time_to_page(o: Objective) -> str:
+    """How soon a total outage after a normal hour pages, in words."""
+    t = time_to_page_s(1 - o.target)
+    if t is None:
+        return "a total outage never reaches the page threshold"
+    return f"a total outage after a normal hour pages in about {t / 60:.1f} min"
+
+
+def rule_groups(
+    settings: Settings, period_days: int | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """The recording and alerting rule groups, as Prometheus' rule file holds them, and a
-    sentence for each objective that could not be written."""
+    sentence for each objective that could not be written. The period: each service's
+    ``budget_period_days`` unless ``period_days`` is given."""
     objs, skipped = objectives(settings)
     records: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = []
@@ -308,7 +374,8 @@ def rule_groups(settings: Settings, period_days: int = 28) -> tuple[dict[str, An
             records.append(
                 {"record": f"{record}5m", "expr": expr.replace("{w}", "5m"), "labels": labels}
             )
-        p = f"{period_days}d"
+        days = period_days or o.period_days
+        p = f"{days}d"
         records.append(
             {
                 # by events: the bad requests of the period over all of them (each 5m rate
@@ -329,13 +396,14 @@ def rule_groups(settings: Settings, period_days: int = 28) -> tuple[dict[str, An
         )
         for severity, asks in ("critical", "page"), ("warning", "ticket"):
             pairs = [b for b in BURNS if b[1] == asks]
+            factors = [(_factor(o, asks, f, lw), lw, sw) for _, _, f, lw, sw in pairs]
             expr = " or ".join(
-                f"({RECORD}{long}{sel} > ({factor:g} * {_budget(o)}) and "
-                f"{RECORD}{short}{sel} > ({factor:g} * {_budget(o)}) and on() "
+                f"({RECORD}{long}{sel} > ({factor:.6g} * {_budget(o)}) and "
+                f"{RECORD}{short}{sel} > ({factor:.6g} * {_budget(o)}) and on() "
                 f"{_covered(o, long, short)})"
-                for _, _, factor, long, short in pairs
+                for factor, long, short in factors
             )
-            windows = " or ".join(f"{f:g}x over {lw} and {sw}" for _, _, f, lw, sw in pairs)
+            windows = " or ".join(f"{f:.4g}x over {lw} and {sw}" for f, lw, sw in factors)
             alerts.append(
                 {
                     "alert": "InferdeckSLOBurn" + asks.capitalize(),
@@ -345,7 +413,8 @@ def rule_groups(settings: Settings, period_days: int = 28) -> tuple[dict[str, An
                         "summary": f"{o.service}: {o.slo} error budget burning ({windows}); "
                         "{{ $value | humanizePercentage }} of requests bad over the long window",
                         "description": f"{o.slo} objective {o.target:g} "
-                        f"({_budget(o)} budget over {period_days} days). SLI: {o.note}",
+                        f"({_budget(o)} budget over {days} days). SLI: {o.note}"
+                        + (f". Time to page: {time_to_page(o)}" if asks == "page" else ""),
                         "runbook": f"inferdeck: the service {o.service} (Enter on its row), "
                         "or `inferdeck check`",
                     },
@@ -379,7 +448,9 @@ def to_yaml(
 MINUTES = 65  # the generated tests feed an hour and five minutes of one-minute samples
 
 
-def rule_tests(settings: Settings, rule_file: str, period_days: int = 28) -> dict[str, Any]:
+def rule_tests(
+    settings: Settings, rule_file: str, period_days: int | None = None
+) -> dict[str, Any]:
     """`promtool test rules` unit tests for the generated rules: per objective, a healthy hour
     (no alert) and an hour with nine requests in ten bad (18x a 95 % objective's budget, 180x
     a 99.5 %'s): no page after ten minutes (the 1h window does not hold data yet), the page with
@@ -422,7 +493,7 @@ def rule_tests(settings: Settings, rule_file: str, period_days: int = 28) -> dic
     return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
 
 
-def _alerts(settings: Settings, period_days: int) -> list[dict[str, Any]]:
+def _alerts(settings: Settings, period_days: int | None) -> list[dict[str, Any]]:
     doc, _ = rule_groups(settings, period_days)
     return [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
 

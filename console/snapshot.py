@@ -322,6 +322,17 @@ def _slo(frame: Frame) -> list[str]:
         ],
         rows,
     )
+    between = [
+        f"- {s.name} {key[:-2].upper()}: {pct(e.attainment, 1)} within {seconds(e.target_s)} "
+        f"interpolated inside its bucket, {pct(e.attainment_at_edge, 1)} at the "
+        f"{seconds(e.edge_s)} edge the Prometheus rules read"
+        for s in frame.services
+        if s.slo
+        for key, e in s.slo.targets.items()
+        if e.attainment_at_edge is not None
+    ]
+    if between:
+        lines += ["", "Bounds between bucket edges:", *between]
     lines += [
         "",
         "Marks: `*` since the engine started (one scrape), `≥` the rank fell in +Inf (a lower bound), "

@@ -209,6 +209,8 @@ def saturation_text(c: CapacityReport | None) -> str:
     if c is None or c.saturation is None:
         return NA
     out = f"p90 {(c.saturation_slo or '').upper()} at {c.saturation:.2f}x its SLO"
+    if c.saturation_requests is not None and c.saturation_requests < 20:
+        out += f" ·{c.saturation_requests:.0f}"  # only this many requests behind it
     if c.saturating:
         out += ", load and TTFT rising (over-saturation)"
     elif c.saturating is False:

@@ -305,6 +305,21 @@ def fraction_at_or_below(
     return 1.0, False
 
 
+def fraction_at_edge_below(
+    limit: float, buckets: Sequence[tuple[float, float]]
+) -> tuple[float | None, float | None]:
+    """Share of observations at or below the highest bucket edge at or below ``limit``, and that
+    edge: what a Prometheus rule reading one ``le`` bucket gets for a bound between edges (late
+    requests overstated). (None, None) without observations or an edge at or below the limit."""
+    pairs = sorted((float(le), float(c)) for le, c in buckets)
+    if not pairs or not math.isinf(pairs[-1][0]) or pairs[-1][1] <= 0:
+        return None, None
+    below = [(le, c) for le, c in pairs if le <= limit * (1 + 1e-9)]
+    if not below:
+        return None, None
+    return below[-1][1] / pairs[-1][1], below[-1][0]
+
+
 def quantile_bucket(
     value: float, buckets: Sequence[tuple[float, float]]
 ) -> tuple[float, float] | None:

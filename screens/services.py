@@ -12,7 +12,7 @@ from textual.widgets import Input, Static
 from console.cost import crossover, serving_goodput
 from console.findings import strays
 from console.frame import CostReport, Frame, Headroom, ServiceStatus, SloReport, TargetReport
-from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN
+from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN, time_to_page_s
 from console.thresholds import at_least
 from console.units import (
     FEW,
@@ -340,7 +340,14 @@ class ServiceDetailScreen(DeckScreen):
             t.append(
                 f"  {key[:-2].upper():<6} observed {target_text(entry, ranges=True)} vs target "
                 f"{seconds(entry.target_s)}, headroom {seconds(entry.headroom_s)}, "
-                f"within limit {mark}{_pct(entry.attainment)}% of {num(entry.requests)} requests\n"
+                f"within limit {mark}{_pct(entry.attainment)}% of {num(entry.requests)} requests"
+                + (
+                    f" ({_pct(entry.attainment_at_edge)}% at the {seconds(entry.edge_s)} edge "
+                    "the Prometheus rules read)"
+                    if entry.attainment_at_edge is not None
+                    else ""
+                )
+                + "\n"
             )
         comp = slo.completion
         if comp is not None:
@@ -380,6 +387,16 @@ class ServiceDetailScreen(DeckScreen):
                 f"  error budget {slo.burn.error_budget * 100:.2f}% over {slo.burn.period_days:.0f} days; "
                 f"burn {ws}\n"
             )
+            pages = [
+                f"{k if k == 'completion' else k[:-2].upper()} in {duration_text(s)}"
+                for k, b in slo.burn.budgets.items()
+                if (s := time_to_page_s(b)) is not None
+            ]
+            if pages:
+                t.append(
+                    f"  a total outage after a normal hour pages: {', '.join(pages)}\n",
+                    style=c["dim"],
+                )
         for reason_key, reason in slo.unavailable.items():
             t.append(f"  {reason_key}: n/a — {reason}\n", style=c["dim"])
 

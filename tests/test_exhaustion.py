@@ -44,6 +44,31 @@ def _point(t: float, load: float, ttft_median: float) -> LoadPoint:
     return LoadPoint(t, load, 0.03, 10.0, 1000.0, 0.0, None, 10.0, ttft)
 
 
+def test_a_few_requests_give_a_marked_index_that_raises_nothing():
+    """Two scrapes 2 s apart (a check at its default --wait) holding 8 requests: the index is read
+    (p90 of 8) and carries its count; the finding and alert want 20 requests, so it stays
+    a figure; with 20 it is judged. Under 5 requests: no figure."""
+    from console.findings import saturation_kind
+    from console.units import saturation_text
+    from tests.frames import node_frame
+
+    start = _scrape(100.0, [0, 0, 0, 0], [0, 0, 0, 0])
+    few = saturation([start, _scrape(102.0, [0, 0, 0, 8], [0, 0, 0, 8])], 60.0, [], {"tpot": 0.05})
+    assert few["saturation_requests"] == 8 and few["saturation"] > 1
+    many = saturation(
+        [start, _scrape(102.0, [0, 0, 0, 20], [0, 0, 0, 20])], 60.0, [], {"tpot": 0.05}
+    )
+    assert many["saturation_requests"] == 20
+    none = saturation([start, _scrape(102.0, [0, 0, 0, 4], [0, 0, 0, 4])], 60.0, [], {"tpot": 0.05})
+    assert "saturation" not in none
+    e = node_frame().engines[0]
+    for got, judged in ((few, None), (many, "saturated")):
+        cap = CapacityReport(**got)
+        eng = e.model_copy(update={"capacity": cap, "requests_waiting": 3})
+        assert saturation_kind(eng) == judged
+    assert saturation_text(CapacityReport(**few)).endswith("its SLO ·8")
+
+
 def test_the_over_saturation_test_needs_load_and_ttft_both_rising():
     ts = [10.0 * i for i in range(1, 13)]  # two minutes of load points
     both = [_point(t, 10 + t / 10, 0.2 + t / 1000) for t in ts]
@@ -147,7 +172,7 @@ def test_exhaustion_within_the_planned_horizon_is_an_alert():
 
 
 def test_a_whole_budget_lasts_the_period_over_the_longest_ready_burn():
-    from console.slo import BUDGET_PERIOD_S, OutcomeHistory, burn_rates
+    from console.slo import OutcomeHistory, burn_rates
 
     hist = OutcomeHistory()
     good = failed = 0.0
@@ -156,7 +181,9 @@ def test_a_whole_budget_lasts_the_period_over_the_longest_ready_burn():
         hist.add(float(k), {("e", "ok"): (good, 1.0, 0.0), ("e", "err"): (failed, 0.0, 1.0)})
     burn = burn_rates(hist, 0.995)
     assert burn.budget_window == "6h"  # holds an hour: ready
-    assert burn.budget_spent_in_s == pytest.approx(BUDGET_PERIOD_S / 10.0)  # three days
+    assert burn.budget_spent_in_s == pytest.approx(28 * 86400 / 10.0)  # 2.8 days of a 28-day one
+    thirty = burn_rates(hist, 0.995, period_days=30)  # the service's budget_period_days
+    assert thirty.period_days == 30 and thirty.budget_spent_in_s == pytest.approx(3 * 86400)
     young = OutcomeHistory()
     young.add(0.0, {("e", "ok"): (0.0, 1.0, 0.0)})
     assert burn_rates(young, 0.995).budget_spent_in_s is None

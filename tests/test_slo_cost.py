@@ -65,6 +65,36 @@ def test_attainment_exact_on_bound_interpolated_between():
     assert not exact and share == pytest.approx((90 + 9 * (0.5 / 1.5)) / 100)
 
 
+def test_a_limit_between_edges_shows_the_interpolated_and_the_edge_share_side_by_side():
+    """vLLM's TPOT edges 0.1 and 0.15 around a 0.12 s SLO: 845 of 1,000 requests at or below 0.1,
+    990 at or below 0.15. Interpolated: (845 + 145 x 0.02 / 0.05) / 1,000 = 90.3 %; at the 0.1
+    edge the Prometheus rules read: 84.5 %. Both shown; at a limit on an edge only the exact."""
+    prof = profiles()["vllm"]
+    hist = EngineHistory()
+    name = "vllm:request_time_per_output_token_seconds"
+    edges = [0.05, 0.1, 0.15, 0.2]
+    for t, (a, b, c, d) in ((100.0, (0, 0, 0, 0)), (130.0, (300, 845, 990, 1000))):
+        lines = [f'{name}_bucket{{le="{e}"}} {v}' for e, v in zip(edges, (a, b, c, d), strict=True)]
+        lines += [f'{name}_bucket{{le="+Inf"}} {d}', f"{name}_count {d}", f"{name}_sum 1"]
+        hist.add(extract(parse("\n".join(lines) + "\n"), prof, t))
+
+    def target(limit: float) -> dict:
+        svc = Service(
+            name="s", device="0", model="llama-3.1-8b", weight_bits=16,
+            tokens_per_sequence=4096, concurrent_sequences=8,
+            slo=SloSpec(tpot_s=limit, window="1m"),
+        )  # fmt: skip
+        return compliance(svc, [hist.points], prof).model_dump()["targets"]["tpot_s"]
+
+    between = target(0.12)
+    assert between["attainment"] == pytest.approx(0.903)
+    assert between["attainment_exact"] is False
+    assert between["attainment_at_edge"] == pytest.approx(0.845) and between["edge_s"] == 0.1
+    on_edge = target(0.1)
+    assert on_edge["attainment"] == pytest.approx(0.845) and on_edge["attainment_exact"] is True
+    assert on_edge.get("attainment_at_edge") is None  # None fields are left out
+
+
 class Clock:
     def __init__(self):
         self.t = 10_000.0
