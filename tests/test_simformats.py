@@ -167,3 +167,30 @@ def test_overload_queue_grows_and_kv_fills():
     waits = [d.fields["requests_waiting"] for d in frames]
     assert waits[-1] > 20 and waits[-1] > waits[10]
     assert frames[-1].fields["kv_cache_usage"] > 0.7
+
+
+@pytest.mark.parametrize("kind", sorted(FORMATS))
+def test_every_latency_histogram_writes_edges_its_profile_lists(kind):
+    """The SLO rules read a bound at the profile's edges, spelled as engines write them: each
+    latency histogram the simulator writes has its edges among the profile's (``le`` and
+    ``le_older``), text for text, so the rules find their bucket on the simulated engines."""
+    from console.promtext import label
+
+    model = TrafficModel(TrafficSpec(rate_rps=5, seed=3), clock=Clock(), buckets=FORMATS[kind][1])
+    page = parse(page_for(kind, model))
+    prof = profiles()[kind]
+    checked = 0
+    for signal in ("ttft", "tpot", "itl", "e2e", "queue_time"):
+        spec = prof.signals.get(signal)
+        if spec is None or spec.type != "histogram" or spec.parts or not spec.le:
+            continue
+        listed = {repr(float(e)) for e in spec.le + spec.le_older}
+        listed |= {t[:-2] for t in listed if t.endswith(".0")}  # Go's and Rust's 10 for 10.0
+        for name in spec.series:
+            rows = page.get(name.split("{")[0] + "_bucket")
+            if not rows:
+                continue
+            written = {label(labels, "le") for labels, _ in rows} - {"+Inf", None}
+            assert written and written <= listed, (signal, sorted(written - listed)[:5])
+            checked += 1
+    assert checked or kind == "llamacpp", kind

@@ -265,7 +265,11 @@ SGLANG_BUCKETS = {
         2400.0,
     ),
     "tokens": DEFAULT_BUCKETS["tokens"],
-}
+    # sglang:queue_time_seconds (collector.py)
+    "queue": (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+              60.0, 70.0, 80.0, 90.0, 100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0,
+              900.0, 1000.0, 1200.0, 1400.0, 1600.0, 1800.0, 2000.0, 2500.0, 3000.0),
+}  # fmt: skip
 
 
 def sglang_page(m: TrafficModel) -> str:
@@ -353,11 +357,22 @@ def sglang_page(m: TrafficModel) -> str:
     return sch.text() + tok.text()
 
 
-_TGI_DURATION = tuple(0.0001 * 1.5**k for k in range(1, 36))
+def _geometric(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """Edges as TGI's router computes them: the value multiplied in turn (not start x factor^k,
+    which differs in the last digit and so in the ``le`` text)."""
+    out, v = [], start
+    for _ in range(count):
+        v *= factor
+        out.append(v)
+    return tuple(out)
+
+
+_TGI_DURATION = _geometric(0.0001, 1.5, 35)
 TGI_BUCKETS = {
     "ttft": _TGI_DURATION,
     "itl": _TGI_DURATION,
     "latency": _TGI_DURATION,
+    "queue": _TGI_DURATION,
     "tokens": tuple(float(x) for x in range(41, 4097, 41)),
 }
 
@@ -389,7 +404,18 @@ TRITON_BUCKETS = {
     "ttft": (0.1, 0.5, 2.0, 5.0),
     "itl": DEFAULT_BUCKETS["itl"],
     "latency": DEFAULT_BUCKETS["latency"],
+    "queue": DEFAULT_BUCKETS["latency"],
     "tokens": (10.0, 50.0, 100.0, 500.0, 1000.0),
+}
+# Dynamo's frontend latency histograms share one set of edges
+_DYNAMO_LATENCY = (0.0, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                   60.0, 120.0, 300.0)  # fmt: skip
+DYNAMO_BUCKETS = {
+    **DEFAULT_BUCKETS,
+    "ttft": _DYNAMO_LATENCY,
+    "itl": _DYNAMO_LATENCY,
+    "latency": _DYNAMO_LATENCY,
+    "queue": _DYNAMO_LATENCY,
 }
 
 
@@ -699,7 +725,7 @@ FORMATS: dict[str, tuple[Callable[[TrafficModel], str], dict[str, tuple[float, .
     "triton": (triton_page, TRITON_BUCKETS, "text/plain; charset=utf-8"),
     "llamacpp": (llamacpp_page, DEFAULT_BUCKETS, "text/plain; version=0.0.4"),
     "trtllm": (trtllm_page, DEFAULT_BUCKETS, "text/plain; version=0.0.4; charset=utf-8"),
-    "dynamo": (dynamo_page, DEFAULT_BUCKETS, "text/plain; version=0.0.4"),
+    "dynamo": (dynamo_page, DYNAMO_BUCKETS, "text/plain; version=0.0.4"),
 }
 # where an engine serves its Prometheus text when not at /metrics, and what /metrics then answers
 METRICS_PATHS: dict[str, tuple[str, Callable[[TrafficModel], str]]] = {

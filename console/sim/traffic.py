@@ -166,6 +166,7 @@ DEFAULT_BUCKETS: dict[str, tuple[float, ...]] = {
     ),
     "tokens": (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000),
 }
+DEFAULT_BUCKETS["queue"] = DEFAULT_BUCKETS["latency"]  # vLLM's request-latency edges
 
 # histogram name -> bucket family
 HISTOGRAMS = {
@@ -173,7 +174,7 @@ HISTOGRAMS = {
     "itl": "itl",
     "tpot": "itl",
     "e2e": "latency",
-    "queue": "latency",
+    "queue": "queue",
     "prefill": "latency",
     "validation": "latency",
     "prompt_len": "tokens",
