@@ -573,3 +573,71 @@ def test_a_recorded_frame_of_the_wrong_shape_is_a_gap_not_a_frame(tmp_path):
     assert first.counters["tokens"] == {(): (120.0,)}
     (note,) = header["truncated"]
     assert "damaged between" in note and "about 3 frames lost" in note
+
+
+def _trickle(port: int, stop: threading.Event, socks: list) -> None:
+    """A client that opens a connection and sends its request one byte at a time, a byte every
+    0.5 s (each read well inside any per-read timeout), opening another when it is cut."""
+    head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 200 + b"\r\n\r\n"
+    while not stop.is_set():
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        except OSError:
+            stop.wait(0.05)
+            continue
+        socks.append(s)
+        try:
+            for b in head:
+                if stop.wait(0.5):
+                    break
+                s.sendall(bytes([b]))
+        except OSError:
+            pass  # cut by the server: open the next
+        finally:
+            s.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("clients", [64, 256])
+def test_slow_clients_never_keep_a_scraper_out(clients):
+    """64 or 256 clients trickling their request heads a byte every 0.5 s, with no credentials,
+    against the exporter's server with a token: they held all 64 slots before the token was
+    read (0 of 32 scrapes answered in 30 s). Now heads must arrive whole within the deadline, a
+    new connection displaces the longest-waiting head, and a slot is taken only after the
+    token: a scraper gets every answer, each in under a second. HEAD is answered as GET."""
+    server = serve(("127.0.0.1", 0), lambda: "inferdeck_x 1\n", token="s3cret", timeout_s=3.0)
+    port = _port(server)
+    stop = threading.Event()
+    socks: list = []
+    threads = [
+        threading.Thread(target=_trickle, args=(port, stop, socks), daemon=True)
+        for _ in range(clients)
+    ]
+    for t in threads:
+        t.start()
+    worst, answered = 0.0, 0
+    try:
+        time.sleep(1.0)  # every slow client connected and trickling
+        end = time.monotonic() + 6.0
+        while time.monotonic() < end:
+            began = time.monotonic()
+            r = httpx.get(
+                f"http://127.0.0.1:{port}/metrics",
+                headers={"Authorization": "Bearer s3cret"},
+                timeout=5,
+            )
+            worst = max(worst, time.monotonic() - began)
+            assert r.status_code == 200 and r.text == "inferdeck_x 1\n"
+            answered += 1
+            time.sleep(0.2)
+        head = httpx.head(
+            f"http://127.0.0.1:{port}/metrics", headers={"Authorization": "Bearer s3cret"}
+        )
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-length"] == str(len("inferdeck_x 1\n"))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=5)
+        server.stop()
+    assert answered >= 20 and worst < 1.0, (answered, worst)
