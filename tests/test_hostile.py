@@ -361,6 +361,59 @@ def test_query_string_secrets_never_leave(tmp_path):
             assert secret not in f.read_text(encoding="utf-8"), f
 
 
+def test_a_prometheus_url_keeps_its_secrets_and_its_query(tmp_path):
+    """`--prometheus http://user:pw@host/prom?token=...&tenant=a` printed the token in check's
+    status line (which Nagios logs and mails) and in snapshot JSON, and glued the API path after
+    the query string. Now every call goes to /prom/api/v1/... with the whole query and the
+    password as a header; no surface shows either secret; a redirect to another host is named,
+    not followed."""
+    import http.server
+    import json
+
+    secret, password = "t0kenV4lue9", "pAssW0rd7"
+    seen: list[tuple[str, str | None]] = []
+    empty = {"status": "success", "data": {"resultType": "vector", "result": []}}
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            seen.append((self.path, self.headers.get("Authorization")))
+            if self.path.startswith("/moved"):
+                self.send_response(302)
+                self.send_header("Location", "http://elsewhere.example:9090/api/v1/query")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = json.dumps(empty).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    port = api.server_address[1]
+    url = f"http://ops:{password}@127.0.0.1:{port}/prom?token={secret}&tenant=a"
+    try:
+        check = _cli("check", "--prometheus", url)
+        snap = _cli("snapshot", "--prometheus", url, "--format", "json")
+        moved = _cli("check", "--prometheus", f"http://127.0.0.1:{port}/moved?key={secret}")
+    finally:
+        api.shutdown()
+    out = check.stdout + check.stderr + snap.stdout + snap.stderr + moved.stdout + moved.stderr
+    assert secret not in out and password not in out, out
+    assert "token=***" in check.stdout, check.stdout
+    paths = [p for p, _ in seen if not p.startswith("/moved")]
+    assert paths and all(p.startswith("/prom/api/v1/") for p in paths), paths[:3]
+    assert all(f"token={secret}" in p and "tenant=a" in p for p in paths), paths[:3]
+    assert all(a and a.startswith("Basic ") for p, a in seen if not p.startswith("/moved"))
+    assert "redirects (HTTP 302) to http://elsewhere.example:9090" in moved.stdout, moved.stdout
+    assert not any("elsewhere" in p for p, _ in seen)
+
+
 def _samples(n: int):
     from console.frame import GpuSource
     from console.sample import EngineSample, Sample

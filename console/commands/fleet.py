@@ -10,11 +10,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from console.compose import NoAnswer, UsageError, settings_from
 from console.scraper import (
     UrlError,
     check_url,
+    split_query_secrets,
     without_credentials,
 )
 from console.settings import (
@@ -44,7 +46,13 @@ def fleet_source(args: argparse.Namespace) -> tuple[FleetSource, Settings, str]:
     try:
         check_url(url)
     except UrlError as exc:
-        raise UsageError(f"--prometheus: {exc}") from None
+        raise UsageError(f"--prometheus: {split_query_secrets(url)[0]}: {exc}") from None
+    # the query string (a proxy's ?token=, a tenant's parameter) goes with every API call, after
+    # the API path; every surface shows the URL with its secret values masked
+    parts = urlsplit(url)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    base = urlunsplit(parts._replace(query="", fragment=""))
+    url = split_query_secrets(url)[0]
     headers = dict(auth or {})
     verify, timeout_s, concurrency = True, 10.0, 4
     if prom is not None:
@@ -53,7 +61,8 @@ def fleet_source(args: argparse.Namespace) -> tuple[FleetSource, Settings, str]:
         if prom.tenant:
             headers["X-Scope-OrgID"] = prom.tenant
     client = PromClient(
-        url.rstrip("/").removesuffix("/metrics"),
+        base.rstrip("/").removesuffix("/metrics"),
+        params=params,
         headers=headers,
         verify=verify,
         timeout_s=timeout_s,

@@ -7,6 +7,7 @@ import asyncio
 import math
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -22,8 +23,16 @@ def _retry_after(header: str | None) -> float:
         return 0.5
 
 
-def _status_sentence(url: str, status: int, body: str) -> str:
-    """What a non-JSON answer means, by its status."""
+def _status_sentence(url: str, status: int, body: str, resp: httpx.Response | None = None) -> str:
+    """What a non-JSON answer means, by its status (a redirect: where to, never followed)."""
+    if 300 <= status < 400 and resp is not None:
+        to = urlsplit(str(resp.headers.get("Location", "")))
+        where = to.netloc or urlsplit(url).netloc
+        return (
+            f"{url}: it redirects (HTTP {status}) to {to.scheme + '://' if to.scheme else ''}"
+            f"{where}{to.path}; redirects are not followed (credentials would go with them): "
+            "give that URL"
+        )
     said = body.strip().splitlines()[0][:160] if body.strip() else ""
     why = {
         401: "it wants credentials (prometheus.token_file, or user:password in the URL)",
@@ -44,11 +53,13 @@ class PromClient:
         self,
         url: str,
         headers: dict[str, str] | None = None,
+        params: list[tuple[str, str]] | None = None,
         verify: bool = True,
         timeout_s: float = 10.0,
         concurrency: int = 4,
     ) -> None:
-        self.url = url.rstrip("/")
+        self.url = url.rstrip("/")  # no query string: it is in messages
+        self.params: list[tuple[str, Any]] = list(params or [])  # the URL's query, each call
         self.headers = headers or {}
         self.timeout_s = timeout_s
         self.concurrency = concurrency
@@ -88,7 +99,7 @@ class PromClient:
         try:
             doc = resp.json()
         except ValueError:
-            raise PromError(_status_sentence(url, resp.status_code, resp.text)) from None
+            raise PromError(_status_sentence(url, resp.status_code, resp.text, resp)) from None
         if not isinstance(doc, dict):
             raise PromError(f"{url} answered JSON that is not the Prometheus API's")
         if doc.get("status") != "success":
@@ -110,7 +121,9 @@ class PromClient:
 
     async def _send(self, url: str, params: dict[str, Any]) -> httpx.Response:
         try:
-            return await self._client.get(url, params=params, timeout=self.timeout_s)
+            return await self._client.get(
+                url, params=[*self.params, *params.items()], timeout=self.timeout_s
+            )
         except httpx.TimeoutException:
             raise PromError(
                 f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s (the "
@@ -136,7 +149,9 @@ class PromClient:
     async def probe(self, path: str) -> int | None:
         """The HTTP status a path answers with (None: no answer), body unread."""
         try:
-            resp = await self._client.get(f"{self.url}{path}", timeout=self.timeout_s)
+            resp = await self._client.get(
+                f"{self.url}{path}", params=self.params, timeout=self.timeout_s
+            )
         except httpx.HTTPError:
             return None
         return resp.status_code
