@@ -694,3 +694,89 @@ def test_slow_clients_never_keep_a_scraper_out(clients):
             t.join(timeout=5)
         server.stop()
     assert answered >= 20 and worst < 1.0, (answered, worst)
+
+
+def _fake_prometheus(mode: str):
+    """A backend on 127.0.0.1 answering every API call with 100,000 series (``big``) or with a
+    small answer one byte every 0.5 s (``trickle``)."""
+    import http.server
+    import json
+
+    empty = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}})
+    big = json.dumps(
+        {"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"__name__": "up", "job": "engines",
+                        "instance": f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}:8000"},
+             "value": [1.0, "1"]}
+            for i in range(100_000)
+        ]}}
+    ).encode()  # fmt: skip
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body = big if mode == "big" else empty.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                if mode == "big":
+                    self.wfile.write(body)
+                    return
+                for b in body:
+                    time.sleep(0.5)
+                    self.wfile.write(bytes([b]))
+                    self.wfile.flush()
+            except OSError:
+                pass  # the client gave up: as it should
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def handle_error(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    server.daemon_threads = True
+    server.handle_error = lambda *a: None  # type: ignore[method-assign]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["trickle", "big"])
+def test_check_prometheus_ends_within_its_deadline_and_memory(mode):
+    """A backend that trickles its answers hung `check --prometheus` past 100 s (timeouts were
+    per read); one that answers 100,000 series took 79 s and 1.33 GB. Now each call is whole
+    within prometheus.timeout_s (10 s) and an answer is read up to 8 MiB while it streams: the
+    check ends in time, under 200 MB, with a sentence saying why."""
+    import sys
+
+    from tests.conftest import ROOT
+
+    server = _fake_prometheus(mode)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    wrapper = (
+        "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+        "print('RSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+        "sys.exit(r.returncode)"
+    )
+    began = time.monotonic()
+    try:
+        res = subprocess.run(
+            [sys.executable, "-c", wrapper, sys.executable, "-m", "console", "check",
+             "--prometheus", url],
+            capture_output=True, text=True, timeout=60,
+            cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+    took = time.monotonic() - began
+    rss_kb = int(res.stderr.rsplit("RSS", 1)[1].split()[0])
+    assert res.returncode == 3 and res.stdout.startswith("INFERDECK UNKNOWN - Prometheus at")
+    why = "no answer within 10 s" if mode == "trickle" else "more than 8 MiB for one query"
+    assert why in res.stdout, res.stdout[:400]
+    assert took < 25 and rss_kb < 200 * 1024, (took, rss_kb)
+    assert "Traceback" not in res.stderr

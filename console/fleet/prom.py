@@ -16,6 +16,10 @@ class PromError(Exception):
     """A query failed; the message is one sentence with the URL."""
 
 
+MAX_ANSWER_BYTES = 8 * 1024 * 1024  # one answer, read while it streams (2,000 nodes need ~1 MiB)
+MAX_SERIES = 10_000  # series kept from one query's answer; the rest left out, and said so
+
+
 def _retry_after(header: str | None) -> float:
     try:
         return min(2.0, max(0.0, float(header))) if header else 0.5
@@ -65,6 +69,7 @@ class PromClient:
         self.concurrency = concurrency
         self._gate: asyncio.Semaphore | None = None  # made in the loop that first queries
         self._broken: tuple[float, str] | None = None  # when it last gave no answer, and why
+        self._round: float | None = None  # when the caller's round of calls began (begin_round)
         # what the backend said it left out (Thanos, federation, a Prometheus at its limits:
         # "partial response ..."), gathered over the answers since the caller last cleared them
         self.warnings: set[str] = set()
@@ -85,7 +90,8 @@ class PromClient:
             # the backend stopped answering since this call was queued: it fails at once with
             # the same sentence rather than wait its own timeout behind the others (a poll of
             # 38 queries, 4 at a time, would otherwise take ten timeouts to say so)
-            if self._broken is not None and self._broken[0] >= queued:
+            since = queued if self._round is None else min(queued, self._round)
+            if self._broken is not None and self._broken[0] >= since:
                 raise PromError(self._broken[1])
             try:
                 resp = await self._send(url, params)
@@ -112,7 +118,20 @@ class PromClient:
         for w in doc.get("warnings") or []:
             self.warnings.add(str(w))
         data: dict[str, Any] = doc["data"]
+        result = data.get("result") if isinstance(data, dict) else None
+        if isinstance(result, list) and len(result) > MAX_SERIES:
+            self.warnings.add(
+                f"a query answered {len(result):,} series; the first {MAX_SERIES:,} were read "
+                f"and {len(result) - MAX_SERIES:,} left out ({params.get('query', path)})"[:300]
+            )
+            data = {**data, "result": result[:MAX_SERIES]}
         return data
+
+    def begin_round(self) -> None:
+        """A new round of calls (a fleet poll): asked afresh; within it, once the backend gave
+        no answer, every later call fails at once with that sentence (a poll's phases would
+        otherwise each wait a whole timeout)."""
+        self._round = time.monotonic()
 
     @property
     def broken(self) -> bool:
@@ -120,10 +139,37 @@ class PromClient:
         return self._broken is not None
 
     async def _send(self, url: str, params: dict[str, Any]) -> httpx.Response:
+        """One call, whole within ``timeout_s`` (a trickling answer cannot stretch it: the limit
+        is on the call, not on each read), its body read as it streams up to MAX_ANSWER_BYTES."""
         try:
-            return await self._client.get(
-                url, params=[*self.params, *params.items()], timeout=self.timeout_s
-            )
+            async with asyncio.timeout(self.timeout_s):
+                async with self._client.stream(
+                    "GET", url, params=[*self.params, *params.items()], timeout=self.timeout_s
+                ) as resp:
+                    body = bytearray()
+                    async for chunk in resp.aiter_bytes():  # decoded: a gzip bomb counts whole
+                        body += chunk
+                        if len(body) > MAX_ANSWER_BYTES:
+                            raise PromError(
+                                f"Prometheus at {self.url} answered more than "
+                                f"{MAX_ANSWER_BYTES >> 20} MiB for one query; it was left "
+                                "unread (narrow the fleet with prometheus.match, or record its "
+                                "figures with `inferdeck rules --fleet`)"
+                            )
+                    headers = {
+                        k: v
+                        for k, v in resp.headers.items()
+                        if k.lower() not in ("content-encoding", "content-length")
+                    }
+                    return httpx.Response(
+                        resp.status_code, headers=headers, content=bytes(body), request=resp.request
+                    )
+        except TimeoutError:
+            raise PromError(
+                f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s (a whole "
+                "answer: the query is slower than the timeout, or it trickles: raise "
+                "prometheus.timeout_s, or record the fleet's figures with rules)"
+            ) from None
         except httpx.TimeoutException:
             raise PromError(
                 f"Prometheus at {self.url} gave no answer within {self.timeout_s:g} s (the "

@@ -232,6 +232,7 @@ class FleetSource:
         return "VictoriaMetrics" if status == 200 else "a Prometheus-compatible backend"
 
     async def poll(self) -> FleetState:
+        self.client.begin_round()
         await self._follow_scrape(time.time())
         if self.backend is None and not self.client.broken:  # asked until one answers
             self.backend = await self._backend()
@@ -425,10 +426,12 @@ class FleetSource:
             return
         end = now // 60 * 60  # step-aligned: the same points each time (the backend's cache
         # and recording rules serve them), not a new grid per refresh
+        expr = f"sum by (node, instance) ({q})"
         try:
-            rows = await self.client.query_range(
-                f"sum by (node, instance) ({q})", end - 3600, end, 60
-            )
+            rows = await self.client.query_range(expr, end - 3600, end, 60)
+            if not any(values for _, values in rows):
+                # a fleet younger than a minute has no point on the minute yet: its seconds
+                rows = await self.client.query_range(expr, now - 3600, now, 60)
         except PromError as exc:
             self.state.errors["trend"] = str(exc)
             return
