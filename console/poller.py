@@ -360,7 +360,7 @@ class Poller:
         if state.find_path:
             found = await self._find_path(state, client)
             if found.text is None:
-                return self._engine(state, found, None, base)
+                return await asyncio.to_thread(self._engine, state, found, None, base)
             base["url"] = target.url
             page = _ready(found)
         else:
@@ -385,7 +385,9 @@ class Poller:
                 client(), target.api_url or api_base(target.url), target.timeout_s, target.headers
             )
         base["top_models"] = target.top_models or state.tops
-        return self._engine(state, res, slots, base)
+        # parsing grows with the page: off the event loop, so one engine's 16 MB page delays
+        # only its own figures (the loop keeps polling the others and drawing)
+        return await asyncio.to_thread(self._engine, state, res, slots, base)
 
     async def _find_path(
         self, state: _EngineState, client: Callable[[], httpx.AsyncClient]
@@ -413,7 +415,7 @@ class Poller:
             )
         )
         for p, res in zip(paths, results, strict=True):
-            if res.text is not None and detect_kind(self._parse(res.text)):
+            if res.text is not None and detect_kind(await asyncio.to_thread(self._parse, res.text)):
                 target.url = at(target.url, p)
                 target.fetch_url = at(target.fetch_url, p) if target.fetch_url else None
                 state.find_path = False
