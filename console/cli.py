@@ -232,6 +232,12 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--yes", action="store_true")
     rep = sub.add_parser("replay", help="open a recording in the console, read-only")
     rep.add_argument("path", metavar="FILE|DIR")
+    rep.add_argument(
+        "--recorder",
+        metavar="HOST",
+        help="in a folder holding several recorders' files, the one to replay (default: the "
+        "newest; the others are named)",
+    )
     plan = sub.add_parser("plan", help="check that the plan fits, before anything runs")
     plan.add_argument("--config", metavar="FILE", help="config file with the plan")
     plan.add_argument("--demo", action="store_true", help="the demo node's plan")

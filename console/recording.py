@@ -16,11 +16,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
+import threading
 import zlib
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, overload
 
 from console import __version__
 from console.redact import redact
@@ -314,3 +317,186 @@ def repair(path: Path) -> None:
         f.write(("\n".join(lines) + "\n").encode() if lines else b"")
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
+
+
+_NAME = re.compile(r"^(?P<host>.+)-\d{8}-\d{6}(?:\.\d+)?" + re.escape(SUFFIX) + "$")
+_T = re.compile(rb'^\{"t":(-?[0-9][0-9.eE+-]*)[,}]')
+CACHED_MEMBERS = 4  # decoded members kept (a member is MEMBER_FRAMES frames)
+
+
+def recorders(paths: list[Path]) -> dict[str, list[Path]]:
+    """A folder's files by the recorder that wrote them (the host in the name), each in time
+    order: two recorders' files replayed as one stream flipped between their engine sets."""
+    out: dict[str, list[Path]] = {}
+    for p in paths:
+        m = _NAME.match(p.name)
+        out.setdefault(m.group("host") if m else p.name, []).append(p)
+    return out
+
+
+class Recording(Sequence[Sample]):
+    """A recording read lazily: an index of its frames (time, member) built on a background
+    thread as the files are read once, frames decoded member by member as they are asked for,
+    a few members kept. Memory does not grow with the recording's length; the first frame is
+    there as soon as the first member is read. A folder is replayed one recorder at a time:
+    ``recorder`` names it, else the newest; the others are named in ``others``."""
+
+    def __init__(self, path: Path, recorder: str | None = None) -> None:
+        every = files(path)
+        groups = recorders(every) if path.is_dir() else {path.name: every}
+        if not every:
+            raise RecordingError(f"{path}: holds no recording ({SUFFIX} files).")
+        if recorder is not None and recorder not in groups:
+            raise RecordingError(
+                f"{path}: no recorder {recorder!r} here; it holds {', '.join(sorted(groups))}."
+            )
+        chosen = recorder or max(groups, key=lambda k: groups[k][-1].stat().st_mtime)
+        self.recorder = chosen
+        self.files = groups[chosen]
+        self.others = sorted(k for k in groups if k != chosen)
+        self.times: list[float] = []  # grows while the index builds
+        self._member_of: list[int] = []  # frame -> member
+        self._members: list[tuple[Path, int, int]] = []  # (file, offset, first frame)
+        self.notes: list[str] = []
+        self.header: dict[str, Any] = {}
+        self.total_bytes = sum(f.stat().st_size for f in self.files)
+        self.read_bytes = 0
+        self.done = threading.Event()
+        self._cache: OrderedDict[int, dict[float, Sample]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._index_file(0, first_member_only=True)  # the first frame before anything else
+        if not self.header:
+            raise RecordingError(
+                f"{self.files[0]}: not an inferdeck recording (no {SCHEMA} header)."
+            )
+        threading.Thread(target=self._index_rest, name="recording-index", daemon=True).start()
+
+    # --- the index ------------------------------------------------------------------------------
+    def _index_rest(self) -> None:
+        try:
+            for i in range(len(self.files)):
+                self._index_file(i, skip_first=(i == 0))
+        finally:
+            self.done.set()
+
+    def _index_file(
+        self, i: int, first_member_only: bool = False, skip_first: bool = False
+    ) -> None:
+        f = self.files[i]
+        try:
+            data = f.read_bytes()
+        except OSError as exc:
+            self.notes.append(f"{f.name} cannot be read ({exc.strerror}); left out")
+            return
+        if data[:2] != b"\x1f\x8b":
+            self.notes.append(f"{f.name} is not an inferdeck recording (not a gzip file); left out")
+            return
+        pos, member = 0, 0
+        while pos < len(data):
+            raw, nxt, whole = _member_text(data, pos)
+            if not (skip_first and member == 0):
+                self._index_member(f, pos, raw)
+            if first_member_only:
+                return
+            member += 1
+            if whole:
+                self.read_bytes += nxt - pos
+                pos = nxt
+                continue
+            found = data.find(GZIP_MAGIC, max(nxt, pos + 1))
+            self.notes.append(
+                f"{f.name} is damaged or cut after its frame at "
+                f"{_hms(self.times[-1]) if self.times else 'its start'} (UTC); "
+                + ("the rest is replayed" if found >= 0 else "what came before is replayed")
+            )
+            if found < 0:
+                break
+            self.read_bytes += found - pos
+            pos = found
+        self.read_bytes = sum(g.stat().st_size for g in self.files[: i + 1])
+
+    def _index_member(self, f: Path, offset: int, raw: bytes) -> None:
+        k = len(self._members)
+        self._members.append((f, offset, len(self.times)))
+        for line in raw.split(b"\n"):
+            m = _T.match(line)
+            if m is None:
+                if not self.header and line.startswith(b'{"schema"'):
+                    try:
+                        doc = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(doc, dict) and doc.get("schema") == SCHEMA:
+                        self.header = doc
+                continue
+            if not line.endswith(b"}"):
+                continue  # a line cut by a kill
+            try:
+                t = float(m.group(1))
+            except ValueError:
+                continue
+            if self.times and t < self.times[-1]:
+                continue  # out of order (another recorder's file under this name): left out
+            self._member_of.append(k)
+            self.times.append(t)  # appended last: a reader sees a frame only once it is indexed
+
+    def progress(self) -> float:
+        """The share of the recording indexed so far (1.0 when done)."""
+        if self.done.is_set() or not self.total_bytes:
+            return 1.0
+        return min(0.99, self.read_bytes / self.total_bytes)
+
+    # --- frames ---------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @overload
+    def __getitem__(self, i: int) -> Sample: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Sample]: ...
+    def __getitem__(self, i: int | slice) -> Sample | Sequence[Sample]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self.times):
+            raise IndexError(i)
+        k = self._member_of[i]
+        frames = self._decoded(k)
+        got = frames.get(self.times[i])
+        if got is None and frames:  # a line that indexed but does not decode: its neighbour
+            got = frames[min(frames, key=lambda t: abs(t - self.times[i]))]
+        if got is None:
+            raise RecordingError(f"{self._members[k][0].name}: a damaged stretch cannot be read")
+        return got
+
+    def _decoded(self, k: int) -> dict[float, Sample]:
+        """The frames of member ``k`` by their time (a few members kept)."""
+        with self._lock:
+            got = self._cache.get(k)
+            if got is not None:
+                self._cache.move_to_end(k)
+                return got
+        f, offset, _ = self._members[k]
+        with f.open("rb") as fh:
+            fh.seek(offset)
+            data = fh.read(4 * 1024 * 1024)  # a member of 60 frames is well under this
+        raw, _, _ = _member_text(data, 0)
+        out: dict[float, Sample] = {}
+        for line in raw.split(b"\n"):
+            if _T.match(line) is None or not line.endswith(b"}"):
+                continue
+            try:
+                sample = sample_from_json(json.loads(line))
+            except (ValueError, KeyError, TypeError):
+                continue
+            out[sample.t] = sample
+        with self._lock:
+            self._cache[k] = out
+            while len(self._cache) > CACHED_MEMBERS:
+                self._cache.popitem(last=False)
+        return out
+
+
+def _hms(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M:%S")

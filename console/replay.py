@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,20 +19,26 @@ from console.plan import Plan
 from console.sample import Sample
 
 CHECKPOINT_EVERY = 120  # samples between saved derivation states (cheap backward seeks)
+MAX_CHECKPOINTS = 24  # kept (the oldest dropped): memory does not grow with the recording
+# a far seek derives from a window and this before the frame, not from the start: the frame's
+# windowed figures are whole, and a minute of trend behind it drawn as live
+WARM_EXTRA_S = 30.0
 
 
 class ReplaySource:
     def __init__(
         self,
         header: dict[str, Any],
-        samples: list[Sample],
+        samples: Sequence[Sample],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not samples:
             raise ValueError("a replay needs at least one sample")
         self.header = header
         self.samples = samples
-        self.times = [s.t for s in samples]
+        # a lazy Recording's times grow while its index builds; a list's are taken here
+        got = getattr(samples, "times", None)
+        self.times: list[float] = got if isinstance(got, list) else [s.t for s in samples]
         try:
             self.plan = Plan.model_validate(
                 {k: v for k, v in (header.get("plan") or {}).items() if k in Plan.model_fields}
@@ -56,6 +62,7 @@ class ReplaySource:
         self.frame: Frame | None = None
         # sample index -> the derivation's state, its frame and the key series up to it
         self.checkpoints: dict[int, tuple[Deriver, Frame, list[Any]]] = {}
+        self.warmed_from: float | None = None  # a far seek: derived from this recorded time
 
     # --- FrameSource ----------------------------------------------------------------------
     async def poll(self) -> Frame:
@@ -90,8 +97,20 @@ class ReplaySource:
         return max(0, bisect.bisect_right(self.times, t) - 1)
 
     def _frame_at(self, i: int) -> Frame:
-        if i < self.pos:
-            start = max((k for k in self.checkpoints if k <= i), default=None)
+        start = max((k for k in self.checkpoints if k <= i), default=None)
+        # far ahead of the derivation and of any checkpoint: derive from a window before the
+        # frame (its windowed figures whole, longer ones partial and marked so), not from here
+        warm = self._index(self.times[i] - self._window_s - WARM_EXTRA_S)
+        # the nearest place the derivation could go on from: where it is (when not past the
+        # frame) or the last checkpoint before the frame
+        near = max(self.pos if self.pos <= i else -1, start if start is not None else -1)
+        if warm > near + 1 and i - near > 1.25 * (i - warm):  # (where it saves a good part)
+            checkpoints = self.checkpoints
+            self._reset()
+            self.checkpoints = checkpoints
+            self.pos = warm - 1
+            self.warmed_from = self.times[warm]
+        elif i < self.pos:
             checkpoints = self.checkpoints
             self._reset()
             self.checkpoints = checkpoints
@@ -109,6 +128,8 @@ class ReplaySource:
                     self.frame,
                     list(self.history.points),
                 )
+                while len(self.checkpoints) > MAX_CHECKPOINTS:
+                    del self.checkpoints[next(iter(self.checkpoints))]
         assert self.frame is not None
         return self.frame
 
@@ -162,6 +183,17 @@ class ReplaySource:
             return datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M:%S")
 
         return f"{hms(self.times[0])}–{hms(self.times[-1])}"
+
+    def indexing(self) -> str | None:
+        """While a lazy recording's index builds, how far it is (the end grows meanwhile);
+        then what its reading found damaged, if anything."""
+        progress = getattr(self.samples, "progress", None)
+        if progress is not None and progress() < 1.0:
+            return f"reading the recording: {progress() * 100:.0f} %"
+        notes = getattr(self.samples, "notes", None) or self.header.get("truncated") or []
+        if notes:
+            return str(notes[0]) + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "")
+        return None
 
     def position(self) -> tuple[float, float, float]:
         """(start, cursor, end) in recorded time."""

@@ -44,6 +44,13 @@ class ReplayBar(Static):
                 (f"{_hms(cur)}Z ", "bold"),
                 "█" * filled + "░" * (BAR_WIDTH - filled),
                 f" {_hms(start)}–{_hms(end)}Z  ",
+                (f"{r.indexing()}  " if r.indexing() else "", "yellow"),
+                (
+                    f"derived from {_hms(r.warmed_from)}Z  "
+                    if r.warmed_from is not None and r.warmed_from > start
+                    else "",
+                    "dim",
+                ),
                 ("p play/pause  [ ] step  , . ±1 min  1 2 3 speed  g go to", "dim"),
             )
         )

@@ -141,6 +141,63 @@ def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
     assert [e.requests_waiting for e in replay._frame_at(199).engines] == [
         e.requests_waiting for e in live[199].engines
     ]
+    # read lazily (as `inferdeck replay` does): the same frames, member by member, the same
+    # alerts at the same recorded times
+    from console.recording import Recording
+    from console.sample import sample_to_json
+
+    lazy = Recording(tmp_path / "rec")
+    lazy.done.wait(10)
+    assert lazy.progress() == 1.0 and lazy.times == [x.t for x in samples]
+    for i in (0, 59, 60, 61, 130, 199):
+        assert sample_to_json(lazy[i]) == sample_to_json(samples[i])
+    streamed = ReplaySource(lazy.header, lazy)
+    assert raises([streamed._frame_at(i) for i in range(len(lazy))]) == live_raises
+    # a far seek derives from a window and 30 s before the frame, not from the start: its
+    # windowed figures are those of the whole derivation
+    far = ReplaySource(lazy.header, lazy)
+    got = far._frame_at(190)
+    assert far.warmed_from == samples[100].t
+    want = replayed[190]
+    for a, b in zip(got.engines, want.engines, strict=True):
+        assert (a.generation_tokens_per_s, a.ttft_s, a.requests_waiting) == (
+            b.generation_tokens_per_s,
+            b.ttft_s,
+            b.requests_waiting,
+        ), a.name
+
+
+def test_a_folder_of_two_recorders_replays_one_and_names_the_other(tmp_path):
+    """Two recorders' files in one folder were replayed as one stream whose engine set flipped
+    14 times in 16 frames; now the newest recorder is replayed, the other named, and
+    --recorder chooses."""
+    import os
+    import shutil
+
+    from console.frame import GpuSource
+    from console.recording import Recording, RecordingError
+    from console.sample import EngineSample, Sample
+
+    for host, t0 in (("node-a", 1_800_000_000.0), ("node-b", 1_800_000_000.5)):
+        rec = Recorder(tmp_path / "recs", host, {"window_s": 60.0})
+        for k in range(16):
+            t = t0 + k
+            engine = EngineSample(label=f"{host}-engine", url="http://h:1/metrics", t=t)
+            rec.write(Sample(t=t, source=GpuSource(kind="none"), engines=[engine]))
+        rec.close()
+        assert rec.path is not None
+        os.utime(rec.path, (t0 + 100, t0 + 100))
+    newest = Recording(tmp_path / "recs")
+    assert newest.recorder == "node-b" and newest.others == ["node-a"]
+    newest.done.wait(10)
+    assert len(newest) == 16
+    assert {newest[i].engines[0].label for i in range(16)} == {"node-b-engine"}
+    chosen = Recording(tmp_path / "recs", "node-a")
+    chosen.done.wait(10)
+    assert {chosen[i].engines[0].label for i in range(len(chosen))} == {"node-a-engine"}
+    with pytest.raises(RecordingError, match="no recorder 'node-c' here; it holds node-a, node-b"):
+        Recording(tmp_path / "recs", "node-c")
+    shutil.rmtree(tmp_path / "recs")
 
 
 RECORD = [sys.executable, "-m", "console", "record", "--demo", "--interval", "0.05"]

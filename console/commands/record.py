@@ -83,21 +83,27 @@ def record_progress(rec: Recorder, elapsed_s: float) -> str:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from console.recording import RecordingError, read
+    from console.recording import Recording, RecordingError
     from console.replay import ReplaySource
     from screens.app import InferdeckApp
 
     try:
-        header, samples = read(Path(args.path).expanduser())
+        rec = Recording(Path(args.path).expanduser(), args.recorder)
     except RecordingError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{args.path}: cannot read it ({exc.strerror}).") from None
-    if not samples:
+    if not len(rec):
         raise UsageError(f"{args.path}: the recording holds a header but no frames yet.")
-    for note in header.get("truncated", []):
-        print(f"inferdeck: {note}.", file=sys.stderr)
-    source = ReplaySource(header, samples)
+    if rec.others:
+        print(
+            f"inferdeck: {args.path} holds {len(rec.others) + 1} recorders' files; replaying "
+            f"{rec.recorder} (the newest); the others: {', '.join(rec.others)} "
+            "(choose one with --recorder).",
+            file=sys.stderr,
+        )
+    header = rec.header
+    source = ReplaySource(header, rec)
     source.origin = str(Path(args.path).expanduser())  # a bundle saved in the replay names it
     InferdeckApp(
         source,
