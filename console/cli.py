@@ -101,6 +101,13 @@ def _parser() -> argparse.ArgumentParser:
     snap.add_argument(
         "--wait", type=float, default=3.0, help="seconds to sample before printing (default 3)"
     )
+    snap.add_argument(
+        "--deadline",
+        type=float,
+        metavar="S",
+        help="the whole command ends within S seconds (default: --wait + 8; with --prometheus, "
+        "--wait + the query timeout + 2): a source still answering then is named as such",
+    )
     snap.add_argument("--format", choices=("json", "md"), default="json")
     snap.add_argument(
         "--out", metavar="DIR", help="write a bundle (snapshot.md + frame.json) under DIR instead"
@@ -256,6 +263,14 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=2.0,
         help="seconds to sample (default 2: three polls, so windows hold steps, not lifetimes)",
+    )
+    check.add_argument(
+        "--deadline",
+        type=float,
+        metavar="S",
+        help="the check ends within S seconds (default: --wait + 8, inside Nagios' 10 s at the "
+        "default --wait; with --prometheus, --wait + the query timeout + 2): an engine or NVML "
+        "still answering then is named, never waited for",
     )
     check.add_argument(
         "--export",

@@ -88,20 +88,31 @@ def positive(value: float, flag: str, allow_zero: bool = False) -> None:
         )
 
 
+DEADLINE_AFTER_WAIT_S = 8.0  # a headless command's default deadline: --wait and this
+
+
 async def sample(
-    poller: Poller, wait_s: float, interval_s: float, keys: KeySeries | None = None
+    poller: Poller,
+    wait_s: float,
+    interval_s: float,
+    keys: KeySeries | None = None,
+    deadline_s: float | None = None,
 ) -> Frame:
     """Poll for ``wait_s`` seconds (at least once) and return the last Frame. Every poll but the
     last waits at most one interval, as the console's do: a hung engine's answer lands late and
     the healthy ones keep their cadence (and their windows); the last poll waits for every answer
-    (each bounded by its engine's timeout), so the Frame judged names what each engine said. On a
-    terminal the wait counts down on stderr (never in a pipe, never into the JSON on stdout)."""
+    (each bounded by its engine's timeout) up to ``deadline_s`` from the start, so the Frame judged
+    names what each engine said, or that it was still answering. On a terminal the wait counts
+    down on stderr (never in a pipe, never into the JSON on stdout)."""
     show = wait_s >= 1 and sys.stderr.isatty()
     try:
-        deadline = time.monotonic() + wait_s
+        began = time.monotonic()
+        deadline = began + wait_s
+        whole = began + (deadline_s if deadline_s is not None else wait_s + DEADLINE_AFTER_WAIT_S)
         while True:
             last = time.monotonic() >= deadline - 0.05  # (a sleep may wake a tick early)
-            poller.budget_s = None if last else interval_s
+            # the last poll waits for every answer, but not past the command's deadline
+            poller.budget_s = max(0.05, whole - time.monotonic()) if last else interval_s
             started = time.monotonic()
             frame = await poller.poll()
             if keys is not None:

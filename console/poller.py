@@ -181,6 +181,7 @@ class Poller:
         self.deriver = Deriver(plan, window_s, host or socket.gethostname())
         self.last_sample: Sample | None = None
         self.last_frame: Frame | None = None
+        self.waiting: list[str] = []  # sources the last poll stopped waiting for
         self.recorder: Recorder | None = None  # appends every Sample when set
         self._clients: dict[tuple[bool, bytes], httpx.AsyncClient] = {}
         self._tls: dict[bool, ssl.SSLContext] = {}
@@ -272,6 +273,10 @@ class Poller:
         pending = list(self._tasks.values()) + ([self._nvml_task] if self._nvml_task else [])
         if pending:
             await asyncio.wait(pending, timeout=self.budget_s)
+        # what this poll stopped waiting for (its budget ran out): named by a headless command
+        self.waiting = [
+            self.engines[i].target.label for i, task in self._tasks.items() if not task.done()
+        ] + (["NVML"] if self._nvml_task is not None and not self._nvml_task.done() else [])
         engines = []
         for i, state in enumerate(self.engines):
             task = self._tasks[i]

@@ -830,3 +830,37 @@ def test_a_huge_page_of_unread_lines_delays_only_its_own_engine():
     # 2.05 s); off it, a poll ends at its budget
     assert sorted(took)[len(took) // 2] < 1.15 and max(took) < 1.5, took
     assert max(ages) < 2.0, ages
+
+
+def test_check_ends_by_its_deadline_and_names_what_still_answers(tmp_path):
+    """An engine configured with a 30 s timeout that accepts and never answers: `check` waited
+    for it past Nagios' 10 s. Now the whole check ends by --deadline (default --wait + 8 s),
+    the engine named as still answering; a deadline inside --wait is one sentence."""
+    import sys
+
+    from tests.conftest import ROOT
+
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)
+    port = hung.getsockname()[1]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "discover: false\nengines:\n"
+        f"  - {{name: hung, url: 'http://127.0.0.1:{port}/metrics', kind: vllm, timeout_s: 30}}\n"
+    )
+    began = time.monotonic()
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "console", "check", "--config", str(cfg), "--no-gpu",
+             "--deadline", "4"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        hung.close()
+    took = time.monotonic() - began
+    assert took < 8.0, took  # 4 s of deadline, and the interpreter's start
+    assert "deadline 4 s reached while hung still answered" in res.stdout, res.stdout
+    assert "Traceback" not in res.stderr
+    bad = _cli("check", "--demo", "--wait", "2", "--deadline", "1")
+    assert bad.returncode == 2 and "--deadline 1 must be longer than --wait 2" in bad.stderr

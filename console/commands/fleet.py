@@ -107,7 +107,15 @@ def fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, s
         finally:
             await source.aclose()
 
-    state = asyncio.run(run())
+    timeout_s = settings.prometheus.timeout_s if settings.prometheus else 10.0
+    deadline = getattr(args, "deadline", None) or wait + timeout_s + 2.0
+    try:
+        state = asyncio.run(asyncio.wait_for(run(), deadline))
+    except TimeoutError:
+        raise NoAnswer(
+            f"INFERDECK UNKNOWN - Prometheus at {url} gave no whole answer within the "
+            f"{deadline:g} s deadline (--deadline)."
+        ) from None
     if state.last_ok is None:
         why = "; ".join(f"{k}: {v}" for k, v in list(state.errors.items())[:2])
         raise NoAnswer(f"INFERDECK UNKNOWN - Prometheus at {url} did not answer ({why}).")

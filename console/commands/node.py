@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from console.commands.fleet import fleet_check, fleet_snapshot
 from console.compose import (
+    DEADLINE_AFTER_WAIT_S,
     UsageError,
     build,
     positive,
@@ -44,7 +45,9 @@ def snapshot(args: argparse.Namespace) -> int:
     poller, node, settings = build(args, args.demo)
     keys = KeySeries()
     try:
-        frame = asyncio.run(sample(poller, args.wait, settings.interval_s, keys))
+        frame = asyncio.run(
+            sample(poller, args.wait, settings.interval_s, keys, deadline_s=deadline_of(args))
+        )
     finally:
         if node is not None:
             node.stop()
@@ -110,13 +113,33 @@ def check(args: argparse.Namespace) -> int:
         asyncio.run(poller.aclose())
         print("\n".join(check_lines(frame, settings, source)))
         return EXIT[frame.status]
+    deadline = deadline_of(args)
     try:
-        frame = asyncio.run(sample(poller, args.wait, settings.interval_s))
+        frame = asyncio.run(sample(poller, args.wait, settings.interval_s, deadline_s=deadline))
     finally:
         if node is not None:
             node.stop()
-    print("\n".join(check_lines(frame, settings) + ([why_not] if why_not else [])))
+    late = (
+        [f"deadline {deadline:g} s reached while {', '.join(poller.waiting)} still answered: "
+         "shown as still waiting (--deadline)"]
+        if poller.waiting
+        else []
+    )  # fmt: skip
+    print("\n".join(check_lines(frame, settings) + late + ([why_not] if why_not else [])))
     return EXIT[frame.status]
+
+
+def deadline_of(args: argparse.Namespace) -> float:
+    """The command's whole deadline: --deadline, else --wait + 8 s; it must exceed --wait."""
+    if args.deadline is None:
+        return float(args.wait) + DEADLINE_AFTER_WAIT_S
+    positive(args.deadline, "--deadline")
+    if args.deadline <= args.wait:
+        raise UsageError(
+            f"--deadline {args.deadline:g} must be longer than --wait {args.wait:g}: the "
+            "sampling needs its time and the last answers theirs."
+        )
+    return float(args.deadline)
 
 
 def from_export(
