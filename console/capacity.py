@@ -291,8 +291,10 @@ def saturation(
     if len(history) >= 2:
         old = _first_within(history, recent_s)
         worst: tuple[float, str, float] | None = None
+        seen = 0.0
         for slo, limit in limits.items():
             buckets = _buckets(old, history[-1], slo) if limit else None
+            seen = max(seen, buckets[-1][1] if buckets else 0.0)
             if not buckets or not limit or buckets[-1][1] < SATURATION_SHOWN:
                 continue  # too few requests in the window to read a p90 from
             q, _ = histogram_quantile(SATURATION_Q, buckets)
@@ -300,6 +302,12 @@ def saturation(
                 worst = (q / limit, slo, buckets[-1][1])
         if worst is not None:
             out["saturation"], out["saturation_slo"], out["saturation_requests"] = worst
+        elif any(limits.values()):
+            span = history[-1].t - old.t
+            out["saturation_note"] = (
+                f"{seen:.0f} requests finished in the {span:.0f} s watched; a p90 needs "
+                f"{SATURATION_SHOWN}"
+            )
     t_end = points[-1].t if points else 0.0
     recent = [p for p in points if p.t > t_end - RISING_S]
     load = [(p.t, p.running + p.waiting) for p in recent]

@@ -110,6 +110,10 @@ def check_lines(frame: Frame, plan: Plan, source: str | None = None) -> list[str
     for c in frame.verdict:
         kind = {"alert": "", "pending": " (pending)", "finding": " (finding)"}[c.source]
         lines.append(f"{c.severity.upper()}{kind} {c.subject}: {c.message}")
+    for e in frame.engines:
+        cap = e.capacity
+        if e.up and cap is not None and cap.saturation is None and cap.saturation_note:
+            lines.append(f"{e.name} saturation: U — {cap.saturation_note} (sample longer: --wait)")
     lines.append(
         "thresholds from the plan: TTFT p95 against each service's SLO, KV use critical at "
         f"{plan.alerts.kv_usage_critical * 100:g}%, any waiting request a warning"

@@ -170,7 +170,9 @@ class Deriver:
             tr.capacity is not None
             and tr.capacity_t is not None
             and t - tr.capacity_t < RENEW_S
-            and (tr.capacity_n >= 2 or n < 2)  # the first poll with two scrapes estimates anew
+            # the first polls estimate anew while the index lacks requests (a check's seconds)
+            and (tr.capacity_n >= 2 or n < 2)
+            and not (tr.capacity.saturation is None and tr.capacity_n < n <= 10)
         ):
             return tr.capacity
         slos = [default_slo(svc) for svc in self.plan.services if svc.engine_name == name]

@@ -506,6 +506,7 @@ class CapacityReport(_Report):
     # requests behind that p90: under 20 (a check's first seconds) it is shown, marked, but
     # raises no alert or finding
     saturation_requests: float | None = None
+    saturation_note: str | None = None  # why there is no index (too few requests watched)
     saturating: bool | None = None  # concurrency and TTFT both rising (GuideLLM's slope test)
     cant_tell: str | None = None  # why there is no estimate
     note: str | None = None

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.scrollbar import ScrollBar
 from textual.widget import Widget
@@ -293,8 +294,12 @@ class InferdeckApp(App[None]):
             self.call_after_refresh(self._mark_panes)
             self._announce(frame)
             self.draw_status()
+            # a screen pushed but not yet mounted draws the frame itself when it mounts
             if hasattr(self.screen, "show") and self.screen is not dashboard:
-                self.screen.show(frame)
+                try:
+                    self.screen.show(frame)
+                except NoMatches:
+                    pass
             if not self._focused and self.screen is dashboard:
                 self._focus_first(dashboard)
 

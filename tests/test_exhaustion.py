@@ -61,6 +61,7 @@ def test_a_few_requests_give_a_marked_index_that_raises_nothing():
     assert many["saturation_requests"] == 20
     none = saturation([start, _scrape(102.0, [0, 0, 0, 4], [0, 0, 0, 4])], 60.0, [], {"tpot": 0.05})
     assert "saturation" not in none
+    assert none["saturation_note"] == "4 requests finished in the 2 s watched; a p90 needs 5"
     e = node_frame().engines[0]
     for got, judged in ((few, None), (many, "saturated")):
         cap = CapacityReport(**got)

@@ -826,7 +826,8 @@ def test_the_range_follows_the_scrape_interval(tmp_path):
                 st = loop.run_until_complete(source.poll())
             except Exception:  # noqa: BLE001 - Prometheus still starting
                 st = None
-            e = st.nodes["n1"].engines[0] if st and "n1" in st.nodes else None
+            node = st.nodes.get("n1") if st else None
+            e = node.engines[0] if node is not None and node.engines else None
             if e is not None and e.generation_tokens_per_s and e.ttft_s and e.ttft_s.p95:
                 break
             time.sleep(1)
@@ -1116,7 +1117,8 @@ def test_victoriametrics_reads_like_prometheus_and_says_its_rate_and_its_missing
                 st = loop.run_until_complete(source.poll())
             except Exception:  # noqa: BLE001 - still starting
                 st = None
-            e = st.nodes["n1"].engines[0] if st and st.nodes.get("n1") else None
+            node = st.nodes.get("n1") if st else None
+            e = node.engines[0] if node is not None and node.engines else None
             # the figures, the budgets (vmalert's records), and the scrape interval (counted
             # once the targets are a minute old: VictoriaMetrics lists none)
             if e and e.generation_tokens_per_s and e.ttft_s and source.scrape_s:
@@ -1193,7 +1195,8 @@ def test_the_fleet_reads_its_recording_rules_when_prometheus_holds_them(tmp_path
                 st = loop.run_until_complete(recorded.poll())
             except Exception:  # noqa: BLE001 - still starting
                 st = None
-            e = st.nodes["n1"].engines[0] if st and st.nodes.get("n1") else None
+            node = st.nodes.get("n1") if st else None
+            e = node.engines[0] if node is not None and node.engines else None
             if e and e.generation_tokens_per_s and e.ttft_s and len(recorded.recorded) >= 10:
                 break
             recorded._records_at = 0.0  # look for the records again at once (test only)
