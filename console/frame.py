@@ -280,6 +280,7 @@ class Engine(Record):
     error: str | None = None
     device: str | None = None  # "GPU 0" or "GPU 1 MIG 2g.48gb@0", when known
     version_hints: list[str] = Field(default_factory=list)
+    moved_to: str | None = None  # a redirect fetched its page from this other host
     scrape_s: float | None = None
     # when these figures were read: an engine polled at its own, longer interval keeps older ones
     sampled_at: datetime | None = None

@@ -469,6 +469,7 @@ class Poller:
                     **base,
                     t=t,
                     scrape_s=res.elapsed_s,
+                    moved_to=res.moved_to,
                     up=True,
                     kind=found,
                     extract=ex,
@@ -478,6 +479,7 @@ class Poller:
             **base,
             t=t,
             scrape_s=res.elapsed_s,
+            moved_to=res.moved_to,
             up=False,
             error=printable(error) if error else error,  # a reason phrase is the server's text
             kind=state.kind,

@@ -46,6 +46,7 @@ class EngineSample:
     extract: Extract | None = None
     slots: SlotsReading | None = None  # llama.cpp /slots
     top_models: list[str] | None = None  # Triton: models no ensemble calls (API or config)
+    moved_to: str | None = None  # the page came from another host, by a redirect: that host
 
 
 @dataclass

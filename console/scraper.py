@@ -93,6 +93,7 @@ class ScrapeResult:
     error: str | None
     elapsed_s: float
     taken_at: float  # time.time() when the answer arrived
+    moved_to: str | None = None  # a redirect took the fetch to another host: where (no path)
 
 
 def _refused(url: str) -> str:
@@ -143,8 +144,12 @@ async def scrape(
     start = time.perf_counter()
     req_headers = {"Accept": ACCEPT, **(headers or {})}
 
+    moved: list[str] = []
+
     def result(text: str | None, error: str | None) -> ScrapeResult:
-        return ScrapeResult(url, text, error, time.perf_counter() - start, time.time())
+        return ScrapeResult(
+            url, text, error, time.perf_counter() - start, time.time(), moved[0] if moved else None
+        )
 
     try:
         async with asyncio.timeout(timeout):
@@ -168,6 +173,9 @@ async def scrape(
             if callable(client):
                 client = client()
             async with client.stream("GET", url, headers=req_headers, timeout=timeout) as resp:
+                final = urlsplit(str(resp.url))
+                if final.netloc != urlsplit(url).netloc:  # followed to another host: said
+                    moved.append(f"{final.scheme}://{final.netloc}")
                 if resp.status_code != 200:
                     return result(None, f"HTTP {resp.status_code} from {url}")
                 declared = resp.headers.get("content-length")

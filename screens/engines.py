@@ -63,7 +63,7 @@ def _name(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
         if worst == "warning"
         else c["success"]
     )
-    t = Text.assemble(("● ", style), e.name)
+    t = Text.assemble(("● ", style), ("↪" if e.moved_to else "", c["warning"]), e.name)
     t.truncate(pane.name_width, overflow="ellipsis")
     return t
 
@@ -552,6 +552,12 @@ class EngineDetailScreen(DeckScreen):
             state,
             f"\n{e.url}",
         )
+        if e.moved_to:
+            head.append(
+                f"\n↪ redirected to {e.moved_to}: the page shown is that host's (its "
+                "credentials are not sent there); give that URL if it is the engine",
+                style=c["warning"],
+            )
         if e.version_hints:
             head.append("\nversion hints: " + "; ".join(e.version_hints), style=c["dim"])
         if e.restarted_at:

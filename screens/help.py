@@ -64,6 +64,8 @@ READING = [
     "Windows hold the scrapes of the last W seconds, as a Prometheus range; rates are "
     "Prometheus' rate() (each series on its own).",
     "⟳ beside a GPU: MIG mode change pending (needs a GPU reset).",
+    "↪ before an engine's name: its URL redirected to another host, whose page is shown (the "
+    "engine's detail names the host).",
     "A MIG re-cut holds its GPU's lock (a second one, from another console or the CLI, is "
     "refused with the holder's pid, command and start) and finishes before q, Ctrl-C or SIGTERM "
     "quit. Every step is in the MIG journal before it is taken.",

@@ -864,3 +864,52 @@ def test_check_ends_by_its_deadline_and_names_what_still_answers(tmp_path):
     assert "Traceback" not in res.stderr
     bad = _cli("check", "--demo", "--wait", "2", "--deadline", "1")
     assert bad.returncode == 2 and "--deadline 1 must be longer than --wait 2" in bad.stderr
+
+
+def test_an_engine_redirected_to_another_host_says_so_on_its_row():
+    """An engine URL answering 302 to another host was followed without a word: its row showed
+    that host's figures as the engine's. Now the sample and the frame name the host, the row
+    marks it ↪ and the detail says where."""
+    import http.server
+
+    from console.poller import EngineTarget, Poller
+    from console.sim.engine import TrafficSpec, start_engine
+
+    other = start_engine("vllm", TrafficSpec(rate_rps=1, seed=3))
+    got_auth: list[str | None] = []
+    where = f"http://localhost:{other.server.port}/metrics"
+
+    class Moved(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            got_auth.append(self.headers.get("Authorization"))
+            self.send_response(302)
+            self.send_header("Location", where)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    front = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Moved)
+    threading.Thread(target=front.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{front.server_address[1]}/metrics"
+    poller = Poller(
+        [EngineTarget(url=url, kind="vllm", name="chat", headers={"Authorization": "Bearer x1"})],
+        None,
+    )
+
+    async def go():
+        try:
+            return await poller.poll()
+        finally:
+            await poller.aclose()
+
+    try:
+        frame = asyncio.run(go())
+    finally:
+        front.shutdown()
+        other.server.stop()
+    (e,) = frame.engines
+    assert e.up and e.moved_to == f"http://localhost:{other.server.port}"
+    assert poller.last_sample.engines[0].moved_to == e.moved_to
+    assert got_auth and set(got_auth) == {"Bearer x1"}  # the engine's own host asked
