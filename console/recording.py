@@ -384,7 +384,11 @@ class Recording(Sequence[Sample]):
     ) -> None:
         f = self.files[i]
         try:
-            data = f.read_bytes()
+            if first_member_only:  # the first frame at once: a member is well under 4 MiB
+                with f.open("rb") as fh:
+                    data = fh.read(4 * 1024 * 1024)
+            else:
+                data = f.read_bytes()
         except OSError as exc:
             self.notes.append(f"{f.name} cannot be read ({exc.strerror}); left out")
             return

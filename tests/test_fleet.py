@@ -387,7 +387,7 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
             deadline = time.time() + 15
             while "last good answer" not in str(app.query_one("#status").render()):
                 assert time.time() < deadline, str(app.query_one("#status").render())
-                await pilot.pause(0.2)
+                await pilot.pause()
             assert "no answer within 1 s" in str(app.query_one("#fleet-errors").render())
             assert table.row_count == 3  # the last values stay
         finally:

@@ -242,13 +242,21 @@ async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(se
 
 
 def _poll(page: str):
-    import asyncio
-
-    from console.poller import EngineTarget, Poller
+    from console.poller import EngineTarget
     from console.sim.engine import MetricsServer
 
     server = MetricsServer(lambda: page).start()
-    poller = Poller([EngineTarget(url=server.url)], None)
+    try:
+        return _poll_once([EngineTarget(url=server.url)])[0]
+    finally:
+        server.stop()
+
+
+def _poll_once(targets: list):
+    """One poll of ``targets`` by a real Poller: (the frame, the poller)."""
+    from console.poller import Poller
+
+    poller = Poller(targets, None)
 
     async def go():
         try:
@@ -256,10 +264,7 @@ def _poll(page: str):
         finally:
             await poller.aclose()
 
-    try:
-        return asyncio.run(go())
-    finally:
-        server.stop()
+    return asyncio.run(go()), poller
 
 
 @pytest.mark.slow
@@ -385,10 +390,7 @@ def test_a_prometheus_url_keeps_its_secrets_and_its_query(tmp_path):
                 self.end_headers()
                 return
             body = json.dumps(empty).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
+            _answer_json(self, body)
             self.wfile.write(body)
 
         def log_message(self, *args: object) -> None:
@@ -697,6 +699,14 @@ def test_slow_clients_never_keep_a_scraper_out(clients):
     assert answered >= 20 and worst < 1.0, (answered, worst)
 
 
+def _answer_json(handler, body: bytes) -> None:
+    """A 200 JSON answer with its length, as a fake Prometheus API writes it."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+
+
 def _fake_prometheus(mode: str):
     """A backend on 127.0.0.1 answering every API call with 100,000 series (``big``) or with a
     small answer one byte every 0.5 s (``trickle``)."""
@@ -718,10 +728,7 @@ def _fake_prometheus(mode: str):
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             body = big if mode == "big" else empty.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
+            _answer_json(self, body)
             try:
                 if mode == "big":
                     self.wfile.write(body)
@@ -872,7 +879,7 @@ def test_an_engine_redirected_to_another_host_says_so_on_its_row():
     marks it ↪ and the detail says where."""
     import http.server
 
-    from console.poller import EngineTarget, Poller
+    from console.poller import EngineTarget
     from console.sim.engine import TrafficSpec, start_engine
 
     other = start_engine("vllm", TrafficSpec(rate_rps=1, seed=3))
@@ -893,19 +900,14 @@ def test_an_engine_redirected_to_another_host_says_so_on_its_row():
     front = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Moved)
     threading.Thread(target=front.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{front.server_address[1]}/metrics"
-    poller = Poller(
-        [EngineTarget(url=url, kind="vllm", name="chat", headers={"Authorization": "Bearer x1"})],
-        None,
-    )
-
-    async def go():
-        try:
-            return await poller.poll()
-        finally:
-            await poller.aclose()
-
     try:
-        frame = asyncio.run(go())
+        frame, poller = _poll_once(
+            [
+                EngineTarget(
+                    url=url, kind="vllm", name="chat", headers={"Authorization": "Bearer x1"}
+                )
+            ]
+        )
     finally:
         front.shutdown()
         other.server.stop()
