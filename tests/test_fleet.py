@@ -239,6 +239,65 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
         assert share is not None and 0.5 < share <= 1.0
 
 
+def test_a_fleet_past_the_series_cap_keeps_its_worst_and_reads_only_the_labels_it_uses(
+    fleet, monkeypatch
+):
+    """A query answering more series than the client keeps used to be cut after the first
+    MAX_SERIES in Prometheus' order (or, past the byte cap, not read at all), and every DCGM
+    series came whole with the exporter's pod, device and PCI labels. Now each per-target figure
+    asks the server for its k worst (topk, or bottomk where low is worse), the fleet's target
+    count is asked too and a cut is said, and DCGM answers carry only the labels read."""
+    import console.fleet.source as fleet_source
+    from console.fleet.promql import DCGM_LABELS
+
+    url, _, _ = fleet
+    settle(18)
+    at = time.time() - 2  # both reads of the same instant
+    answers: list[list] = []
+
+    async def go(cap: int):
+        monkeypatch.setattr(fleet_source, "MAX_SERIES", cap)
+        client = PromClient(url)
+        query = client.query
+
+        async def keep(q, when=None):
+            rows = await query(q, when)
+            if "DCGM_FI_DEV_FB_USED" in q and "last_over_time" not in q:
+                answers.append(rows)
+            return rows
+
+        client.query = keep
+        source = FleetSource(client, window_s=15)
+        source.at = at
+        try:
+            return await source.poll()
+        finally:
+            await source.aclose()
+
+    whole, cut = asyncio.run(go(10_000)), asyncio.run(go(2))
+    assert not any("targets" in w for w in whole.warnings), whole.warnings
+    assert any("the fleet has 10 targets" in w and "2 worst" in w for w in cut.warnings), (
+        cut.warnings
+    )
+
+    def figures(state, attr):
+        return {
+            e.name: getattr(e, attr)
+            for f in state.nodes.values()
+            for e in f.engines
+            if getattr(e, attr) is not None
+        }
+
+    assert sum(len(f.engines) for f in cut.nodes.values()) == 7  # every engine keeps its row
+    for attr, highest in (("kv_cache_usage", True), ("success_rate", False)):
+        every, kept = figures(whole, attr), figures(cut, attr)
+        assert len(every) == 7 and len(kept) == 2, (attr, every, kept)
+        ranked = sorted(every.values(), reverse=highest)
+        assert sorted(kept.values(), reverse=highest) == ranked[:2], (attr, every, kept)
+    allowed = {x.strip() for x in DCGM_LABELS.split(",")}
+    assert answers and all(set(labels) <= allowed for rows in answers for labels, _ in rows)
+
+
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     import sys
 

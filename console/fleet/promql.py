@@ -170,6 +170,32 @@ def window_queries(w: str) -> dict[str, str | None]:
     return queries
 
 
+# figures where a lower value is the worse one: a fleet larger than a query's series cap keeps
+# its lowest (bottomk), every other figure its highest (topk)
+LOW_IS_WORSE = ("success_rate", "ttft:within")
+
+
+def worst(name: str, expr: str, k: int) -> str:
+    """A per-target figure's query keeping only the k worst targets, chosen on the server: a
+    fleet past the client's series cap gets its worst rows rather than an arbitrary cut (or an
+    answer too large to read). Up to k targets the answer is the same."""
+    return f"{'bottomk' if name in LOW_IS_WORSE else 'topk'}({k}, {expr})"
+
+
+# the DCGM labels a fleet node's GPUs are built from; the exporter writes many more (pod,
+# container, namespace, pci_bus_id, device, driver version ...) that are left on the server
+DCGM_LABELS = (
+    "__name__, instance, job, node, hostname, Hostname, gpu, UUID, modelName, GPU_I_ID, "
+    "GPU_I_PROFILE"
+)
+
+
+def dcgm_query(old: str, new: str) -> str:
+    """One DCGM field in both its names, reduced on the server to the labels the fleet reads
+    (a Kubernetes exporter's series carry three times as many bytes of labels)."""
+    return f'max by ({DCGM_LABELS}) ({{__name__=~"{old}|{new}"}})'
+
+
 def record_name(query: str, w: str) -> str:
     """The series a recording rule keeps a fleet query in: inferdeck:fleet_ttft_0_95:60s."""
     slug = query.replace(":", "_").replace(".", "_")

@@ -19,11 +19,12 @@ from console.alerts import AlertBook, Condition
 from console.cost import CostSpec, node_hourly, per_million
 from console.engines import profiles
 from console.exporter import HEADROOM_NAMES
-from console.fleet.prom import PromClient, PromError
+from console.fleet.prom import MAX_SERIES, PromClient, PromError
 from console.fleet.promql import (
     BY,
     SEEN,
     TTFT_TARGET_S,
+    dcgm_query,
     dcgm_seen_query,
     detect_query,
     model_labels,
@@ -31,6 +32,7 @@ from console.fleet.promql import (
     record_name,
     signal_query,
     window_queries,
+    worst,
 )
 from console.fleet.state import FleetState, NodeSummary, SloRow, budget_text
 from console.frame import (
@@ -238,17 +240,19 @@ class FleetSource:
             self.backend = await self._backend()
         w = f"{int(self.window_s)}s"
         self.state.errors = {}
-        queries: dict[str, str | None] = {"up": "up"}
+        # "targets": how many there are, whatever a query's series cap keeps of them
+        queries: dict[str, str | None] = {"up": "up", "targets": "count(up)"}
         for kind, prof in profiles().items():
             queries[f"kind:{kind}"] = detect_query(prof)
         await self._find_records(w)
         for name, expr in window_queries(w).items():
             # a recording rule's series when `inferdeck rules --fleet` keeps it at this window
-            queries[name] = record_name(name, w) if name in self.recorded else expr
+            expr = record_name(name, w) if name in self.recorded else expr
+            queries[name] = worst(name, expr, MAX_SERIES) if expr else None
         queries["model"] = model_query()
         queries["dcgm:seen"] = dcgm_seen_query(list(DCGM_FIELDS["FB_USED"][:2]))
         for key, (old, new, _) in DCGM_FIELDS.items():
-            queries[f"dcgm:{key}"] = f'{{__name__=~"{old}|{new}"}}'
+            queries[f"dcgm:{key}"] = dcgm_query(old, new)
         # what a node's `inferdeck export` says itself: its plan's alerts and its cost figure
         queries["x:alerts"] = "inferdeck_alerts_active"
         queries["x:alert"] = "inferdeck_alert_since_timestamp_seconds"
@@ -262,6 +266,12 @@ class FleetSource:
         got = dict(zip(names, results, strict=True))
         now = time.time()
         self.state.warnings = sorted(self.client.warnings)
+        total = got.get("targets") or []
+        if total and total[0][1] > MAX_SERIES:
+            self.state.warnings.append(
+                f"the fleet has {total[0][1]:,.0f} targets; each figure was read for its "
+                f"{MAX_SERIES:,} worst (chosen by Prometheus), the others' rows lack it"
+            )
         kinds = [n for n in names if n.startswith("kind:") and queries[n]]
         if got["up"] is None or any(got[n] is None for n in kinds):
             # Prometheus down or too slow (a query that says which targets and engines exist
