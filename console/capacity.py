@@ -222,9 +222,12 @@ def theil_sen(ts: Sequence[float], ys: Sequence[float]) -> float | None:
     return slopes[len(slopes) // 2] if slopes else None
 
 
-def _trend(pts: Sequence[tuple[float, float]], min_points: int = 10) -> tuple[float, float] | None:
-    """(slope per second, the trend's level now) of a series that rises by more than its noise
-    over at least MIN_TREND_S (Theil-Sen, robust to outliers); None on a flat, falling, noisy or
+def _trend(
+    pts: Sequence[tuple[float, float]], min_points: int = 10
+) -> tuple[float, float, float] | None:
+    """(slope per second, the trend's level now, the readings' swing about it: a standard
+    deviation from their median distance) of a series that rises by more than its noise over
+    at least MIN_TREND_S (Theil-Sen, robust to outliers); None on a flat, falling, noisy or
     short one: no trend to extrapolate."""
     if len(pts) < min_points or pts[-1][0] - pts[0][0] < MIN_TREND_S:
         return None
@@ -237,16 +240,96 @@ def _trend(pts: Sequence[tuple[float, float]], min_points: int = 10) -> tuple[fl
     noise = resid[len(resid) // 2]
     if slope * (ts[-1] - ts[0]) <= 3 * noise:
         return None  # the rise is within the noise
-    return slope, base + slope * ts[-1]  # the trend's level now, not the last noisy reading
+    # the trend's level now (not the last noisy reading), and the swing about it
+    return slope, base + slope * ts[-1], 1.4826 * noise
+
+
+BEND_T = 3.0  # the curvature must stand this many standard errors above 0 to be used
+REACH = 4.0  # never extrapolate a trend past this multiple of the rise it showed
+
+
+def _bend(pts: Sequence[tuple[float, float]]) -> tuple[float, float, float, float] | None:
+    """(level now, slope now, curvature, the readings' swing about it) of a least-squares parabola through the readings when
+    it bends upward beyond its noise (BEND_T standard errors), else None: a ramp of arrivals
+    fills a pool faster than a line through the window says (the running count grows with the
+    arrivals and with each sequence's time, which grows with the count)."""
+    n = len(pts)
+    if n < 10:
+        return None
+    mid = sum(t for t, _ in pts) / n
+    xs = [t - mid for t, _ in pts]
+    s = [float(n), 0.0, 0.0, 0.0, 0.0]
+    for x in xs:
+        x2 = x * x
+        s[1] += x
+        s[2] += x2
+        s[3] += x2 * x
+        s[4] += x2 * x2
+    r = [0.0, 0.0, 0.0]
+    for x, (_, y) in zip(xs, pts, strict=True):
+        r[0] += y
+        r[1] += y * x
+        r[2] += y * x * x
+    m = [[s[0], s[1], s[2]], [s[1], s[2], s[3]], [s[2], s[3], s[4]]]
+    d = _det3(m)
+    if d <= 0:
+        return None
+    a, b, c = (
+        _det3([[r[i] if j == k else m[i][j] for j in range(3)] for i in range(3)]) / d
+        for k in range(3)
+    )
+    res = [y - (a + b * x + c * x * x) for x, (_, y) in zip(xs, pts, strict=True)]
+    s2 = sum(e * e for e in res)
+    # readings a second apart swing together (a sequence holds its blocks for many seconds):
+    # the standard error is widened to the sample's effective size by the lag-1 correlation
+    rho = sum(res[i] * res[i - 1] for i in range(1, n)) / s2 if s2 > 0 else 0.0
+    widen = (1 + rho) / (1 - rho) if 0 < rho < 1 else 1.0
+    se_c = math.sqrt(s2 / max(1, n - 3) * (m[0][0] * m[1][1] - m[0][1] ** 2) / d * widen)
+    if c <= 0 or c < BEND_T * se_c:
+        return None
+    x = xs[-1]
+    swing = 1.4826 * sorted(abs(e) for e in res)[n // 2]
+    return a + b * x + c * x * x, b + 2 * c * x, c, swing
+
+
+def _det3(m: Sequence[Sequence[float]]) -> float:
+    return (
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+        - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+        + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    )
 
 
 def time_to(pts: Sequence[tuple[float, float]], limit: float) -> float | None:
-    """Seconds until a rising series reaches ``limit`` at its robust trend, or None."""
+    """Seconds until a series reaches ``limit``: 0 when the latest reading is already there
+    (a queue past its limit is exhausted now, whatever its trend); else when its trend — along
+    its upward bend when it has one, else its robust straight line — comes within one swing of
+    the limit (the readings swing about the trend: the pool is full when a swing reaches it,
+    not only when the trend does); None when it does not rise beyond its noise, or when the
+    limit lies further than REACH times the rise the window showed (a drift of a few points is
+    no forecast of a full pool)."""
+    if pts and pts[-1][1] >= limit:
+        return 0.0
     trend = _trend(pts)
     if trend is None:
         return None
-    slope, now = trend
-    return max(0.0, (limit - now) / slope)
+    slope, now, swing = trend
+    if limit - now > REACH * slope * (pts[-1][0] - pts[0][0]):
+        return None
+    half = len(pts) // 2  # a swell that ebbs (a wave of load) is no trend: both halves rise
+    for part in (pts[:half], pts[half:]):
+        rise = theil_sen([t for t, _ in part], [y for _, y in part])
+        if rise is None or rise <= 0:
+            return None
+    bend = _bend(pts)
+    if bend is None:
+        target = limit - swing if now < limit - swing else limit
+        return max(0.0, (target - now) / slope)
+    level, rate, c, swing = bend
+    target = limit - swing if level < limit - swing else limit
+    if level >= target:
+        return 0.0
+    return max(0.0, (-rate + math.sqrt(max(0.0, rate * rate + 4 * c * (target - level)))) / (2 * c))
 
 
 def _readings(

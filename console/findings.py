@@ -14,7 +14,18 @@ from console.frame import CapacityReport, Engine, Frame, MemoryLine, MigRecut, S
 from console.slo import FAST_BURN, OBJECTIVES
 from console.slo import SLOW_BURN as BURN_SLOW
 from console.thresholds import at_least, below
-from console.units import GIB, basis, capacity_text, counted, duration_text, gib, num, pct, seconds
+from console.units import (
+    GIB,
+    basis,
+    capacity_text,
+    counted,
+    duration_text,
+    eta_text,
+    gib,
+    num,
+    pct,
+    seconds,
+)
 
 RANK = {"critical": 0, "warning": 1, "info": 2}
 KV_FULL_SOON_S = 600.0  # a KV trend reaching full sooner than this is a finding
@@ -276,7 +287,7 @@ def _engine(e: Engine) -> list[Finding]:
             Finding(
                 "warning",
                 e.name,
-                f"KV cache full in ~{duration_text(full_in)} at this rate",
+                f"KV cache full {eta_text(full_in)} at this rate",
                 [
                     f"KV use {pct(e.kv_cache_usage)} now, rising over the last "
                     f"{CAPACITY_WINDOW_S / 60:.0f} minutes (its robust trend)",

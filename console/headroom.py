@@ -42,7 +42,7 @@ from console.plan import (
     shape,
 )
 from console.thresholds import at_least
-from console.units import counted, duration_text
+from console.units import counted, duration_text, eta_text
 
 THERMAL_EVENTS = {"thermal (SW)", "thermal (HW)"}
 
@@ -654,7 +654,7 @@ def _exhaustion(
             f"exhaustion:{h.name}:{svc.name}",
             "warning",
             svc.name,
-            f"{what} in ~{duration_text(eta)} at this rate (planned horizon "
+            f"{what} {eta_text(eta)} at this rate (planned horizon "
             f"{duration_text(horizon)}): {knob}",
             "exhaustion",
         )

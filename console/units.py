@@ -218,6 +218,11 @@ def saturation_text(c: CapacityReport | None) -> str:
     return out
 
 
+def eta_text(seconds: float) -> str:
+    """When a limit is reached: "now" (already there), else "in ~4 min"."""
+    return "now" if seconds <= 0 else f"in ~{duration_text(seconds)}"
+
+
 def duration_text(seconds: float) -> str:
     """ "45 s", "4 min", "3.2 h"."""
     if seconds < 90:

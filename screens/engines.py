@@ -19,7 +19,7 @@ from console.units import (
     NA,
     basis,
     capacity_text,
-    duration_text,
+    eta_text,
     num,
     pct,
     quantile_text,
@@ -300,12 +300,12 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
                 f"running (load seen up to {num(cap.seen_max_running)} sequences)",
             )
         if cap.kv_full_in_s is not None:
-            line("KV cache", f"full in ~{duration_text(cap.kv_full_in_s)} at this rate")
+            line("KV cache", f"full {eta_text(cap.kv_full_in_s)} at this rate")
         if cap.queue_full_in_s is not None and cap.queue_limit is not None:
             line(
                 "queue",
-                f"{num(cap.queue_limit)} waiting (TTFT's SLO from queueing alone) in "
-                f"~{duration_text(cap.queue_full_in_s)} at this rate",
+                f"{num(cap.queue_limit)} waiting (TTFT's SLO from queueing alone) "
+                f"{eta_text(cap.queue_full_in_s)} at this rate",
             )
         if cap.saturation is not None:
             line("saturation", saturation_text(cap))

@@ -20,6 +20,7 @@ from console.units import (
     PARTIAL,
     capacity_text,
     duration_text,
+    eta_text,
     money,
     num,
     pct,
@@ -285,7 +286,7 @@ class ServiceDetailScreen(DeckScreen):
         for h in s.headroom:
             if h.exhausted_in_s is not None:
                 t.append(
-                    f"  {h.name} used up in ~{duration_text(h.exhausted_in_s)} at this rate\n",
+                    f"  {h.name} used up {eta_text(h.exhausted_in_s)} at this rate\n",
                     style=c["warning"],
                 )
         if s.capacity is not None:

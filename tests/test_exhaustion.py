@@ -5,6 +5,8 @@ against the plan's horizons; on every surface."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from console.capacity import LoadPoint, queue_full_in, saturation, service_capacity, time_to
@@ -90,6 +92,75 @@ def test_the_queue_and_power_reach_their_limits_at_the_trend():
     assert queue_full_in(flat, 300.0, 20.0) is None
     assert time_to([(float(t), 500 + 2.0 * t) for t in range(51)], 700.0) is None  # < a minute
     assert time_to([(float(t), 480 + 2.0 * t) for t in range(61)], 700.0) == pytest.approx(50.0)
+
+
+def test_a_limit_already_reached_is_now_whatever_the_trend():
+    """A queue at 37–54 waiting against its limit of 5.85 read None (no clean trend) or 97 s:
+    the latest reading was never compared with the limit. Now it is, first."""
+    waiting = [37, 52, 41, 54, 39, 50, 44, 53, 40, 54]
+    past = [Extract(t=float(t), gauges={"requests_waiting": {(): float(w)}}) for t, w in
+            enumerate(waiting * 9)]  # fmt: skip
+    assert queue_full_in(past, 300.0, 5.85) == 0.0
+    assert time_to([(0.0, 0.2), (1.0, 1.0)], 1.0) == 0.0  # a full pool is full now
+
+
+def test_a_bending_rise_is_followed_along_its_bend():
+    """KV use accelerating, 0.1 + 4e-6·t² over five minutes (0.46 now, rising 0.0024/s): the pool
+    is full at t = √(0.9 / 4e-6) = 474.3 s, 174.3 s from now. A line through the window (its mean
+    slope 0.0012/s) said about twice that."""
+    pts = [(float(t), 0.1 + 4e-6 * t * t) for t in range(301)]
+    assert time_to(pts, 1.0) == pytest.approx(math.sqrt(0.9 / 4e-6) - 300, rel=1e-6)
+
+
+def test_a_wave_or_a_drift_is_no_exhaustion():
+    """Load that swells and ebbs (the demo's four-minute wave) rises over most five-minute
+    windows, and a drift of 4 points said "full in ~9 min" at 25 %: neither is a forecast."""
+    for phase in range(0, 240, 20):
+        wave = [
+            (float(t), 0.45 + 0.2 * math.sin(2 * math.pi * (t + phase) / 240)) for t in range(301)
+        ]
+        assert time_to(wave, 1.0) is None, phase
+    drift = [(float(t), 0.21 + 0.04 * t / 300) for t in range(301)]
+    assert time_to(drift, 1.0) is None
+    ramp = [(float(t), 0.1 + 0.3 * t / 300) for t in range(301)]  # rose 0.3: 0.6 more is near
+    assert time_to(ramp, 1.0) == pytest.approx(600.0)
+
+
+@pytest.mark.slow
+def test_thirty_minutes_of_the_demo_raise_no_exhaustion():
+    """Every demo engine (two on a four-minute wave), scraped every second for 30 minutes and
+    estimated every 5 s as the console does: no time to a full KV pool or a TTFT-breaking queue
+    ever falls within the plan's 15-minute horizon."""
+    from dataclasses import replace
+
+    from console.capacity import CAPACITY_WINDOW_S, estimate
+    from console.engines import extract, profiles
+    from console.enginestats import derive
+    from console.promtext import parse
+    from console.sim.demo import SERVICES
+    from console.sim.engine import page_for
+    from console.sim.traffic import TrafficModel
+    from console.windowed import EngineHistory
+
+    vllm = profiles()["vllm"]
+    slos = {"llama-70b": (2.0, 0.08)}
+    for name, _, spec in SERVICES:
+        t = [1_000_000.0]
+        model = TrafficModel(replace(spec, warmup_s=90.0), clock=lambda t=t: t[0])
+        hist, kv, soon = EngineHistory(keep_s=400), None, []
+        for s in range(1800):
+            t[0] += 1.0
+            hist.add(extract(parse(page_for("vllm", model)), vllm, t[0]))
+            if s < 60 or s % 5:
+                continue
+            kv = kv or derive(hist.points, vllm, 60.0).fields.get("kv_capacity_tokens")
+            ttft, tpot = slos.get(name, (1.0, 0.05))
+            got = estimate(hist.points, CAPACITY_WINDOW_S, ttft_limit_s=ttft, tpot_limit_s=tpot,
+                           kv_capacity_tokens=kv)  # fmt: skip
+            for eta in (got.kv_full_in_s, got.queue_full_in_s):
+                if eta is not None and eta < 900:
+                    soon.append((s, eta))
+        assert soon == [], (name, soon[:5])
 
 
 def test_a_service_adds_its_replicas_room_and_the_tightest_names_the_slo():
