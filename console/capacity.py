@@ -26,13 +26,12 @@ Pure: scrapes in, a report out; no I/O. Nothing here knows the simulator's const
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from console.engines import Extract
+from console.engines import EngineProfile, Extract, gauge_value, kv_usage
 from console.frame import CapacityReport
-from console.promtext import Labels
 from console.window import histogram_quantile, quantile_bucket, wide
 
 MIN_TREND_S = 60.0  # a KV trend needs at least a minute of readings
@@ -61,23 +60,50 @@ class LoadPoint:
     queued_share: float = 0.0  # share of the stretch's scrapes with requests waiting
 
 
-def _sum(values: Mapping[Labels, float] | None) -> float | None:
-    return sum(values.values()) if values else None
+_READERS: dict[int, Callable[[Extract, str], float | None]] = {}
 
 
-def _load(ex: Extract) -> tuple[float | None, float | None, float | None]:
-    """The scrape's requests running and waiting (summed over ranks) and its fullest KV pool:
+def gauge_reader(profile: EngineProfile | None) -> Callable[[Extract, str], float | None]:
+    """One scrape's gauge as the dashboard reads it: combined by the engine profile's aggregate,
+    its repeating ranks counted once and its parts added (``engines.gauge_value``), so the load
+    the model learns from is the load the Run and Wait columns show (TP ranks that repeat the
+    running count read 10, not 20). Without a profile: summed, and the fullest KV pool."""
+
+    def read(ex: Extract, signal: str) -> float | None:
+        values = ex.gauges.get(signal)
+        if not values:
+            return None
+        spec = profile.signals.get(signal) if profile is not None else None
+        if spec is None:
+            return max(values.values()) if signal == "kv_cache_usage" else sum(values.values())
+        if signal == "kv_cache_usage":
+            return kv_usage(ex, spec.aggregate, profile.replica_labels if profile else ())
+        return gauge_value(values, spec.aggregate, profile.replica_labels if profile else (),
+                           spec.sum_by)  # fmt: skip
+
+    # one reader per profile (the profiles are loaded once), so a scrape's kept reading is
+    # known to be this reader's
+    return _READERS.setdefault(id(profile), read)
+
+
+_PLAIN = gauge_reader(None)
+
+
+def _load(
+    ex: Extract, read: Callable[[Extract, str], float | None] = _PLAIN
+) -> tuple[float | None, float | None, float | None]:
+    """The scrape's requests running and waiting and its KV use, as ``read`` combines them:
     read once and kept on the scrape, which the estimate walks again every few seconds while it
-    stays in the window."""
+    stays in the window (an engine's history is cleared when its kind changes)."""
     kept = ex.load_read
-    if kept is None:
-        use = ex.gauges.get("kv_cache_usage")
+    if kept is None or kept[0] is not read:
         kept = ex.load_read = (
-            _sum(ex.gauges.get("requests_running")),
-            _sum(ex.gauges.get("requests_waiting")),
-            max(use.values()) if use else None,
+            read,
+            read(ex, "requests_running"),
+            read(ex, "requests_waiting"),
+            read(ex, "kv_cache_usage"),
         )
-    return kept
+    return kept[1], kept[2], kept[3]
 
 
 def _counter(ex: Extract, signal: str) -> float | None:
@@ -113,7 +139,10 @@ def _buckets(a: Extract, b: Extract, signal: str) -> tuple[tuple[float, float], 
 
 
 def load_points(
-    history: Sequence[Extract], window_s: float, kv_capacity: float | None
+    history: Sequence[Extract],
+    window_s: float,
+    kv_capacity: float | None,
+    read: Callable[[Extract, str], float | None] = _PLAIN,
 ) -> list[LoadPoint]:
     """The window's stretches of at least STEP_S, oldest first (a stretch across a counter reset
     is left out)."""
@@ -131,7 +160,7 @@ def load_points(
         start = i
         run, wait, kv = [], [], []
         for ex in inside:
-            r, w, fullest = _load(ex)
+            r, w, fullest = _load(ex, read)
             if r is not None:
                 run.append(r)
             if w is not None:
@@ -333,26 +362,37 @@ def time_to(pts: Sequence[tuple[float, float]], limit: float) -> float | None:
 
 
 def _readings(
-    history: Sequence[Extract], window_s: float, gauge: str, how: str
+    history: Sequence[Extract],
+    window_s: float,
+    gauge: str,
+    read: Callable[[Extract, str], float | None] = _PLAIN,
 ) -> list[tuple[float, float]]:
     t_end = history[-1].t if history else 0.0
-    pick = max if how == "max" else sum
+    slot = {"requests_running": 0, "requests_waiting": 1, "kv_cache_usage": 2}[gauge]
     return [
-        (ex.t, pick(g.values()))
+        (ex.t, v)
         for ex in history
-        if ex.t >= t_end - window_s and (g := ex.gauges.get(gauge))
+        if ex.t >= t_end - window_s and (v := _load(ex, read)[slot]) is not None
     ]
 
 
-def kv_full_in(history: Sequence[Extract], window_s: float) -> float | None:
-    """Seconds until the KV cache is full at the window's robust trend, or None when it does
-    not rise by more than its noise."""
-    return time_to(_readings(history, window_s, "kv_cache_usage", "max"), 1.0)
+def kv_full_in(
+    history: Sequence[Extract],
+    window_s: float,
+    read: Callable[[Extract, str], float | None] = _PLAIN,
+) -> float | None:
+    """Seconds until the KV cache is full (``time_to``), or None."""
+    return time_to(_readings(history, window_s, "kv_cache_usage", read), 1.0)
 
 
-def queue_full_in(history: Sequence[Extract], window_s: float, limit: float) -> float | None:
-    """Seconds until the requests waiting reach ``limit`` at the window's robust trend."""
-    return time_to(_readings(history, window_s, "requests_waiting", "sum"), limit)
+def queue_full_in(
+    history: Sequence[Extract],
+    window_s: float,
+    limit: float,
+    read: Callable[[Extract, str], float | None] = _PLAIN,
+) -> float | None:
+    """Seconds until the requests waiting reach ``limit`` (``time_to``), or None."""
+    return time_to(_readings(history, window_s, "requests_waiting", read), limit)
 
 
 SATURATION_Q = 0.90  # llm-d's saturation index: the worst of p90 latency / its SLO
@@ -415,23 +455,43 @@ def estimate(
     kv_capacity_tokens: float | None,
     batch_limit: float | None = None,
     recent_s: float = 60.0,
+    profile: EngineProfile | None = None,
 ) -> CapacityReport:
     """Capacity to the first SLO breach (requests per second), its binding limit and range, the
     room above the current rate; the times to a full KV cache and to a queue long enough to
     break the TTFT SLO; the saturation index over the recent window."""
-    points = load_points(history, window_s, kv_capacity_tokens)
+    read = gauge_reader(profile)
+    points = load_points(history, window_s, kv_capacity_tokens, read)
     now = recent_rate(points)
     report = _estimate(
         history, points, window_s, ttft_limit_s, tpot_limit_s, kv_capacity_tokens, batch_limit,
-        now or 0.0,
+        now or 0.0, read,
     )  # fmt: skip
     extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
     if ttft_limit_s and now:
         # queued wait ~ waiting / the finished rate (Little's law): TTFT breaks from queueing alone
-        # once this many wait
-        extra["queue_limit"] = limit = max(1.0, ttft_limit_s * now)
-        extra["queue_full_in_s"] = queue_full_in(history, window_s, limit)
+        # once this many wait — the wait the SLO leaves after the first token's own time (the
+        # unqueued p95), not the whole SLO
+        _, unqueued = unqueued_ttft(points)
+        left = ttft_limit_s - (unqueued or 0.0)
+        extra["queue_limit"] = limit = max(1.0, left * now)
+        extra["ttft_unqueued_p95_s"] = unqueued
+        extra["queue_full_in_s"] = queue_full_in(history, window_s, limit, read)
     return report.model_copy(update=extra)
+
+
+def unqueued_ttft(points: Sequence[LoadPoint]) -> tuple[float | None, float | None]:
+    """TTFT's median and p95 over the stretches where nothing waited: the first token's own
+    time, without a queue (None, None when no such stretch finished a request)."""
+    calm: dict[float, float] = {}
+    for p in points:
+        if p.waiting == 0:
+            for le, c in p.ttft:
+                calm[le] = calm.get(le, 0.0) + c
+    buckets = sorted(calm.items())
+    if not buckets:
+        return None, None
+    return histogram_quantile(0.5, buckets)[0], histogram_quantile(0.95, buckets)[0]
 
 
 def recent_rate(points: Sequence[LoadPoint]) -> float | None:
@@ -450,8 +510,9 @@ def _estimate(
     kv_capacity_tokens: float | None,
     batch_limit: float | None,
     now: float,
+    read: Callable[[Extract, str], float | None] = _PLAIN,
 ) -> CapacityReport:
-    full_in = kv_full_in(history, window_s)
+    full_in = kv_full_in(history, window_s, read)
     fit = fit_itl(points)
     if isinstance(fit, str):
         return CapacityReport(cant_tell=fit, kv_full_in_s=full_in)
@@ -459,14 +520,7 @@ def _estimate(
     if done <= 0:
         return CapacityReport(cant_tell="no request finished in the window", kv_full_in_s=full_in)
     out_tokens = sum(p.output_tokens for p in points) / done
-    calm: dict[float, float] = {}  # TTFT buckets of the stretches where nothing waited
-    for p in points:
-        if p.waiting == 0:
-            for le, c in p.ttft:
-                calm[le] = calm.get(le, 0.0) + c
-    buckets = sorted(calm.items())
-    t0, _ = histogram_quantile(0.5, buckets) if buckets else (None, False)
-    t0_p95, _ = histogram_quantile(0.95, buckets) if buckets else (None, False)
+    t0, t0_p95 = unqueued_ttft(points)
     if t0 is None or t0_p95 is None:
         return CapacityReport(
             cant_tell="no stretch without a queue to read unqueued TTFT from", kv_full_in_s=full_in

@@ -185,6 +185,7 @@ class Deriver:
             tpot_limit_s=min(tpot) if tpot else None,
             kv_capacity_tokens=kv_tokens,
             recent_s=self.window_s,
+            profile=profiles().get(tr.kind or ""),
         )
         tr.capacity_t, tr.capacity_n = t, n
         return tr.capacity

@@ -326,9 +326,10 @@ class Extract:
     )
     # whether its capacity waiters waited for KV (``enginestats``), worked out once likewise
     kv_blocked: bool | None = field(default=None, compare=False, repr=False)
-    # requests running and waiting (summed) and the fullest KV pool, as the capacity estimate
-    # reads each scrape of its window every few seconds: worked out once (``capacity._load``)
-    load_read: tuple[float | None, float | None, float | None] | None = field(
+    # the reader, then requests running and waiting and KV use as it combines them: the capacity
+    # estimate reads each scrape of its window every few seconds, worked out once per reader
+    # (``capacity._load``)
+    load_read: tuple[Any, float | None, float | None, float | None] | None = field(
         default=None, compare=False, repr=False
     )
 

@@ -498,9 +498,10 @@ class CapacityReport(_Report):
     # the load points the fit was made on: (mean running sequences, mean ITL s), oldest first
     observed: list[tuple[float, float]] | None = None
     kv_full_in_s: float | None = None  # KV use's robust trend reaches full in this long
-    # requests waiting at which queueing alone breaks the TTFT SLO (its limit x the finished
-    # rate), and when the waiting count's trend reaches it
+    # requests waiting at which queueing alone breaks the TTFT SLO (the wait it leaves after the
+    # unqueued TTFT p95, x the finished rate), and when the waiting count's trend reaches it
     queue_limit: float | None = None
+    ttft_unqueued_p95_s: float | None = None  # TTFT's p95 over stretches where nothing waited
     queue_full_in_s: float | None = None
     saturation: float | None = None  # the worst of p90 latency / its SLO (llm-d's index)
     saturation_slo: str | None = None  # the SLO it is: "ttft" or "tpot"

@@ -252,7 +252,7 @@ def _capacity(frame: Frame) -> list[str]:
         [
             e.name,
             capacity_text(e.capacity),
-            eta_text(e.capacity.kv_full_in_s)
+            eta_text(e.capacity.kv_full_in_s, "")
             if e.capacity.kv_full_in_s is not None
             else "no rising trend",
             saturation_text(e.capacity),
@@ -265,7 +265,7 @@ def _capacity(frame: Frame) -> list[str]:
             s.name,
             capacity_text(s.capacity),
             ", ".join(
-                f"{h.name} {eta_text(h.exhausted_in_s)}"
+                f"{h.name} {eta_text(h.exhausted_in_s, '')}"
                 for h in s.headroom
                 if h.exhausted_in_s is not None
             )

@@ -218,9 +218,10 @@ def saturation_text(c: CapacityReport | None) -> str:
     return out
 
 
-def eta_text(seconds: float) -> str:
-    """When a limit is reached: "now" (already there), else "in ~4 min"."""
-    return "now" if seconds <= 0 else f"in ~{duration_text(seconds)}"
+def eta_text(seconds: float, lead: str = "in ") -> str:
+    """When a limit is reached: "now" (already there), else "in ~4 min" (``lead`` "": "~4 min",
+    under a heading that says "in")."""
+    return "now" if seconds <= 0 else f"{lead}~{duration_text(seconds)}"
 
 
 def duration_text(seconds: float) -> str:

@@ -304,7 +304,13 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
         if cap.queue_full_in_s is not None and cap.queue_limit is not None:
             line(
                 "queue",
-                f"{num(cap.queue_limit)} waiting (TTFT's SLO from queueing alone) "
+                f"{num(cap.queue_limit)} waiting (TTFT's SLO from queueing alone"
+                + (
+                    f", after its unqueued p95 {cap.ttft_unqueued_p95_s:.2f} s"
+                    if cap.ttft_unqueued_p95_s is not None
+                    else ""
+                )
+                + ") "
                 f"{eta_text(cap.queue_full_in_s)} at this rate",
             )
         if cap.saturation is not None:

@@ -406,3 +406,44 @@ def test_perfdata_keeps_to_the_plugin_grammar(value):
         assert "tok_s'=1234568" in perf
     if value == 0.000123:
         assert "ttft_p95'=0.000123s" in perf
+
+
+def _two_ranks(page: str) -> str:
+    """A TP=2 SGLang page: every gauge sample repeated by rank 1, as SGLang writes it."""
+    out = []
+    for line in page.splitlines():
+        out.append(line)
+        if not line.startswith("#") and 'tp_rank="0"' in line and "_total" not in line:
+            if "_bucket" not in line and "_count" not in line and "_sum" not in line:
+                out.append(line.replace('tp_rank="0"', 'tp_rank="1"'))
+    return "\n".join(out) + "\n"
+
+
+def test_capacity_reads_the_load_the_dashboard_shows_on_repeating_ranks():
+    """SGLang repeats its running, queue and token-usage gauges on every TP rank. The Run column
+    read 10 while the capacity model summed the ranks to 20 (its own gauge reading): it learned
+    from twice the load. Now it reads through the profile's aggregation, as the dashboard does."""
+    from console.capacity import gauge_reader, load_points
+
+    sglang = profiles()["sglang"]
+    clock = Clock()
+    model = TrafficModel(TrafficSpec(rate_rps=4.0, seed=11, warmup_s=0), clock=clock)
+    hist = EngineHistory(keep_s=400)
+    for _ in range(120):
+        clock.t += 1.0
+        hist.add(extract(parse(_two_ranks(page_for("sglang", model))), sglang, clock.t))
+    shown = derive(hist.points, sglang, 60.0).fields["requests_running"]
+    assert shown == len(model.running) and shown > 0  # one rank's figure, as the engine has it
+    last = hist.points[-1]
+    assert gauge_reader(sglang)(last, "requests_running") == shown
+    assert gauge_reader(None)(last, "requests_running") == 2 * shown  # the old reading
+    read = load_points(hist.points, 300.0, None, gauge_reader(sglang))
+    summed = load_points(hist.points, 300.0, None, gauge_reader(None))
+    assert len(read) == len(summed) >= 6
+    for a, b in zip(read, summed, strict=True):  # every load point: one rank's running count
+        assert b.running == pytest.approx(2 * a.running)
+    # the estimate the console makes (derive passes the engine's profile) learns from the same
+    got = estimate(hist.points, 300.0, ttft_limit_s=2.0, tpot_limit_s=0.05,
+                   kv_capacity_tokens=None, profile=sglang)  # fmt: skip
+    ranks = [p.running for p in read]
+    assert got.seen_max_running is None or got.seen_max_running == pytest.approx(max(ranks))

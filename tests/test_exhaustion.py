@@ -324,3 +324,31 @@ def test_saturation_and_exhaustion_on_every_surface():
     assert (
         f'inferdeck_headroom_exhausted_in_seconds{{service="{s.name}",rule="queue"}} 95.0' in page
     )
+
+
+def test_the_queue_limit_leaves_the_first_token_its_own_time():
+    """TTFT SLO 2 s; with nothing waiting half the first tokens come within 1 s, the rest within
+    1.5 s (p95 1.45 s, interpolated); 4 requests finish a second. Queueing alone breaks the SLO
+    once the wait reaches what is left, 2 s − p95: at (2 − 1.45) × 4 = 2.2 waiting — it used to
+    be the whole 2 s × 4 = 8."""
+    from console.capacity import estimate, load_points, unqueued_ttft
+
+    hist = []
+    for k in range(120):
+        t = float(k)
+        done = 4.0 * k
+        hist.append(
+            Extract(
+                t=t,
+                gauges={"requests_running": {(): 8.0}, "requests_waiting": {(): 0.0}},
+                counters={"generation_tokens": {(): (400.0 * k,)},
+                          "requests_finished": {(): (done,)}},
+                histograms={"ttft": {(): (0.0, 0.5 * done, done, done)}},
+                bounds={"ttft": {(): (0.5, 1.0, 1.5, float("inf"))}},
+            )
+        )  # fmt: skip
+    got = estimate(hist, 300.0, ttft_limit_s=2.0, tpot_limit_s=None, kv_capacity_tokens=None)
+    _, p95 = unqueued_ttft(load_points(hist, 300.0, None))
+    assert p95 == pytest.approx(1.0 + 0.5 * (0.95 - 0.5) / 0.5)  # 1.45 s, inside 1.0–1.5
+    assert got.ttft_unqueued_p95_s == pytest.approx(p95)
+    assert got.queue_limit == pytest.approx((2.0 - p95) * 4.0)
