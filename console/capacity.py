@@ -456,6 +456,7 @@ def estimate(
     batch_limit: float | None = None,
     recent_s: float = 60.0,
     profile: EngineProfile | None = None,
+    batch_from: str | None = None,
 ) -> CapacityReport:
     """Capacity to the first SLO breach (requests per second), its binding limit and range, the
     room above the current rate; the times to a full KV cache and to a queue long enough to
@@ -468,6 +469,8 @@ def estimate(
         now or 0.0, read,
     )  # fmt: skip
     extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
+    if batch_limit:
+        extra.update(batch_limit=batch_limit, batch_from=batch_from or "given")
     if ttft_limit_s and now:
         # queued wait ~ waiting / the finished rate (Little's law): TTFT breaks from queueing alone
         # once this many wait — the wait the SLO leaves after the first token's own time (the
@@ -549,7 +552,8 @@ def _estimate(
     kv = [p.kv_tokens for p in points if p.kv_tokens]
     if kv and kv_capacity_tokens:
         bounds["kv"] = below(kv_capacity_tokens / (sum(kv) / len(kv)))
-    batch_limit = batch_limit or _batch_seen(points, kv_capacity_tokens)
+    seen = None if batch_limit else _batch_seen(points, kv_capacity_tokens)
+    batch_limit = batch_limit or seen
     if batch_limit:
         bounds["batch"] = below(batch_limit)
     if ttft_limit_s is not None and t0_p95 > ttft_limit_s:
@@ -612,6 +616,8 @@ def _estimate(
         itl_per_seq_s=fit.h,
         observed=[(p.running, p.itl_s) for p in points if p.itl_s is not None][-MAX_SHOWN:],
         queue_from=min(queued, key=lambda k: queued[k]) if queued else None,
+        batch_limit=batch_limit,
+        batch_from="the load (stretches that queued with KV room)" if seen else None,
         kv_full_in_s=full_in,
     )
 
@@ -658,10 +664,15 @@ def _tpot_tail(
     return 1.0
 
 
-def service_capacity(reports: Mapping[str, CapacityReport]) -> CapacityReport | None:
-    """A service's capacity over its replicas (engine name -> its report): each takes its own
-    share of arrivals, so rates and room add up; the replica with the least room names the
-    binding SLO; KV and queue exhaust at the soonest; saturation is the worst."""
+def service_capacity(
+    reports: Mapping[str, CapacityReport], routing: str = "round-robin"
+) -> CapacityReport | None:
+    """A service's capacity over its replicas (engine name -> its report), under the plan's
+    routing: round-robin (the default) gives every replica the same share of arrivals, so the
+    service breaks when its weakest does, at replicas × the weakest's rate, and the weakest
+    names the binding SLO; least-loaded routing sends each replica what it can take, so rates
+    add up and the replica with the least room names it. KV and queue exhaust at the soonest;
+    saturation is the worst."""
     if len(reports) <= 1:
         return next(iter(reports.values()), None)
     every = list(reports.values())
@@ -685,6 +696,23 @@ def service_capacity(reports: Mapping[str, CapacityReport]) -> CapacityReport | 
         vals = [getattr(r, key) for r in every]
         return None if any(v is None for v in vals) else sum(vals)
 
+    if routing == "round-robin":
+        weakest = min(every, key=lambda r: r.requests_per_s or 0.0)
+        n = len(every)
+        current = total("current_per_s")
+        cap = n * (weakest.requests_per_s or 0.0)
+        return CapacityReport(
+            requests_per_s=cap,
+            low=n * weakest.low if weakest.low is not None else None,
+            high=n * weakest.high if weakest.high is not None else None,
+            at_least=weakest.at_least,
+            current_per_s=current,
+            room_per_s=max(0.0, cap - current) if current is not None else None,
+            binding=weakest.binding,
+            limit=weakest.limit,
+            note=f"round-robin over {n} replicas: {n} × the weakest's rate",
+            **extra,
+        )
     tight = min(every, key=lambda r: r.room_per_s or 0.0)
     spans = [r for r in every if r.at_least]
     return CapacityReport(

@@ -237,7 +237,12 @@ def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
                     devices[p.pid] = f"{g.index}/{d.index}"
     found = asyncio.run(discover(gpu_pids=list(devices)))
     return [
-        EngineTarget(url=f.url, kind=f.kind, device=devices.get(f.pid) if f.pid else None)
+        EngineTarget(
+            url=f.url,
+            kind=f.kind,
+            device=devices.get(f.pid) if f.pid else None,
+            max_running=f.max_running,
+        )
         for f in found
     ]
 

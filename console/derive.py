@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from console import __version__
 from console.alerts import AlertBook, Condition
 from console.capacity import CAPACITY_WINDOW_S, RENEW_S, estimate
-from console.engines import profiles
+from console.engines import gauge_value, profiles
 from console.enginestats import by_model, derive
 from console.frame import CapacityReport, Engine, Frame, Limits, ServiceStatus
 from console.headroom import HeadroomState, evaluate
@@ -41,6 +41,7 @@ class _Track:
     capacity: CapacityReport | None = None  # the last estimate, and the scrape it was made at
     capacity_t: float | None = None
     capacity_n: int = 0  # scrapes the last estimate had (one: nothing windowed, renewed at once)
+    max_running: int | None = None  # the batch cap discovery read from its command line
 
 
 def _wall_step(offset: float) -> list[Condition]:
@@ -175,23 +176,40 @@ class Deriver:
             and not (tr.capacity.saturation is None and tr.capacity_n < n <= 10)
         ):
             return tr.capacity
-        slos = [default_slo(svc) for svc in self.plan.services if svc.engine_name == name]
+        served = [svc for svc in self.plan.services if name in svc.engine_names]
+        slos = [default_slo(svc) for svc in served]
         ttft = [x.ttft_s for x in slos if x.ttft_s is not None]
         tpot = [x.tpot_s for x in slos if x.tpot_s is not None]
+        # the batch cap, by what states it: the engine's own gauge (NIM's num_request_max), its
+        # command line as discovery read it, the plan; else the model reads it from the load
+        caps: list[tuple[float, str]] = []
+        prof = profiles().get(tr.kind or "")
+        spec = prof.signals.get("batch_limit") if prof is not None else None
+        values = tr.history.points[-1].gauges.get("batch_limit")
+        if spec is not None and values:
+            got = gauge_value(values, spec.aggregate, prof.replica_labels if prof else ())
+            if got is not None and got > 0:
+                caps.append((got, "the engine's own figure"))
+        if tr.max_running:
+            caps.append((float(tr.max_running), "its command line"))
+        caps += [(float(svc.max_running), "the plan") for svc in served if svc.max_running]
         tr.capacity = estimate(
             tr.history.points,
             CAPACITY_WINDOW_S,
             ttft_limit_s=min(ttft) if ttft else None,
             tpot_limit_s=min(tpot) if tpot else None,
             kv_capacity_tokens=kv_tokens,
+            batch_limit=caps[0][0] if caps else None,
+            batch_from=caps[0][1] if caps else None,
             recent_s=self.window_s,
-            profile=profiles().get(tr.kind or ""),
+            profile=prof,
         )
         tr.capacity_t, tr.capacity_n = t, n
         return tr.capacity
 
     def _engine(self, s: EngineSample) -> Engine:
         tr = self.tracks.setdefault(s.label, _Track(model=s.model))
+        tr.max_running = s.max_running or tr.max_running
         if not s.fresh:
             if tr.last is not None:
                 return tr.last

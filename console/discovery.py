@@ -27,6 +27,22 @@ class Found:
     url: str
     pid: int | None = None
     how: str = ""  # "cmdline" or "port probe"
+    # the batch cap its command line sets (the profile's max_seqs flag, e.g. --max-num-seqs)
+    max_running: int | None = None
+
+
+def flag_value(argv: list[str], flag: str) -> int | None:
+    """An integer flag's value from a command line (``--flag 64`` or ``--flag=64``), or None."""
+    for i, arg in enumerate(argv):
+        text = arg[len(flag) + 1 :] if arg.startswith(flag + "=") else None
+        if arg == flag and i + 1 < len(argv):
+            text = argv[i + 1]
+        if text is not None:
+            try:
+                return int(text)
+            except ValueError:
+                return None
+    return None
 
 
 def read_cmdline(pid: int, proc: Path = Path("/proc")) -> list[str] | None:
@@ -52,9 +68,12 @@ def from_processes(pids: Iterable[int], proc: Path = Path("/proc")) -> list[Foun
         if hit is None:
             continue
         kind, port = hit
-        spec = profiles()[kind].discover
+        prof = profiles()[kind]
+        spec = prof.discover
         url = f"http://127.0.0.1:{port}{spec.path if spec else '/metrics'}"
-        found.setdefault(url, Found(kind, url, pid, "cmdline"))
+        flag = prof.knobs.max_seqs
+        cap = flag_value(argv, flag) if argv and flag.startswith("--") else None
+        found.setdefault(url, Found(kind, url, pid, "cmdline", cap))
     return list(found.values())
 
 

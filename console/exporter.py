@@ -9,7 +9,7 @@ import hashlib
 import math
 from collections import Counter
 
-from console.frame import Frame
+from console.frame import CapacityReport, Frame
 from console.plan import Plan
 from console.verdict import EXIT
 
@@ -92,11 +92,22 @@ HELP = {
     "capacity_requests_per_second": (
         "gauge",
         "The finished-request rate at which the engine's first SLO breaks (slo: the one that "
-        "breaks; bound: estimate, low, high; console/capacity.py), absent when it cannot tell.",
+        "breaks; bound: estimate, low, high, or at_least past the load seen: only a floor; "
+        "console/capacity.py), absent when it cannot tell.",
     ),
     "capacity_room_requests_per_second": (
         "gauge",
-        "Requests a second the engine can take above its current rate before that SLO breaks.",
+        "Requests a second the engine can take above its current rate before that SLO breaks "
+        "(bound: estimate, or at_least: a floor).",
+    ),
+    "capacity_queue_limit_requests": (
+        "gauge",
+        "Requests waiting at which queueing alone breaks the TTFT SLO (the wait it leaves after "
+        "the unqueued TTFT p95, times the finished rate).",
+    ),
+    "capacity_batch_limit_sequences": (
+        "gauge",
+        "The batch cap the capacity model used (from: engine, command line, plan, load).",
     ),
     "kv_full_in_seconds": (
         "gauge",
@@ -126,16 +137,34 @@ HELP = {
     ),
     "service_capacity_requests_per_second": (
         "gauge",
-        "The service's replicas' capacities to their first SLO breach, summed (bound: estimate, "
-        "low, high).",
+        "The service's capacity to its first SLO breach under its routing (round-robin: "
+        "replicas x the weakest; least-loaded: summed; bound: estimate, low, high, or at_least: "
+        "a floor).",
     ),
     "service_capacity_room_requests_per_second": (
         "gauge",
-        "Requests a second the service's replicas take above their current rate, summed.",
+        "Requests a second the service takes above its current rate (bound: estimate, or "
+        "at_least: a floor).",
     ),
     "gpu_utilization_ratio": ("gauge", "NVML GPU utilisation (absent under MIG)."),
     "gpu_activity_ratio": ("gauge", "GPM graphics activity of a GPU or MIG GPU instance."),
 }
+
+
+# what stated the batch cap (CapacityReport.batch_from), as a label value
+_BATCH_FROM = {
+    "the engine's own figure": "engine",
+    "its command line": "command_line",
+    "the plan": "plan",
+}
+
+
+def _bounds(cap: CapacityReport) -> list[tuple[str, float | None]]:
+    """A capacity's exported bounds: the estimate and its range, or past the load seen only a
+    floor (bound="at_least"), never shown as an estimate."""
+    if cap.at_least:
+        return [("at_least", cap.requests_per_s)]
+    return [("estimate", cap.requests_per_s), ("low", cap.low), ("high", cap.high)]
 
 
 def plan_hash(plan: Plan) -> str:
@@ -185,15 +214,17 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
     for e in frame.engines:
         p.add("engine_up", 1.0 if e.up else 0.0, engine=e.name, kind=e.kind or "")
         cap = e.capacity
-        if cap is not None and cap.requests_per_s is not None and not cap.at_least:
+        if cap is not None and cap.requests_per_s is not None:
             breaks = cap.binding or ""
-            for bound, value in (
-                ("estimate", cap.requests_per_s),
-                ("low", cap.low),
-                ("high", cap.high),
-            ):
+            for bound, value in _bounds(cap):
                 p.add("capacity_requests_per_second", value, engine=e.name, slo=breaks, bound=bound)
-            p.add("capacity_room_requests_per_second", cap.room_per_s, engine=e.name, slo=breaks)
+            p.add("capacity_room_requests_per_second", cap.room_per_s, engine=e.name, slo=breaks,
+                  bound="at_least" if cap.at_least else "estimate")  # fmt: skip
+        if cap is not None and cap.queue_limit is not None:
+            p.add("capacity_queue_limit_requests", cap.queue_limit, engine=e.name)
+        if cap is not None and cap.batch_limit is not None:
+            p.add("capacity_batch_limit_sequences", cap.batch_limit, engine=e.name,
+                  source=_BATCH_FROM.get(cap.batch_from or "", "load"))  # fmt: skip
         if cap is not None and e.not_judged is None:  # just back: nothing to fire on yet
             p.add("kv_full_in_seconds", cap.kv_full_in_s, engine=e.name)
             p.add("queue_full_in_seconds", cap.queue_full_in_s, engine=e.name)
@@ -211,12 +242,8 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
             p.add("headroom_severity", SEVERITY.get(h.state), service=s.name, rule=h.name)
             p.add("headroom_exhausted_in_seconds", h.exhausted_in_s, service=s.name, rule=h.name)
         cap = s.capacity
-        if cap is not None and cap.requests_per_s is not None and not cap.at_least:
-            for bound, value in (
-                ("estimate", cap.requests_per_s),
-                ("low", cap.low),
-                ("high", cap.high),
-            ):
+        if cap is not None and cap.requests_per_s is not None:
+            for bound, value in _bounds(cap):
                 p.add(
                     "service_capacity_requests_per_second",
                     value,
@@ -229,6 +256,7 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
                 cap.room_per_s,
                 service=s.name,
                 slo=cap.binding or "",
+                bound="at_least" if cap.at_least else "estimate",
             )
         slo = s.slo
         if slo is not None:

@@ -491,6 +491,8 @@ class CapacityReport(_Report):
     next_limit: str | None = None  # the bound after it, and its rate
     next_per_s: float | None = None
     queue_from: str | None = None  # the bound past which arrivals queue: "kv" or "batch"
+    batch_limit: float | None = None  # the batch cap the model used, and what stated it
+    batch_from: str | None = None  # "the plan", "its command line", "the engine's own figure"...
     running_at_limit: float | None = None  # running sequences at the binding bound
     seen_max_running: float | None = None  # the highest load of the window's fit
     itl_base_s: float | None = None  # the fit: ITL = base + per_seq x running

@@ -418,7 +418,8 @@ def _service(
         last_recovery_s=recovered[1] if recovered else None,
         headroom=heads,
         capacity=service_capacity(
-            {e.name: e.capacity for e in replicas or [engine] if e.up and e.capacity}
+            {e.name: e.capacity for e in replicas or [engine] if e.up and e.capacity},
+            svc.routing,
         )
         if engine is not None
         else None,

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -70,6 +70,12 @@ class Service(_Strict):
     replicas: list[str] | None = (
         None  # several engines serving this service (SLOs sum their buckets)
     )
+    # how the router spreads requests over the replicas: round-robin (equal shares: the service
+    # breaks with its weakest replica) or least-loaded (each takes what it can: capacities add)
+    routing: Literal["round-robin", "least-loaded"] = "round-robin"
+    # the engine's batch cap (vLLM --max-num-seqs, SGLang --max-running-requests ...), for the
+    # capacity model when the engine exports none and discovery did not read it
+    max_running: int | None = Field(None, gt=0)
     device: str
     model: str | ModelShape
     weight_bits: float | None = Field(None, gt=0, le=32)

@@ -91,6 +91,7 @@ class EngineTarget:
     model: str | None = None  # for engines whose series carry no model label
     top_models: list[str] | None = None  # Triton: the models clients call (else read from its API)
     api_url: str | None = None  # Triton's HTTP API (default: the metrics host, port 8000)
+    max_running: int | None = None  # its batch cap, as its command line set it (discovery)
     # the URL as fetched when its query holds a secret; ``url`` shows it masked
     fetch_url: str | None = field(default=None, repr=False)
 
@@ -353,6 +354,7 @@ class Poller:
             "url": target.url,
             "device": target.device,
             "model": target.model,
+            "max_running": target.max_running,
         }
         if state.polled and target.interval_s and now < state.next_due:
             return EngineSample(**base, t=now, fresh=False)

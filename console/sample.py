@@ -47,6 +47,7 @@ class EngineSample:
     slots: SlotsReading | None = None  # llama.cpp /slots
     top_models: list[str] | None = None  # Triton: models no ensemble calls (API or config)
     moved_to: str | None = None  # the page came from another host, by a redirect: that host
+    max_running: int | None = None  # the batch cap its command line set (discovery), if seen
 
 
 @dataclass

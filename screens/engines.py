@@ -299,6 +299,8 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
                 f"ITL ≈ {cap.itl_base_s * 1000:.1f} ms + {cap.itl_per_seq_s * 1000:.2f} ms × "
                 f"running (load seen up to {num(cap.seen_max_running)} sequences)",
             )
+        if cap.batch_limit is not None:
+            line("batch cap", f"{num(cap.batch_limit)} sequences (from {cap.batch_from})")
         if cap.kv_full_in_s is not None:
             line("KV cache", f"full {eta_text(cap.kv_full_in_s)} at this rate")
         if cap.queue_full_in_s is not None and cap.queue_limit is not None:

@@ -266,10 +266,26 @@ def test_every_surface_says_the_room_and_its_binding_slo():
         in page
     )
     assert (
-        f'inferdeck_capacity_room_requests_per_second{{engine="{e.name}",slo="tpot"}} 1.4' in page
+        f'inferdeck_capacity_room_requests_per_second{{engine="{e.name}",slo="tpot",bound="estimate"}} 1.4'
+        in page
     )
     assert f'inferdeck_kv_full_in_seconds{{engine="{e.name}"}} 240.0' in page
     assert f"'{e.name} room_rps'=1.4" in perfdata(frame, Plan())
+    # past the load seen the figure is a floor: exported as one (it was left out, so the
+    # exporter showed nothing for a whole wave), never as an estimate with a range
+    floor = frame.engines[0].model_copy(
+        update={"capacity": beyond.model_copy(update={"room_per_s": 5.0})}
+    )
+    page = frame_metrics(frame.model_copy(update={"engines": [floor]}), Plan(), "t")
+    assert (
+        f'inferdeck_capacity_requests_per_second{{engine="{e.name}",slo="",bound="at_least"}} 9.0'
+        in page
+    )
+    assert 'bound="estimate"' not in page.split("inferdeck_capacity_requests_per_second")[-1]
+    assert (
+        f'inferdeck_capacity_room_requests_per_second{{engine="{e.name}",slo="",bound="at_least"}} '
+        "5.0" in page
+    )
 
 
 def test_a_kv_pool_filling_within_ten_minutes_is_a_warning_finding():
@@ -447,3 +463,57 @@ def test_capacity_reads_the_load_the_dashboard_shows_on_repeating_ranks():
                    kv_capacity_tokens=None, profile=sglang)  # fmt: skip
     ranks = [p.running for p in read]
     assert got.seen_max_running is None or got.seen_max_running == pytest.approx(max(ranks))
+
+
+def _nim(page: str, request_max: int) -> str:
+    """The vLLM page as NIM for LLMs writes it: no prefix, the older KV name, its request max."""
+    text = page.replace("vllm:kv_cache_usage_perc", "gpu_cache_usage_perc").replace("vllm:", "")
+    return text + f'# TYPE num_request_max gauge\nnum_request_max{{model_name="m"}} {request_max}\n'
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["engine", "command line", "plan", "none"],
+)
+def test_the_batch_cap_comes_from_the_engine_its_command_line_or_the_plan(how):
+    """The model's batch bound used to be read only from stretches that queued with KV room: a
+    NIM's num_request_max, the --max-num-seqs discovery saw and a plan's max_running were never
+    used. Each is now, in that order, and the report says which stated it."""
+    from console.derive import Deriver
+    from console.plan import Plan
+    from tests.frames import engine_sample
+
+    plan = Plan.model_validate(
+        {
+            "services": [
+                {"name": "chat", "engine": "e", "device": "0", "model": "llama-3.1-8b",
+                 "weight_bits": 16, "tokens_per_sequence": 4096, "concurrent_sequences": 8,
+                 **({"max_running": 64} if how != "none" else {})}
+            ]
+        }
+    )  # fmt: skip
+    deriver = Deriver(plan, window_s=60)
+    clock = Clock()
+    model = TrafficModel(TrafficSpec(rate_rps=3.0, seed=4, warmup_s=0), clock=clock)
+    kind = "nim" if how == "engine" else "vllm"
+    for _ in range(30):
+        clock.t += 1.0
+        page = page_for("vllm", model)
+        ex = extract(parse(_nim(page, 24) if kind == "nim" else page), profiles()[kind], clock.t)
+        more = {"max_running": 48} if how in ("engine", "command line") else {}
+        frame = deriver.frame(engine_sample(ex, label="e", kind=kind, **more))
+    cap = frame.engines[0].capacity
+    assert cap is not None
+    want = {"engine": (24, "the engine's own figure"), "command line": (48, "its command line"),
+            "plan": (64, "the plan"), "none": (None, None)}[how]  # fmt: skip
+    assert (cap.batch_limit, cap.batch_from) == want
+
+
+def test_discovery_reads_the_batch_cap_from_a_command_line():
+    from console.discovery import flag_value
+
+    assert flag_value(["vllm", "serve", "m", "--max-num-seqs", "64"], "--max-num-seqs") == 64
+    assert flag_value(["python", "-m", "x", "--max-num-seqs=32"], "--max-num-seqs") == 32
+    assert flag_value(["vllm", "serve", "m"], "--max-num-seqs") is None
+    assert flag_value(["vllm", "--max-num-seqs", "lots"], "--max-num-seqs") is None
+    assert flag_value(["vllm", "--max-num-seqs"], "--max-num-seqs") is None

@@ -189,10 +189,16 @@ def test_a_service_adds_its_replicas_room_and_the_tightest_names_the_slo():
         saturation_slo="ttft",
         saturating=True,
     )
-    got = service_capacity({"a": a, "b": b})
+    got = service_capacity({"a": a, "b": b}, "least-loaded")
     assert got is not None
     assert (got.requests_per_s, got.low, got.high, got.room_per_s) == (11.0, 9.5, 12.5, 5.0)
     assert got.binding == "tpot" and got.current_per_s == 6.0
+    # round-robin (the default): equal shares, so the service breaks with its weakest replica,
+    # a, at 2 × 5 = 10 req/s (2 × its range), 4 of room over the 6 running now
+    rr = service_capacity({"a": a, "b": b})
+    assert rr is not None
+    assert (rr.requests_per_s, rr.low, rr.high, rr.room_per_s) == (10.0, 9.0, 11.0, 4.0)
+    assert rr.binding == "tpot" and rr.limit == "tpot" and "round-robin" in (rr.note or "")
     assert got.kv_full_in_s == 300.0 and got.saturation == 0.9 and got.saturating is True
     assert service_capacity({"a": a}) is a
     unsure = service_capacity({"a": a, "c": CapacityReport(cant_tell="load never varied")})

@@ -163,6 +163,8 @@ def test_discovers_a_running_engine_process_and_probes_ports():
             "sglang.launch_server",
             "--port",
             str(eng.server.port),
+            "--max-running-requests",
+            "96",
         ]
     )
     try:
@@ -176,6 +178,7 @@ def test_discovers_a_running_engine_process_and_probes_ports():
             time.sleep(0.02)  # right after fork the child still shows the parent's command line
         found = from_processes([proc.pid])
         assert [(f.kind, f.url, f.pid) for f in found] == [("sglang", eng.url, proc.pid)]
+        assert found[0].max_running == 96  # SGLang's batch cap, by its profile's flag
         probed = asyncio.run(probe_ports([eng.server.port, 9]))
         assert [(f.kind, f.url, f.how) for f in probed] == [("sglang", eng.url, "port probe")]
     finally:
