@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from console import __version__
 from console.alerts import AlertBook, Condition
-from console.capacity import CAPACITY_WINDOW_S, RENEW_S, estimate
+from console.capacity import CAPACITY_WINDOW_S, RENEW_S, Backtest, estimate
 from console.engines import gauge_value, profiles
 from console.enginestats import by_model, derive
 from console.frame import CapacityReport, Engine, Frame, Limits, ServiceStatus
@@ -42,6 +42,7 @@ class _Track:
     capacity_t: float | None = None
     capacity_n: int = 0  # scrapes the last estimate had (one: nothing windowed, renewed at once)
     max_running: int | None = None  # the batch cap discovery read from its command line
+    backtest: Backtest = field(default_factory=Backtest)  # its estimates, scored on what followed
 
 
 def _wall_step(offset: float) -> list[Condition]:
@@ -193,17 +194,19 @@ class Deriver:
         if tr.max_running:
             caps.append((float(tr.max_running), "its command line"))
         caps += [(float(svc.max_running), "the plan") for svc in served if svc.max_running]
-        tr.capacity = estimate(
+        limits = {"ttft": min(ttft) if ttft else None, "tpot": min(tpot) if tpot else None}
+        report = estimate(
             tr.history.points,
             CAPACITY_WINDOW_S,
-            ttft_limit_s=min(ttft) if ttft else None,
-            tpot_limit_s=min(tpot) if tpot else None,
+            ttft_limit_s=limits["ttft"],
+            tpot_limit_s=limits["tpot"],
             kv_capacity_tokens=kv_tokens,
             batch_limit=caps[0][0] if caps else None,
             batch_from=caps[0][1] if caps else None,
             recent_s=self.window_s,
             profile=prof,
         )
+        tr.capacity = tr.backtest.update(tr.history.points, self.window_s, report, limits)
         tr.capacity_t, tr.capacity_n = t, n
         return tr.capacity
 
@@ -225,6 +228,7 @@ class Deriver:
         if s.up and s.extract is not None and s.kind is not None:
             if tr.kind != s.kind:
                 tr.history.clear()
+                tr.backtest = Backtest()
             tr.kind = s.kind
             profile = profiles()[s.kind]
             ex = s.extract

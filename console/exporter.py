@@ -105,6 +105,11 @@ HELP = {
         "Requests waiting at which queueing alone breaks the TTFT SLO (the wait it leaves after "
         "the unqueued TTFT p95, times the finished rate).",
     ),
+    "capacity_backtest_estimates": (
+        "gauge",
+        "The engine's last capacity estimates scored on the minute of load after each "
+        "(outcome: held, missed).",
+    ),
     "capacity_batch_limit_sequences": (
         "gauge",
         "The batch cap the capacity model used (from: engine, command line, plan, load).",
@@ -220,6 +225,11 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
                 p.add("capacity_requests_per_second", value, engine=e.name, slo=breaks, bound=bound)
             p.add("capacity_room_requests_per_second", cap.room_per_s, engine=e.name, slo=breaks,
                   bound="at_least" if cap.at_least else "estimate")  # fmt: skip
+        if cap is not None and cap.backtest_scored:
+            held = float(cap.backtest_held or 0)
+            p.add("capacity_backtest_estimates", held, engine=e.name, outcome="held")
+            p.add("capacity_backtest_estimates", cap.backtest_scored - held, engine=e.name,
+                  outcome="missed")  # fmt: skip
         if cap is not None and cap.queue_limit is not None:
             p.add("capacity_queue_limit_requests", cap.queue_limit, engine=e.name)
         if cap is not None and cap.batch_limit is not None:

@@ -514,6 +514,11 @@ class CapacityReport(_Report):
     saturating: bool | None = None  # concurrency and TTFT both rising (GuideLLM's slope test)
     cant_tell: str | None = None  # why there is no estimate
     note: str | None = None
+    # the last estimates scored on the minute of load after each (capacity.Backtest): how many,
+    # how many held, and how many the load reached (the rest held without being put to the test)
+    backtest_scored: int | None = None
+    backtest_held: int | None = None
+    backtest_tested: int | None = None
 
 
 class EnergyReport(_Report):

@@ -299,6 +299,12 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
                 f"ITL ≈ {cap.itl_base_s * 1000:.1f} ms + {cap.itl_per_seq_s * 1000:.2f} ms × "
                 f"running (load seen up to {num(cap.seen_max_running)} sequences)",
             )
+        if cap.backtest_scored:
+            line(
+                "backtest",
+                f"last {cap.backtest_scored} estimates: {cap.backtest_held} held on the minute "
+                f"after each ({cap.backtest_tested} reached by the load)",
+            )
         if cap.batch_limit is not None:
             line("batch cap", f"{num(cap.batch_limit)} sequences (from {cap.batch_from})")
         if cap.kv_full_in_s is not None:
