@@ -545,6 +545,40 @@ def estimate(
     return report.model_copy(update=extra)
 
 
+def _prefill_fit(points: Sequence[LoadPoint]) -> tuple[float, float, float] | None:
+    """``TTFT median ≈ a + b·n`` over the stretches where nothing waited (each with 3 requests
+    at least), when it rises beyond three standard errors over a load that varied, with the
+    p95's ratio to the median within a stretch (the median of the stretches' ratios: pooled
+    stretches would mix levels); else None (the first token's time does not depend on the load
+    seen)."""
+    xy = []
+    ratios = []
+    for p in points:
+        if p.waiting > 0 or not p.ttft or p.ttft[-1][1] < 3:
+            continue
+        med, _ = histogram_quantile(0.5, p.ttft)
+        if med is not None:
+            xy.append((p.running, med))
+            p95, ge = histogram_quantile(0.95, p.ttft)
+            if p95 is not None and not ge and med > 0:
+                ratios.append(p95 / med)
+    if len(xy) < MIN_POINTS:
+        return None
+    xs = [x for x, _ in xy]
+    mean = sum(xs) / len(xs)
+    sxx = sum((x - mean) ** 2 for x in xs)
+    if max(xs) - min(xs) < 2.0 or sxx <= 0:
+        return None
+    ym = sum(y for _, y in xy) / len(xy)
+    b = sum((x - mean) * (y - ym) for x, y in xy) / sxx
+    a = ym - b * mean
+    s2 = sum((y - a - b * x) ** 2 for x, y in xy) / max(1, len(xy) - 2)
+    if b <= 0 or b < 3 * math.sqrt(s2 / sxx):
+        return None
+    ratios.sort()
+    return a, b, max(1.0, ratios[len(ratios) // 2]) if ratios else 1.0
+
+
 def unqueued_ttft(points: Sequence[LoadPoint]) -> tuple[float | None, float | None]:
     """TTFT's median and p95 over the stretches where nothing waited: the first token's own
     time, without a queue (None, None when no such stretch finished a request)."""
@@ -603,12 +637,18 @@ def _estimate(
             cant_tell="no stretch without a queue to read unqueued TTFT from", kv_full_in_s=full_in
         )
     tail = _tpot_tail(history, window_s, mix, fit)
+    # prefill contention: the first token's own time growing with the sequences running (their
+    # decode steps share the GPU with each new prompt's prefill)
+    prefill = _prefill_fit(points)
+
+    def first(n: float) -> float:
+        return max(t0, prefill[0] + prefill[1] * n) if prefill else t0
 
     def itl(n: float, w: float = fit.w, h: float = fit.h) -> float:
         return max(1e-6, w + h * n)
 
     def rate(n: float, w: float = fit.w, h: float = fit.h) -> float:
-        return n / (t0 + max(0.0, out_tokens - 1) * itl(n, w, h))
+        return n / (first(n) + max(0.0, out_tokens - 1) * itl(n, w, h))
 
     # the running count swings around its mean as arrivals come and go (about as a Poisson
     # count: variance ~ c x mean, c read from the stretches); a bound is met by the swing's
@@ -631,7 +671,10 @@ def _estimate(
     batch_limit = batch_limit or seen
     if batch_limit:
         bounds["batch"] = below(batch_limit)
-    if ttft_limit_s is not None and t0_p95 > ttft_limit_s:
+    if prefill and ttft_limit_s is not None:
+        # the SLO breaks where the fitted median, scaled to its p95, reaches it
+        bounds["prefill"] = below((ttft_limit_s / prefill[2] - prefill[0]) / prefill[1])
+    elif ttft_limit_s is not None and t0_p95 > ttft_limit_s:
         return CapacityReport(
             requests_per_s=now,
             room_per_s=0.0,

@@ -157,7 +157,11 @@ def workload_text(w: object) -> str:
 
 
 _BREAKS = {"tpot": "TPOT p95 crosses its SLO", "ttft": "TTFT p95 crosses its SLO"}
-_LIMITS = {"kv": "the KV pool fills and arrivals queue", "batch": "the batch limit is reached"}
+_LIMITS = {
+    "kv": "the KV pool fills and arrivals queue",
+    "batch": "the batch limit is reached",
+    "prefill": "prefill slows as more sequences run",
+}
 
 
 def capacity_text(c: CapacityReport | None) -> str:
@@ -183,7 +187,9 @@ def capacity_text(c: CapacityReport | None) -> str:
         out += f", {c.low:.1f}–{c.high:.1f}"
     out += f"; now {now:.1f})"
     if c.next_limit and c.next_per_s is not None:
-        out += f"; {c.next_limit.upper() if c.next_limit != 'batch' else 'batch'} next at "
+        out += (
+            f"; {c.next_limit.upper() if c.next_limit in ('kv', 'tpot') else c.next_limit} next at "
+        )
         out += f"+{max(0.0, c.next_per_s - now):.1f}"
     return out
 

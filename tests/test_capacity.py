@@ -626,3 +626,42 @@ def test_each_estimate_is_scored_on_the_minute_of_load_after_it():
         )
     assert len(bt.scores) == 12 and all(held for held, _ in bt.scores)
     assert len(bt.bets) <= 2
+
+
+def test_prefill_contention_is_a_bound_of_its_own():
+    """TTFT broke from prefill contention at about 4 running sequences on a real vLLM, with no
+    queue and the KV pool far from full: the model knew only queueing bounds for TTFT. The first
+    token's median now fitted against the running count: median 0.1 + 0.08·n s, p95 1.2 × it,
+    TTFT SLO 1 s: 1.2 × (0.1 + 0.08·n) = 1 at n = 9.17."""
+    les = tuple(round(0.05 * i, 2) for i in range(1, 61)) + (float("inf"),)
+    gen = fin = 0.0
+    tpot, ttft = [0.0] * len(les), [0.0] * len(les)
+    hist = []
+    for k in range(301):
+        n = 7.0 + 5.0 * math.sin(2 * math.pi * k / 120)  # 2 to 12 running, smoothly
+        if k:
+            step = 0.02 + 0.0005 * n
+            tokens = n / step
+            done = tokens / 100
+            gen, fin = gen + tokens, fin + done
+            med = 0.1 + 0.08 * n
+            for i, le in enumerate(les):  # half just under the median, the rest up to 1.2 x
+                ttft[i] += done * (0.5 * (le >= 0.9 * med) + 0.45 * (le >= 1.1 * med)
+                                   + 0.05 * (le >= 1.2 * med))  # fmt: skip
+                tpot[i] += done if step <= le else 0.0
+        hist.append(
+            Extract(
+                t=1000.0 + k,
+                gauges={"requests_running": {(): round(n)}, "requests_waiting": {(): 0.0}},
+                counters={"generation_tokens": {(): (gen,)}, "requests_finished": {(): (fin,)}},
+                histograms={"tpot": {(): tuple(tpot)}, "ttft": {(): tuple(ttft)}},
+                bounds={"tpot": {(): les}, "ttft": {(): les}},
+            )
+        )
+    from console.units import capacity_text
+
+    got = estimate(hist, 300.0, ttft_limit_s=1.0, tpot_limit_s=0.1, kv_capacity_tokens=None)
+    assert got.cant_tell is None, got
+    assert (got.binding, got.limit) == ("ttft", "prefill"), got
+    assert got.running_at_limit == pytest.approx(9.17, rel=0.15), got
+    assert "prefill slows as more sequences run" in capacity_text(got)
