@@ -14,6 +14,7 @@ from console.charts import slo_lines
 from console.frame import Engine, Frame, Limits, Percentiles
 from console.plan import SloSpec
 from console.textchart import fit_chart
+from console.thresholds import at_least
 from console.units import (
     FEW,
     NA,
@@ -89,6 +90,16 @@ def _completion_target(e: Engine, pane: EnginePane) -> float:
 def _kv(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
     if e.kv_cache_usage is None:
         return cell(NA, c["dim"])
+    if not pane.wide:  # 80 columns: the figure without its bar (coloured as it), so Room fits
+        use = e.kv_cache_usage
+        style = (
+            c["error"]
+            if at_least(use, 0.97)
+            else c["warning"]
+            if at_least(use, _limits(pane).kv_usage_critical)
+            else ""
+        )
+        return cell(f"{use * 100:.0f}%", style)
     return bar_cell(
         e.kv_cache_usage,
         3,
@@ -121,8 +132,8 @@ def _saturation_style(e: Engine, c: dict[str, str]) -> str:
     return c["error"] if cap.saturation >= 2 else c["warning"] if cap.saturation >= 1 else ""
 
 
-COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
-    # label, key, width, wide only, cell
+COLUMNS: list[tuple[str, str, int | tuple[int, int], bool, Cell]] = [
+    # label, key, width (or narrow and wide widths), wide only, cell
     ("Engine", "engine", 12, False, _name),
     ("Kind", "kind", 8, True, lambda e, c, p: cell(e.kind or "?")),
     (
@@ -153,10 +164,22 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
             num(e.requests_waiting), c["warning"] if (e.requests_waiting or 0) > 0 else ""
         ),
     ),
-    ("KV", "kv", 8, False, _kv),
+    ("KV", "kv", (4, 8), False, _kv),
     ("tok/s", "tps", 5, False, lambda e, c, p: cell(num(e.generation_tokens_per_s))),
-    ("TTFT95", "ttft", 10, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"], 10)),
-    ("TPOT95", "tpot", 10, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"], 10)),
+    (
+        "TTFT95",
+        "ttft",
+        (9, 10),
+        False,
+        lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"], 10 if p.wide else 9),
+    ),
+    (
+        "TPOT95",
+        "tpot",
+        (9, 10),
+        False,
+        lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"], 10 if p.wide else 9),
+    ),
     ("OK%", "ok", 4, False, _ok),
     (
         "Req/s",
@@ -168,10 +191,10 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
     (
         "Room",
         "room",
-        11,
-        True,
+        (6, 11),
+        False,  # the room before an SLO breaks is on every width (at 80 columns its rate only)
         lambda e, c, p: cell(
-            room_cell(e.capacity),
+            room_cell(e.capacity) if p.wide else room_cell(e.capacity).split(" ")[0],
             "" if e.capacity and e.capacity.requests_per_s is not None else c["dim"],
         ),
     ),
@@ -194,6 +217,10 @@ COLUMNS: list[tuple[str, str, int, bool, Cell]] = [
 ]
 
 
+def _width(width: int | tuple[int, int], wide: bool) -> int:
+    return width if isinstance(width, int) else width[1 if wide else 0]
+
+
 class EnginePane(TablePane):
     def __init__(self) -> None:
         super().__init__("Engines", id="engines")
@@ -206,7 +233,7 @@ class EnginePane(TablePane):
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
         self.name_width = 18 if wide else 12
         return [
-            (label, key, width + (6 if key == "engine" and wide else 0))
+            (label, key, _width(width, wide) + (6 if key == "engine" and wide else 0))
             for label, key, width, wide_only, _ in COLUMNS
             if wide or not wide_only
         ]
