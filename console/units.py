@@ -90,9 +90,8 @@ def quantile_text(
     engine started, '°' over the part of the window watched so far, '±' (or its bucket with
     ``ranges``) when its bucket spans more than 1.5x, and '·N' when fewer than FEW requests stand
     behind it (unless ``count`` is off). With ``fit`` (a table cell's width), '±' then '~' are left
-    out when all does not fit, and the cell ends with '…' to say so (where even that does not
-    fit, the shortest form that does, without it): the value, '≥', '*' or '°' and the count are
-    never the part cut."""
+    out when all does not fit, and the cell ends with '…' to say so: the value, '≥', '*' or '°'
+    and the count are never the part cut."""
     value = getattr(p, name) if p is not None else None
     if p is None or value is None:
         return NA
@@ -106,8 +105,6 @@ def quantile_text(
         for shorter in (approx + core + when + few, core + when + few):
             if len(shorter) < len(text) and len(shorter) + len(CUT) <= fit:
                 return shorter + CUT
-        if len(core + when + few) <= fit:
-            return core + when + few
     return text  # still too long: the table ends it with '…
 
 
@@ -207,10 +204,12 @@ def room_cell(c: CapacityReport | None) -> str:
 
 
 def saturation_cell(c: CapacityReport | None) -> str:
-    """The saturation index (worst p90 / SLO) in short, with "↑" while load and TTFT rise."""
+    """The saturation index (worst p90 / SLO) in short, a multiple of the SLO ("0.59×", "76×"),
+    with "↑" while load and TTFT rise."""
     if c is None or c.saturation is None:
         return NA
-    return f"{c.saturation:.2f}" + ("↑" if c.saturating else "")
+    s = c.saturation
+    return (f"{s:.2f}×" if s < 10 else f"{s:.0f}×") + ("↑" if c.saturating else "")
 
 
 def saturation_text(c: CapacityReport | None) -> str:

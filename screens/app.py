@@ -70,14 +70,15 @@ class InferdeckApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),  # as in htop and k9s
         Binding("question_mark", "help", "Help", key_display="?"),
+        # what is wrong and what to turn come first in the footer, before the view's own keys
+        Binding("a", "alerts", "Alerts in full"),
+        Binding("F", "findings", "Findings"),
         Binding("p", "pause", "Pause"),
         Binding("w", "window", "Window"),
         Binding("v", "view", "Budget/SLO/Cost"),
         Binding("s", "snapshot", "Snapshot"),
         Binding("m", "mig", "MIG"),
         Binding("S", "snapshots", "Saved", show=False),
-        Binding("F", "findings", "Findings", show=False),
-        Binding("a", "alerts", "Alerts in full", show=False),
         Binding("slash", "filter", "Filter rows", show=False, key_display="/"),
         Binding("o", "sort(1)", "Sort by next column", show=False),
         Binding("greater_than_sign", "sort(1)", "Sort by next column", show=False, key_display=">"),

@@ -460,8 +460,12 @@ class KeyBar(Static):
         ]
 
     def line(self, width: int) -> tuple[Text, int]:
-        """The bar at ``width`` and how many keys it leaves out."""
+        """The bar at ``width`` and how many keys it leaves out. When some are left out, '? all
+        keys' ends the line and Help is not listed besides (one '?')."""
         entries = self.entries()
+        whole = sum(Text.assemble(f" {k}", f" {w} ").cell_len for k, w in entries)
+        if whole > width:
+            entries = [e for e in entries if e[1] != "Help"]
         out = Text(no_wrap=True)
         self._key_cells: list[tuple[int, int, str]] = []  # cells of each key's entry, its words
         for n, (key, what) in enumerate(entries):

@@ -723,8 +723,9 @@ async def test_every_key_a_view_lists_changes_its_screen_at_80x24(tmp_path, view
 
 
 def test_cells_colour_by_the_plans_thresholds_carried_in_the_frame():
-    """The KV cell turns at the plan's kv_usage_critical (the KV alert's), and the OK% cell at
-    the completion target of the services on the engine, both read from the frame."""
+    """The KV cell turns at the plan's kv_usage_critical (the KV alert's), with its bar or (80
+    columns) without, and the Done% cell at the completion target of the services on the
+    engine, both read from the frame."""
     from types import SimpleNamespace
 
     from console.frame import Limits
@@ -734,13 +735,14 @@ def test_cells_colour_by_the_plans_thresholds_carried_in_the_frame():
     frame = node_frame()
     engine = frame.engines[0].model_copy(update={"kv_cache_usage": 0.85, "success_rate": 0.995})
 
-    def styles(cell, frame):
-        text = cell(engine, c, SimpleNamespace(frame=frame))
+    def styles(cell, frame, wide=True):
+        text = cell(engine, c, SimpleNamespace(frame=frame, wide=wide))
         return {str(span.style) for span in text.spans} | {str(text.style)}
 
-    assert "yellow" not in styles(_kv, frame)  # the default 90 %: 85 % is fine
     strict = frame.model_copy(update={"limits": Limits(kv_usage_critical=0.8)})
-    assert "yellow" in styles(_kv, strict)
+    for wide in (True, False):
+        assert "yellow" not in styles(_kv, frame, wide)  # the default 90 %: 85 % is fine
+        assert "yellow" in styles(_kv, strict, wide)
     served = [s for s in frame.services if s.engine == engine.name and s.slo is not None]
     assert served and all(s.slo.completion is not None for s in served)
     target = max(s.slo.completion.target for s in served)

@@ -284,7 +284,7 @@ def test_saturation_and_exhaustion_on_every_surface():
         queue_limit=12.0,
         queue_full_in_s=95.0,
     )
-    assert saturation_cell(cap) == "1.31↑"
+    assert saturation_cell(cap) == "1.31×↑"
     assert (
         saturation_text(cap) == "p90 TTFT at 1.31x its SLO, load and TTFT rising (over-saturation)"
     )
