@@ -371,6 +371,7 @@ class Concern(Record):
     message: str
     rule: str = ""
     since: datetime | None = None  # when the condition began (alerts and pending ones)
+    knob: str | None = None  # what to turn (a finding's), said on its own under the Alerts title
 
 
 class Headroom(Record):

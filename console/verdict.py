@@ -65,6 +65,7 @@ def concerns(
                 subject=f.subject,
                 message=f"{f.title} ({'; '.join(f.evidence)}) — {f.knob}",
                 rule="finding",
+                knob=f.knob,
             )
         )
     out.sort(key=lambda c: (SEVERITY_ORDER[c.severity], SOURCE_ORDER[c.source], c.subject))

@@ -38,7 +38,15 @@ from screens.panes import AlertPane, ServicesPane
 from screens.replaybar import ReplayBar
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
-from screens.widgets import CellScrollBar, KeyBar, KeyedTable, Pane, Quiet, theme_colors
+from screens.widgets import (
+    CellScrollBar,
+    Flashing,
+    KeyBar,
+    KeyedTable,
+    Pane,
+    Quiet,
+    theme_colors,
+)
 
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
     from console.mig.manager import MigManager
@@ -62,7 +70,7 @@ class FrameSource(Protocol):
     def forget_mig(self, index: int) -> None: ...
 
 
-class InferdeckApp(App[None]):
+class InferdeckApp(Flashing, App[None]):
     CSS_PATH = "inferdeck.tcss"
     TITLE = "inferdeck"
     AUTO_FOCUS = None  # nothing selected until the operator tabs into a table

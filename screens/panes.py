@@ -34,6 +34,19 @@ class AlertPane(Pane):
         self.set_title(f"Alerts ({', '.join(counts)})" + (f" {status}" if status else ""))
         lines = [] if active or others else [Text("No active alerts.", style=c["success"])]
         sev_of = {"critical": ("CRIT", c["error"]), "warning": ("WARN", c["warning"])}
+        # the knob of the worst concern that has one, first: what to turn is on the main screen
+        # whatever the pane's height (F gives the evidence, a every line in full)
+        turn = next((v for v in frame.verdict if v.knob), None)
+        if turn is not None:
+            lines.append(
+                Text.assemble(
+                    ("▸ ", f"bold {sev_of.get(turn.severity, ('', ''))[1]}"),
+                    (f"{turn.subject}: ", "bold"),
+                    turn.knob or "",
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
         for a in active:
             lines.append(self._alert_line(sev_of.get(a.severity, ("INFO", "")), a, c))
         for v in others:

@@ -395,10 +395,45 @@ def spark(values: Sequence[float], width: int) -> str:
     return "".join(SPARK[min(7, int((v - lo) / span * 7.999))] for v in vals)
 
 
+class Flashing:
+    """An app whose messages (``notify``: a snapshot saved, the refresh rate changed, a MIG
+    apply's outcome) show on the key bar's line for their timeout, never as toasts over the
+    data; each is kept in ``said``, oldest first."""
+
+    flash: tuple[str, str, float] | None = None  # the message, its severity, until (monotonic)
+    said: list[tuple[str, str]]  # every message said (severity, text), for a test or a log
+
+    def notify(  # type: ignore[override]
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: str = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        import time
+
+        said = " ".join((f"{title}: {message}" if title else str(message)).split())
+        shown = 5.0 if timeout is None else timeout
+        self.flash = (said, severity, time.monotonic() + shown)
+        if not hasattr(self, "said"):
+            self.said = []
+        self.said.append((severity, said))
+        app = cast(Any, self)
+        app.call_later(app.refresh_key_bars)
+        app.set_timer(shown + 0.05, app.refresh_key_bars)
+
+    def refresh_key_bars(self) -> None:
+        for bar in cast(Any, self).screen.query(KeyBar):
+            bar.refresh()
+
+
 class KeyBar(Static):
     """The keys of the view on one line, in place of Textual's footer: those the view shows first,
     then the rest, as many as the width holds; when some do not fit the line ends with
-    '? all keys' (a key is never left out without a sign)."""
+    '? all keys' (a key is never left out without a sign). While the app has a message to say
+    (``Flashing``), the line says it instead, for its timeout."""
 
     DEFAULT_CSS = """
     KeyBar {
@@ -482,6 +517,14 @@ class KeyBar(Static):
         return out, 0
 
     def render(self) -> Text:
+        import time
+
+        flash = getattr(self.app, "flash", None)
+        if flash is not None and time.monotonic() < flash[2]:
+            said, severity, _ = flash
+            c = theme_colors(self.app.theme_variables)
+            style = {"error": c["error"], "warning": c["warning"]}.get(severity, c["success"])
+            return Text(f" {said}", style=f"bold {style}", no_wrap=True, overflow="ellipsis")
         return self.line(self.size.width)[0]
 
     async def on_click(self, event: Click) -> None:

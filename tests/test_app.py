@@ -870,7 +870,7 @@ async def test_quitting_during_a_mig_re_cut_waits_for_it(tmp_path):
             await pilot.press("q")
             await _until(pilot, lambda: app._quit_after_recut is not None)
             assert not app._exit and app._quit_after_recut is not None
-            assert any("Finishing the MIG re-cut" in str(n.message) for n in app._notifications)
+            assert any("Finishing the MIG re-cut" in said for _, said in app.said)
             release.set()
             worker.join(10)
             await _until(pilot, lambda: app._exit)
@@ -888,3 +888,35 @@ async def _until(pilot, ready, deadline_s: float = 20.0) -> None:
     while not ready():
         assert time.monotonic() < end, "the app never got there"
         await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)])
+async def test_the_incident_shows_its_knob_and_says_messages_on_the_key_line(size):
+    """At every size an SSH session opens at: the worst concern's knob is the Alerts pane's first
+    line (it used to be cut off the end of each alert line, one undiscoverable key away), `a`
+    and `F` are in the footer, and a message (here the refresh rate) is said on the key bar's
+    line instead of a toast over the engine rows."""
+    from console.frame import Concern
+    from console.verdict import judged
+
+    frame = judged(node_frame())
+    knob = "lower --max-num-seqs: smaller batches decode faster (or add a replica)"
+    worst = Concern(severity="critical", source="finding", subject="llama-8b-a",
+                    message="saturated: p90 TPOT at 1.40x its SLO — " + knob, rule="finding",
+                    knob=knob)  # fmt: skip
+    frame = frame.model_copy(update={"verdict": [worst, *frame.verdict], "status": "critical"})
+    app = InferdeckApp(StaticSource(frame))
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        lines = app.query_one("#alert-lines").render()
+        first = lines.plain.splitlines()[0] if hasattr(lines, "plain") else str(lines)
+        assert first.startswith("▸ llama-8b-a: lower --max-num-seqs"), first
+        bar = app.screen.query_one("KeyBar")
+        keys = bar.render().plain
+        assert " a Alerts " in keys and " F Find " in keys, keys
+        assert keys.count("?") == 1, keys
+        await pilot.press("plus")
+        await pilot.pause()
+        assert bar.render().plain.strip() == "refreshing every 0.5 s"
+        assert not app.screen.query("Toast")  # nothing drawn over the rows
+        assert app.said[-1] == ("information", "refreshing every 0.5 s")
