@@ -572,10 +572,17 @@ class EngineDetailScreen(DeckScreen):
             return
         c = theme_colors(self.app.theme_variables)
         e = engine
+        subjects = {e.name} | {s.name for s in frame.services if s.engine == e.name}
+        worst = worst_for(frame.verdict, subjects)
         state = (
-            Text("up", style=f"bold {c['success']}")
-            if e.up
-            else Text(f"DOWN: {e.error}", style=f"bold {c['error']}")
+            Text(f"DOWN: {e.error}", style=f"bold {c['error']}")
+            if not e.up
+            else Text(
+                f"up, {worst.upper()}",
+                style=f"bold {c['error' if worst == 'critical' else 'warning']}",
+            )
+            if worst
+            else Text("up", style=f"bold {c['success']}")
         )
         head = Text.assemble(
             (f"{e.name}", "bold"),
@@ -583,6 +590,13 @@ class EngineDetailScreen(DeckScreen):
             state,
             f"\n{e.url}",
         )
+        # what is wrong with it and what to turn, first (the Alerts view has every line)
+        for v in frame.verdict:
+            if v.subject not in subjects or v.severity == "info":
+                continue
+            mark = "CRIT" if v.severity == "critical" else "WARN"
+            head.append(f"\n{mark} ", style=f"bold {c['error' if mark == 'CRIT' else 'warning']}")
+            head.append(f"{v.subject}: {v.message}" if v.subject != e.name else v.message)
         if e.moved_to:
             head.append(
                 f"\n↪ redirected to {e.moved_to}: the page shown is that host's (its "

@@ -920,3 +920,10 @@ async def test_the_incident_shows_its_knob_and_says_messages_on_the_key_line(siz
         assert bar.render().plain.strip() == "refreshing every 0.5 s"
         assert not app.screen.query("Toast")  # nothing drawn over the rows
         assert app.said[-1] == ("information", "refreshing every 0.5 s")
+        # the engine's detail opens with its state as judged and its concerns with their knobs
+        # (it said "up" while the engine was critical)
+        url = next(e.url for e in frame.engines if e.name == "llama-8b-a")
+        app.push_screen(EngineDetailScreen(url))
+        await pilot.pause()
+        head = app.screen.query_one("#detail-head").render().plain
+        assert "up, CRITICAL" in head and knob in head, head
