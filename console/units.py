@@ -24,6 +24,19 @@ def num(v: float | None, digits: int = 0) -> str:
     return NA if v is None else f"{v:,.{digits}f}"
 
 
+def count_text(v: float | None) -> str:
+    """A count in at most 4 characters: "74", "1834" → "1.8k", "25k", "1.2M"."""
+    if v is None:
+        return NA
+    if v < 999.5:
+        return f"{v:.0f}"
+    for unit, scale in (("k", 1e3), ("M", 1e6), ("G", 1e9)):
+        x = v / scale
+        if x < 999.5 or unit == "G":
+            return f"{x:.1f}{unit}" if x < 9.95 else f"{x:.0f}{unit}"
+    return f"{v:.0f}"
+
+
 def money(v: float | None, digits: int = 2) -> str:
     return NA if v is None else f"${v:,.{digits}f}"
 

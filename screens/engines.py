@@ -20,6 +20,7 @@ from console.units import (
     NA,
     basis,
     capacity_text,
+    count_text,
     eta_text,
     num,
     pct,
@@ -154,14 +155,14 @@ COLUMNS: list[tuple[str, str, int | tuple[int, int], bool, Cell]] = [
         False,
         lambda e, c, p: cell(e.device or "-", "" if e.device else c["dim"]),
     ),
-    ("Run", "run", 4, False, lambda e, c, p: cell(num(e.requests_running))),
+    ("Run", "run", 4, False, lambda e, c, p: cell(count_text(e.requests_running))),
     (
         "Wait",
         "wait",
         4,
         False,
-        lambda e, c, p: cell(
-            num(e.requests_waiting), c["warning"] if (e.requests_waiting or 0) > 0 else ""
+        lambda e, c, p: cell(  # a queue in the thousands whole: "1.8k"
+            count_text(e.requests_waiting), c["warning"] if (e.requests_waiting or 0) > 0 else ""
         ),
     ),
     ("KV", "kv", (4, 8), False, _kv),
@@ -198,10 +199,10 @@ COLUMNS: list[tuple[str, str, int | tuple[int, int], bool, Cell]] = [
     (
         "Trend tok/s",
         "trend",
-        14,
+        13,
         True,
         lambda e, c, p: cell(
-            spark(p.trend(f"{e.name}.generation_tokens_per_s", 14), 14), c["success"]
+            spark(p.trend(f"{e.name}.generation_tokens_per_s", 13), 13), c["success"]
         ),
     ),
 ]

@@ -298,3 +298,15 @@ def test_a_planted_private_textual_name_is_found():
         "screens/widgets.py:5: _render_cell",
         "screens/widgets.py:6: _update_count",
     ]
+
+
+def test_a_count_fits_four_characters_at_every_magnitude():
+    """The Engines pane's Run and Wait are 4 wide: a queue of 1,834 read "1,8…" (the number cut).
+    Now every count fits: "1.8k", "25k", "1.2M", rounding never pushes a fifth character."""
+    from console.units import count_text
+
+    cases = {0: "0", 74: "74", 999: "999", 999.6: "1.0k", 1834: "1.8k", 9949: "9.9k",
+             9999: "10k", 25_000: "25k", 999_499: "999k", 999_600: "1.0M", 1.2e6: "1.2M"}  # fmt: skip
+    for value, text in cases.items():
+        assert count_text(value) == text and len(text) <= 4, (value, count_text(value))
+    assert count_text(None) == "n/a"
