@@ -494,20 +494,33 @@ class InferdeckApp(Flashing, App[None]):
             if asked != f.window_s:  # w pressed: said at once, not at the next frame drawn
                 later = "when drawing resumes" if self.paused else "at the next frame"
                 text.append(f" (→ {window_label(asked)} {later})")
-            if self.replay is None:
-                text.append(f", poll {self.interval_s:g}s")
             ages = [
                 ((f.taken_at - e.sampled_at).total_seconds(), e.name)
                 for e in f.engines
                 if e.sampled_at is not None
             ]
+            age_part: tuple[str, str] | None = None
+            stale = False
             if ages:  # the oldest engine figures on screen (own intervals, slow engines)
                 age, name = max(ages)
                 stale = age > max(2.0, 2 * self.interval_s)
-                text.append(
+                age_part = (
                     f", {name} read {age:.0f}s ago" if stale else f", age ≤{age:.0f}s",
-                    style=f"bold {theme_colors(self.theme_variables)['warning']}" if stale else "",
+                    f"bold {theme_colors(self.theme_variables)['warning']}" if stale else "",
                 )
+            poll = f", poll {self.interval_s:g}s" if self.replay is None else ""
+            # what a narrow terminal leaves out first, so the line is never cut mid-word: the
+            # poll interval (the help and w say it), then a fresh age (a stale one stays)
+            room = w - text.cell_len
+            need = len(poll) + (len(age_part[0]) if age_part else 0)
+            if need > room and poll:
+                poll = ""
+                need = len(age_part[0]) if age_part else 0
+            if need > room and age_part and not stale:
+                age_part = None
+            text.append(poll)
+            if age_part:
+                text.append(age_part[0], style=age_part[1])
             src = f.gpu_source
             facts = [
                 f"{name} {v}"

@@ -610,7 +610,7 @@ async def test_read_only_m_shows_the_menu_and_refuses_and_the_header_says_what_i
     mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl")
     app = InferdeckApp(poller, interval_s=1.0, mig=mig, read_only=True)
     try:
-        async with app.run_test(size=(80, 24)) as pilot:
+        async with app.run_test(size=(100, 30)) as pilot:
             await pilot.pause(1.2)
             status = app.query_one("#status")
             assert ", poll 1s" in str(status.render())
@@ -911,6 +911,9 @@ async def test_the_incident_shows_its_knob_and_says_messages_on_the_key_line(siz
         lines = app.query_one("#alert-lines").render()
         first = lines.plain.splitlines()[0] if hasattr(lines, "plain") else str(lines)
         assert first.startswith("▸ llama-8b-a: lower --max-num-seqs"), first
+        header = str(app.query_one("#status").render())
+        assert Text(header).cell_len <= size[0] and "CRITICAL" in header, header  # never cut
+        assert "window 1m" in header, header
         bar = app.screen.query_one("KeyBar")
         keys = bar.render().plain
         assert " a Alerts " in keys and " F Find " in keys, keys
