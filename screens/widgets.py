@@ -403,7 +403,7 @@ class Flashing:
     flash: tuple[str, str, float] | None = None  # the message, its severity, until (monotonic)
     said: list[tuple[str, str]]  # every message said (severity, text), for a test or a log
 
-    def notify(  # type: ignore[override]
+    def notify(
         self,
         message: str,
         *,
