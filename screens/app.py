@@ -34,7 +34,7 @@ from screens.charts import ChartStrip
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
-from screens.panes import AlertPane, ServicesPane
+from screens.panes import AlertPane, ServicesPane, alert_lines
 from screens.replaybar import ReplayBar
 from screens.services import CostPane, ServiceDetailScreen, SloPane
 from screens.snapshots import PromptScreen, SnapshotBrowser
@@ -335,6 +335,12 @@ class InferdeckApp(Flashing, App[None]):
         self.draw_status()  # the header says the interval too
 
     def on_resize(self) -> None:
+        self._refit()
+        # again once the new size has reached the screen (the event can come before it): the
+        # panes are sized for this terminal at once, never for the one before until a frame
+        self.call_after_refresh(self._refit)
+
+    def _refit(self) -> None:
         self.draw_status()
         if self.frame is not None:
             self._views(self.frame)
@@ -361,7 +367,8 @@ class InferdeckApp(Flashing, App[None]):
     def _fit_gpu_pane(self, frame: Frame) -> None:
         """The GPU pane takes what the other panes leave (it scrolls); the rest keep their rows."""
         height = self.size.height
-        alerts = 1 + min(max(1, len(frame.alerts)), max(1, height // 4 - 1))
+        # the pane's lines, up to its max-height (a quarter of the terminal) with its title
+        alerts = 1 + min(alert_lines(frame), max(1, height // 4 - 1))
         down = sum(1 for e in frame.engines if not e.up)
         most = int(height * 0.3)  # the engine, budget, SLO and cost panes' max-height
         engines = min(most, 2 + max(1, len(frame.engines)) + down) if frame.engines else 2

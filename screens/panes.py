@@ -12,6 +12,14 @@ from console.units import GIB, NA, gib
 from screens.widgets import KeyedTable, Pane, Quiet, TablePane
 
 
+def alert_lines(frame: Frame) -> int:
+    """How many lines the Alerts pane draws for this frame (the dashboard sizes its panes by it):
+    the knob, the active alerts, the other verdict entries and the alerts cleared lately."""
+    knob = any(v.knob for v in frame.verdict)
+    others = sum(1 for v in frame.verdict if v.source != "alert")
+    return max(1, knob + len(frame.alerts) + others)
+
+
 class AlertPane(Pane):
     def __init__(self) -> None:
         super().__init__("Alerts", id="alerts")

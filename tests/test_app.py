@@ -930,3 +930,48 @@ async def test_the_incident_shows_its_knob_and_says_messages_on_the_key_line(siz
         await pilot.pause()
         head = app.screen.query_one("#detail-head").render().plain
         assert "up, CRITICAL" in head and knob in head, head
+
+
+async def test_four_alerts_and_findings_never_give_the_page_a_scrollbar():
+    """Four alerts, two findings and the knob line at 80x24, 100x30 and 160x48, and through
+    resizes between them: the panes shrink (the GPU pane takes what is left and scrolls inside)
+    and the page itself never scrolls. At 100x30 four alerts used to push it 2 lines past the
+    terminal (the sizing counted alerts only, not the pane's other lines)."""
+    from datetime import UTC, datetime
+
+    from console.frame import Alert, Concern
+    from console.verdict import judged
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    alerts = [
+        Alert(
+            key=f"k{i}",
+            severity="critical" if i % 2 else "warning",
+            subject=f"llama-8b-{i}",
+            message=f"condition {i} holds: a sentence long enough to be cut at 80 columns "
+            "and then some",
+            since=now,
+        )  # fmt: skip
+        for i in range(4)
+    ]
+    frame = judged(node_frame().model_copy(update={"alerts": alerts}))
+    found = [
+        Concern(
+            severity="warning",
+            source="finding",
+            subject="llama-70b",
+            message=f"finding {i}",
+            rule="finding",
+            knob="raise --gpu-memory-utilization",
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    frame = frame.model_copy(update={"verdict": [*frame.verdict, *found]})
+    app = InferdeckApp(StaticSource(frame))
+    async with app.run_test(size=(160, 48)) as pilot:
+        for size in ((160, 48), (80, 24), (100, 30), (80, 24), (160, 48), (100, 30)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            await pilot.pause()
+            s = app.screen
+            assert s.max_scroll_y == 0 and not s.show_vertical_scrollbar, size
