@@ -523,6 +523,18 @@ def test_discovery_reads_the_batch_cap_from_a_command_line():
     assert flag_value(["vllm", "--max-num-seqs"], "--max-num-seqs") is None
 
 
+def _scrape(t: float, running: float, gen: float, fin: float, tpot: list[float],
+            ttft: list[float], les: tuple[float, ...]) -> Extract:  # fmt: skip
+    """One scrape of an engine with nothing waiting: its counters and TPOT/TTFT buckets."""
+    return Extract(
+        t=t,
+        gauges={"requests_running": {(): running}, "requests_waiting": {(): 0.0}},
+        counters={"generation_tokens": {(): (gen,)}, "requests_finished": {(): (fin,)}},
+        histograms={"tpot": {(): tuple(tpot)}, "ttft": {(): tuple(ttft)}},
+        bounds={"tpot": {(): les}, "ttft": {(): les}},
+    )
+
+
 def _stepped(period: int, lo: int = 2, hi: int = 16, seconds: int = 300) -> list[Extract]:
     """Running sequences jumping between ``lo`` and ``hi`` every ``period`` seconds, decode step
     exactly 10 ms + 2 ms per running sequence, 100 output tokens a request, first tokens in
@@ -541,15 +553,7 @@ def _stepped(period: int, lo: int = 2, hi: int = 16, seconds: int = 300) -> list
             for i, le in enumerate(les):
                 tpot[i] += done if step <= le else 0.0
                 ttft[i] += done if 0.2 <= le else 0.0
-        out.append(
-            Extract(
-                t=1000.0 + k,
-                gauges={"requests_running": {(): float(n)}, "requests_waiting": {(): 0.0}},
-                counters={"generation_tokens": {(): (gen,)}, "requests_finished": {(): (fin,)}},
-                histograms={"tpot": {(): tuple(tpot)}, "ttft": {(): tuple(ttft)}},
-                bounds={"tpot": {(): les}, "ttft": {(): les}},
-            )
-        )
+        out.append(_scrape(1000.0 + k, float(n), gen, fin, tpot, ttft, les))
     return out
 
 
@@ -649,15 +653,7 @@ def test_prefill_contention_is_a_bound_of_its_own():
                 ttft[i] += done * (0.5 * (le >= 0.9 * med) + 0.45 * (le >= 1.1 * med)
                                    + 0.05 * (le >= 1.2 * med))  # fmt: skip
                 tpot[i] += done if step <= le else 0.0
-        hist.append(
-            Extract(
-                t=1000.0 + k,
-                gauges={"requests_running": {(): round(n)}, "requests_waiting": {(): 0.0}},
-                counters={"generation_tokens": {(): (gen,)}, "requests_finished": {(): (fin,)}},
-                histograms={"tpot": {(): tuple(tpot)}, "ttft": {(): tuple(ttft)}},
-                bounds={"tpot": {(): les}, "ttft": {(): les}},
-            )
-        )
+        hist.append(_scrape(1000.0 + k, float(round(n)), gen, fin, tpot, ttft, les))
     from console.units import capacity_text
 
     got = estimate(hist, 300.0, ttft_limit_s=1.0, tpot_limit_s=0.1, kv_capacity_tokens=None)
