@@ -9,9 +9,10 @@ table's first row, the MIG menu, findings, alerts, saved snapshots) and every ke
 first screen update that shows its effect: the view it opens drawn, the action it runs done and
 drawn; for ``w`` the frame over the new window drawn (the poll it asks for included). Polls keep
 running meanwhile, so a key that lands during a poll waits for it, as at a terminal. The slowest
-of ``--rounds`` presses is reported. The process is set up as the console's is once its first frame
+of ``--rounds`` presses is reported, with the 95th percentile of all presses of a key. ``--busy N`` runs N
+other processes spinning on the CPU meanwhile (the issue's "second process loading both cores"). The process is set up as the console's is once its first frame
 is drawn: the views' code loaded, start-up's objects frozen, the collector's thresholds. ``--profile KEY`` prints where that key's presses spend their time.
-Target (issue "lean"): every key under 100 ms.
+Target (issue "lean"): every key under 100 ms; under ``--busy 2`` every key under 150 ms at p95.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import asyncio
 import cProfile
 import gc
 import importlib
+import math
+import multiprocessing
 import pstats
 import re
 import sys
@@ -46,6 +49,7 @@ from screens.app import GC_THRESHOLDS, VIEW_MODULES, InferdeckApp  # noqa: E402
 from screens.widgets import KeyedTable  # noqa: E402
 
 TARGET_MS = 100.0
+BUSY_TARGET_MS = 150.0
 # the names a help line shows for keys whose event has another name
 KEY_NAMES = {
     "^p": "ctrl+p",
@@ -150,8 +154,8 @@ def help_keys(app: InferdeckApp) -> list[tuple[str, str]]:
 
 
 async def run(
-    size: tuple[int, int], rounds: int, warm: int, profile: str | None
-) -> list[tuple[str, str, str, float]]:
+    size: tuple[int, int], rounds: int, warm: int, profile: str | None, views: bool = True
+) -> list[tuple[str, str, str, float, float]]:
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
@@ -170,7 +174,7 @@ async def run(
         clock.t += 1.0
         await poller.poll()
     clock.live_from = time.monotonic()
-    rows: dict[tuple[str, str, str], float] = {}
+    rows: dict[tuple[str, str, str], list[float]] = {}
     tmp = Path(tempfile.mkdtemp(prefix="inferdeck-keys-"))
     app = InferdeckApp(
         poller,
@@ -191,7 +195,7 @@ async def run(
     app.run_action = counted  # type: ignore[method-assign]
 
     def note(view: str, key: str, what: str, ms: float) -> None:
-        rows[(view, key, what)] = max(rows.get((view, key, what), 0.0), ms)
+        rows.setdefault((view, key, what), []).append(ms)
 
     async def back_to(screen: Screen[Any], pilot: Any) -> None:
         """Close what a key opened: a view or prompt, a filter being typed."""
@@ -238,7 +242,8 @@ async def run(
                 dashboard = app.screen
                 # the views a key opens: the details (enter on each table's first row), the MIG
                 # menu, findings, alerts and saved snapshots; then every key each view lists
-                for opener in ("gpu-table", "engine-table", "service-table", "m", "F", "a", "S"):
+                openers = ("gpu-table", "engine-table", "service-table", "m", "F", "a", "S")
+                for opener in openers if views else ():
                     key = opener
                     if opener.endswith("-table"):
                         table = app.query_one(f"#{opener}", KeyedTable)
@@ -257,7 +262,24 @@ async def run(
         node.stop()
     if profile:
         pstats.Stats(watch.profiler).sort_stats("cumulative").print_stats(40)
-    return [(v, k, w, ms) for (v, k, w), ms in rows.items()]
+    slow = {f"{v} {k}": [round(t) for t in times] for (v, k, w), times in rows.items()
+            if max(times) >= BUSY_TARGET_MS}  # fmt: skip
+    if slow:
+        print("every press of the keys that took 150 ms or more once:", slow)
+    return [(v, k, w, p95(times), max(times)) for (v, k, w), times in rows.items()]
+
+
+def p95(times: list[float]) -> float:
+    """The nearest-rank 95th percentile."""
+    ordered = sorted(times)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def spin(stop_at: float) -> None:
+    """A process that keeps one core busy until the given time."""
+    x = 0
+    while time.time() < stop_at:
+        x = (x * 31 + 7) % 1_000_003
 
 
 def main() -> None:
@@ -266,20 +288,44 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", type=int, default=960, help="seconds of history before the keys")
     ap.add_argument("--profile", metavar="KEY", help="profile this key's presses (e.g. m, enter)")
+    ap.add_argument("--busy", type=int, default=0, help="other processes spinning on the CPU")
+    ap.add_argument("--dashboard-only", action="store_true", help="the dashboard's keys alone")
     args = ap.parse_args()
     m = re.fullmatch(r"(\d+)x(\d+)", args.size)
     if not m:
         raise SystemExit("--size is WIDTHxHEIGHT, e.g. 160x48")
-    rows = asyncio.run(run((int(m[1]), int(m[2])), args.rounds, args.warm, args.profile))
-    print(f"demo node, {args.warm} s of history, {args.size}, slowest of {args.rounds} presses")
-    print(f"{'view':<22}{'key':<22}{'what':<28}{'ms':>8}")
-    for view, key, what, ms in rows:
-        flag = "" if ms < TARGET_MS else "  over"
-        print(f"{view:<22}{key:<22}{what[:27]:<28}{ms:>8.1f}{flag}")
+    spinners = [
+        multiprocessing.Process(target=spin, args=(time.time() + 3600,), daemon=True)
+        for _ in range(args.busy)
+    ]
+    for p in spinners:
+        p.start()
+    try:
+        rows = asyncio.run(
+            run(
+                (int(m[1]), int(m[2])),
+                args.rounds,
+                args.warm,
+                args.profile,
+                views=not args.dashboard_only,
+            )
+        )
+    finally:
+        for p in spinners:
+            p.terminate()
+    target = BUSY_TARGET_MS if args.busy else TARGET_MS
+    print(
+        f"demo node, {args.warm} s of history, {args.size}, {args.rounds} presses per key, "
+        f"{args.busy} busy process(es) beside it"
+    )
+    print(f"{'view':<22}{'key':<22}{'what':<28}{'p95 ms':>8}{'max ms':>8}")
+    for view, key, what, ms95, worst_ms in rows:
+        flag = "" if ms95 < target else "  over"
+        print(f"{view:<22}{key:<22}{what[:27]:<28}{ms95:>8.1f}{worst_ms:>8.1f}{flag}")
     worst = max(rows, key=lambda r: r[3])
     print(
-        f"{len(rows)} keys; slowest: {worst[1]} ({worst[2]}) in {worst[0]}, {worst[3]:.1f} ms "
-        f"(target < {TARGET_MS:.0f} ms): {'met' if worst[3] < TARGET_MS else 'MISSED'}"
+        f"{len(rows)} keys; slowest p95: {worst[1]} ({worst[2]}) in {worst[0]}, {worst[3]:.1f} ms "
+        f"(target < {target:.0f} ms): {'met' if worst[3] < target else 'MISSED'}"
     )
 
 

@@ -278,7 +278,7 @@ def fit_itl(points: Sequence[LoadPoint] | Sequence[DecodePoint]) -> Fit | str:
     """``ITL ≈ W + H·n`` by least squares, or why it cannot be fitted."""
     xy = [(p.running, p.itl_s) for p in points if p.itl_s is not None and p.running > 0]
     if len(xy) < MIN_POINTS:
-        return f"{len(xy)} load points with decode figures (needs {MIN_POINTS})"
+        return f"{len(xy)} of the {MIN_POINTS} levels of load it needs seen so far"
     xs = [x for x, _ in xy]
     lo, hi = min(xs), max(xs)
     mean = sum(xs) / len(xs)

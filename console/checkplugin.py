@@ -59,8 +59,8 @@ def _engine_perf(e: Engine, ttft_limit: float | None, kv_crit: float) -> list[st
     return [
         f"{_label(e.name + ' ttft_p95')}={_num(p95)}{'s' if p95 is not None else ''};;{crit}",
         f"{_label(e.name + ' kv')}={_num(kv)}{'%' if kv is not None else ''};;{kv_crit:g};0;100",
-        f"{_label(e.name + ' queue')}={_num(e.requests_waiting if e.up else None)};0",
-        f"{_label(e.name + ' tok_s')}={_num(e.generation_tokens_per_s if e.up else None, 6)}",
+        f"{_label(e.name + ' waiting')}={_num(e.requests_waiting if e.up else None)};0",
+        f"{_label(e.name + ' tok/s')}={_num(e.generation_tokens_per_s if e.up else None, 6)}",
         f"{_label(e.name + ' room_rps')}={_num(_room(e), 4)}",
         f"{_label(e.name + ' saturation')}="
         + _num(e.capacity.saturation if e.up and e.capacity else None, 4)

@@ -25,7 +25,9 @@ BASE_UNITS = {
     "s down": ("seconds", 1.0),
 }
 # the headroom families, one per unit (the fleet reads them back by this pattern)
-HEADROOM_NAMES = "|".join(f"{PREFIX}headroom_{unit}" for unit, _ in BASE_UNITS.values())
+HEADROOM_NAMES = "|".join(
+    f"{PREFIX}headroom_{part}{unit}" for unit, _ in BASE_UNITS.values() for part in ("", "budget_")
+)
 HELP = {
     "build_info": ("gauge", "inferdeck version and the hash of the plan it evaluates (value 1)."),
     "frame_timestamp_seconds": ("gauge", "When the newest frame was derived (Unix time)."),

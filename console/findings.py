@@ -348,7 +348,6 @@ def _saturation(e: Engine, k: Knobs) -> list[Finding]:
     slo = (cap.saturation_slo or "").upper()
     rising = bool(cap.saturating)
     evidence = [
-        f"p90 {slo} at {index:.2f}x its SLO (the saturation index: worst p90 / SLO)",
         "running + waiting and TTFT both rising over the last two minutes"
         if rising
         else f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",

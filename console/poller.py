@@ -258,7 +258,10 @@ class Poller:
         self.last_sample = await self.acquire()
         if self.recorder is not None:
             await asyncio.to_thread(self.recorder.write, self.last_sample)
-        self.last_frame = self.deriver.frame(self.last_sample)
+        # derived on a worker thread, as pages are parsed: a key pressed meanwhile is answered
+        # from the last Frame instead of waiting for this one (polls run one at a time, and
+        # screens read Frames only, never the deriver's state)
+        self.last_frame = await asyncio.to_thread(self.deriver.frame, self.last_sample)
         return self.last_frame
 
     async def acquire(self) -> Sample:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from console.findings import findings
 from console.frame import Frame, GpuProcess, Percentiles, TargetReport
 from console.safetext import printable
@@ -14,12 +16,14 @@ from console.units import (
     money,
     num,
     pct,
+    price_range,
     quantile_text,
     saturation_text,
     seconds,
     share_range,
     target_text,
     watts,
+    when_text,
     workload_text,
 )
 
@@ -59,6 +63,11 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
     return printable("\n".join(lines) + "\n")
 
 
+def _when(t: datetime, frame: Frame) -> str:
+    """ "18:17:05Z (55 s ago)": a moment and how long before the snapshot was taken."""
+    return when_text(t.timestamp(), frame.taken_at.timestamp())
+
+
 def _header(frame: Frame, note: str) -> list[str]:
     """The title, the note, when, which driver and the window."""
     lines: list[str] = []
@@ -67,7 +76,7 @@ def _header(frame: Frame, note: str) -> list[str]:
     if note:
         lines += [f"- note: {note}"]
     lines += [
-        f"- taken at: {frame.taken_at.isoformat()}",
+        f"- taken at: {frame.taken_at:%Y-%m-%d %H:%M:%S}Z",
         f"- inferdeck {frame.inferdeck_version}; NVIDIA driver {src.driver_version or NA}"
         f" (CUDA {src.cuda_driver_version or NA}, NVML {src.nvml_version or NA}, {src.kind});"
         f" window {frame.window_s:g} s"
@@ -104,7 +113,7 @@ def _alerts(frame: Frame) -> list[str]:
     if active:
         lines += _table(
             ["severity", "subject", "message", "since"],
-            [[a.severity, a.subject, a.message, a.since.isoformat()] for a in active],
+            [[a.severity, a.subject, a.message, _when(a.since, frame)] for a in active],
         )
     else:
         lines.append("none")
@@ -232,7 +241,7 @@ def _engines(frame: Frame) -> list[str]:
                 "model",
                 "running / waiting",
                 "KV",
-                "gen tok/s",
+                "tok/s",
                 "TTFT p50/p95/p99",
                 "TPOT p95",
                 "completion",
@@ -362,13 +371,11 @@ def _cost(frame: Frame) -> list[str]:
                     s.name,
                     money(k.usd_per_h if k else None, 3),
                     money(k.usd_per_m_output_tokens if k else None),
-                    f"{money(good.low if good else None)}–{money(good.high if good else None)}",
+                    price_range(good),
                     pct(k.occupancy if k else None),
                 ]
             )
-        lines += _table(
-            ["service", "$/h", "$/M output tokens", "$/M compliant tokens", "busy"], rows
-        )
+        lines += _table(["service", "$/h", "$/M output tokens", "$/M good tokens", "busy"], rows)
     else:
         lines.append("no cost inputs in the config")
     return lines
@@ -394,7 +401,7 @@ def _plan(frame: Frame) -> list[str]:
                 heads,
             ]
         )
-    lines += _table(["service", "device", "required / capacity", "fits", "headroom"], rows)
+    lines += _table(["service", "device", "planned / capacity", "fits", "headroom"], rows)
     return lines
 
 
@@ -406,8 +413,8 @@ def _recent(frame: Frame) -> list[str]:
     if recent:
         rows = []
         for ev in recent:
-            when = ev.since.isoformat() + (
-                f" → cleared {ev.cleared_at.isoformat()}" if ev.cleared_at else ""
+            when = _when(ev.since, frame) + (
+                f" → cleared {_when(ev.cleared_at, frame)}" if ev.cleared_at else ""
             )
             rows.append([when, ev.severity, ev.subject, ev.message])
         lines += _table(["when", "severity", "subject", "event"], rows)

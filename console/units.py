@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 from console.frame import CapacityReport, Percentiles, RangeReport, TargetReport
 
@@ -39,6 +40,17 @@ def count_text(v: float | None) -> str:
 
 def money(v: float | None, digits: int = 2) -> str:
     return NA if v is None else f"${v:,.{digits}f}"
+
+
+def price_range(r: object) -> str:
+    """A price between two bounds ("$0.41–$0.44"), one bound ("≥$0.41") or n/a, once. Takes a
+    frame.PriceRange (typed loosely: units stays free of the frame)."""
+    low, high = getattr(r, "low", None), getattr(r, "high", None)
+    if low is not None and high is not None:
+        return f"{money(low)}–{money(high)}"
+    if low is not None:
+        return f"≥{money(low)}"
+    return NA if high is None else f"≤{money(high)}"
 
 
 def seconds(v: float | None, lower_bound: bool = False) -> str:
@@ -243,6 +255,12 @@ def eta_text(seconds: float, lead: str = "in ") -> str:
     """When a limit is reached: "now" (already there), else "in ~4 min" (``lead`` "": "~4 min",
     under a heading that says "in")."""
     return "now" if seconds <= 0 else f"{lead}~{duration_text(seconds)}"
+
+
+def when_text(t: float, now: float) -> str:
+    """ "18:17:05Z (55 s ago)": a moment in UTC and how long before ``now`` (both Unix times)."""
+    stamp = time.strftime("%H:%M:%S", time.gmtime(t)) + "Z"
+    return f"{stamp} ({duration_text(max(0.0, now - t))} ago)"
 
 
 def duration_text(seconds: float) -> str:

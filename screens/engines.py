@@ -167,15 +167,15 @@ COLUMNS: list[tuple[str, str, int | tuple[int, int], bool, Cell]] = [
     ),
     ("KV", "kv", (4, 8), False, _kv),
     ("tok/s", "tps", 5, False, lambda e, c, p: cell(num(e.generation_tokens_per_s))),
-    ("TTFT95", "ttft", 10, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"], 10)),
-    ("TPOT95", "tpot", 10, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"], 10)),
-    # completion (requests finished without an error or abort): the SLO pane's name for it; at
-    # 80 columns Room takes its place (the SLO pane, v, keeps it)
-    ("Done%", "ok", 5, True, _ok),
+    ("TTFT p95", "ttft", 10, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"], 10)),
+    ("TPOT p95", "tpot", 10, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"], 10)),
+    # completion (requests finished without an error or abort), under the name every surface
+    # gives it; at 80 columns Room takes its place (the SLO pane, v, keeps it)
+    ("Compl%", "ok", 6, True, _ok),
     (
         "Req/s",
         "rps",
-        6,
+        5,
         True,
         lambda e, c, p: cell(num(e.requests_per_s, 1), "" if e.requests_per_s else c["dim"]),
     ),

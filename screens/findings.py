@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -30,17 +32,23 @@ class FindingsScreen(DeckScreen):
     def show(self, frame: Frame) -> None:
         c = theme_colors(self.app.theme_variables)
         found = findings(frame)
-        t = Text()
-        t.append(f"Findings ({len(found)}) at {frame.taken_at:%H:%M:%S}Z\n\n", style="bold")
+        # two columns: what wraps stays right of the severity (hanging indents at any width)
+        grid = Table.grid(padding=(0, 1, 0, 0))
+        grid.add_column(width=10, no_wrap=True)
+        grid.add_column(ratio=1)
+        title = Text(f"Findings ({len(found)}) at {frame.taken_at:%H:%M:%S}Z", style="bold")
         if not found:
-            t.append("Nothing stands out: no finding rule fires on this frame.\n", style=c["dim"])
+            grid.add_row(
+                "", Text("Nothing stands out: no finding rule fires on this frame.", c["dim"])
+            )
         style = {"critical": c["error"], "warning": c["warning"], "info": c["dim"]}
         for f in found:
-            t.append(f"{f.severity.upper():<9}", style=f"bold {style[f.severity]}")
-            t.append(f"{f.subject}: ", style="bold")
-            t.append(f"{f.title}\n")
+            grid.add_row(
+                Text(f.severity.upper(), style=f"bold {style[f.severity]}"),
+                Text.assemble((f"{f.subject}: ", "bold"), f.title),
+            )
             for ev in f.evidence:
-                t.append(f"         · {ev}\n", style=c["dim"])
-            t.append("         → ", style="bold")
-            t.append(f"{f.knob}\n\n")
-        self.query_one("#findings-body", Static).update(t)
+                grid.add_row(Text("  ·", style=c["dim"]), Text(ev, style=c["dim"]))
+            grid.add_row(Text("  →", style="bold"), Text(f.knob))
+            grid.add_row("", "")
+        self.query_one("#findings-body", Static).update(Group(title, Text(""), grid))

@@ -7,6 +7,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, cast
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
@@ -23,8 +24,9 @@ from console.fleet.state import (
     other_down_line,
     warnings_line,
 )
+from console.frame import Gpu
 from console.keyseries import KeySeries
-from console.units import NA, num, pct, seconds
+from console.units import NA, duration_text, gib, num, pct, seconds
 from console.windowed import window_label
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
@@ -42,10 +44,10 @@ COLUMNS = (
     ("Worst", "worst", 9),
     ("TTFT p95", "ttft", 9),
     ("TTFT≤1s", "slo", 8),
-    ("Tok/s", "tps", 7),
+    ("tok/s", "tps", 7),
     ("$/M good", "cost", 9),
     ("Alerts", "alerts", 7),
-    ("Last hour tok/s", "trend", 16),
+    ("Trend tok/s", "trend", 16),
 )
 SORTS = ("node", "alerts", "ttft", "tps")
 # at a narrow terminal these go first, in this order (the status line says how many are hidden)
@@ -58,8 +60,9 @@ FLEET_KEYS = [
     ("q", "quit; in a node, back"),
 ]
 FLEET_NOTES = [
-    "TTFT p95 and Tok/s are over the window in the header (Prometheus' rate() and "
-    "histogram_quantile over it); TTFT≤1s is the share of requests within the node's TTFT target.",
+    "TTFT p95 and tok/s are over the window in the header (Prometheus' rate() and "
+    "histogram_quantile over it); TTFT≤1s is the share of requests within the node's TTFT target; "
+    "Trend tok/s, the node's output tokens a second over the last hour.",
     "GPUs n/a: Prometheus holds no DCGM exporter series for the node. $/M good: the least it "
     'costs per million tokens meeting the SLO (~ when the fleet estimates it; "no good" when '
     "no request met the TTFT target, so there is no such token to price).",
@@ -166,6 +169,92 @@ class NodeScreen(Screen[None]):
         key = str(event.row_key.value)
         if event.data_table.id == "engine-table" and key.startswith("eng:"):
             self.app.push_screen(FleetEngineScreen(self.node, key.removeprefix("eng:")))
+        elif event.data_table.id == "gpu-table" and key.startswith(("gpu:", "mig:")):
+            self.app.push_screen(FleetGpuScreen(self.node, int(key.split(":")[1])))
+
+
+class FleetGpuScreen(Screen[None]):
+    """One GPU of a node as its DCGM exporter's series in Prometheus hold it: every field the
+    fleet reads, and why the others are missing (the node's own console reads NVML)."""
+
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
+
+    def __init__(self, node: str, index: int) -> None:
+        super().__init__()
+        self.node, self.index = node, index
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-gpu", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show_state(cast("FleetApp", self.app).state)
+
+    def show_state(self, state: FleetState) -> None:
+        frame = state.nodes.get(self.node)
+        g = next((g for g in frame.gpus if g.index == self.index), None) if frame else None
+        box = self.query_one("#fleet-gpu", Static)
+        if frame is None or g is None:
+            box.update(f"GPU {self.index} is no longer in Prometheus' answer for {self.node}.")
+            return
+        box.update(Text("\n").join(gpu_lines(self.node, g)))
+
+
+def _field(key: str) -> str:
+    """A figure's field as words: 'utilization_gpu_pct' -> 'utilization gpu'."""
+    words = key.split("_")
+    return " ".join(w for w in words if w not in ("pct", "s", "bytes", "w", "c"))
+
+
+def gpu_lines(node: str, g: Gpu) -> list[Text]:
+    """The fleet's GPU detail: one line per figure, in the node console's words and units."""
+
+    def of(v: float | None, top: float | None, unit: str) -> str:
+        if v is None:
+            return NA
+        return f"{v:,.0f} {unit}" + (f" of {top:,.0f} {unit}" if top else "")
+
+    mem = (
+        f"{gib(g.memory_used_bytes)} of {gib(g.memory_total_bytes)} GiB used"
+        if g.memory_used_bytes is not None and g.memory_total_bytes
+        else f"{gib(g.memory_used_bytes)} GiB used"
+        if g.memory_used_bytes is not None
+        else NA
+    )
+    lines = [
+        Text.assemble((f"GPU {g.index}  {g.name or NA}", "bold"), f" on {node}"),
+        Text(f"uuid {g.uuid or NA}  bus {g.pci_bus_id or NA}"),
+        Text(f"memory {mem}"),
+        Text(
+            f"utilization {NA if g.utilization_gpu_pct is None else f'{g.utilization_gpu_pct:.0f}%'}"
+        ),
+        Text(f"power {of(g.power_w, g.power_limit_w, 'W')}"),
+        Text(f"temperature {NA if g.temperature_c is None else f'{g.temperature_c:.0f}°C'}"),
+        Text(f"SM clock {of(g.clock_sm_mhz, g.clock_sm_max_mhz, 'MHz')}"),
+        Text(f"memory clock {of(g.clock_mem_mhz, g.clock_mem_max_mhz, 'MHz')}"),
+        Text(
+            "clock events "
+            + (NA if g.clock_events is None else ", ".join(g.clock_events) or "none")
+        ),
+    ]
+    if g.mig is not None:
+        lines.append(Text(f"MIG {'on' if g.mig.current else 'off'}", style="bold"))
+        for d in g.mig.devices:
+            lines.append(
+                Text(
+                    f"  {g.index}/{d.index} {d.profile or NA}: "
+                    f"{gib(d.memory_used_bytes)} of {gib(d.memory_total_bytes)} GiB used"
+                )
+            )
+    lines += [Text(f"{_field(k)}: {why}", style="dim") for k, why in sorted(g.unavailable.items())]
+    lines.append(
+        Text(
+            f"Prometheus holds these figures (DCGM exporter); limits, ECC, processes and the MIG "
+            f"menu are in the console on {node} (inferdeck there).",
+            style="dim",
+        )
+    )
+    return lines
 
 
 class FleetEngineScreen(Screen[None]):
@@ -209,7 +298,7 @@ class FleetEngineScreen(Screen[None]):
                     )
                 )
         lines.append(Text(f"completion {pct(e.success_rate, 2)}"))
-        lines += [Text(f"{k}: n/a — {why}", style="dim") for k, why in e.unavailable.items()]
+        lines += [Text(f"{_field(k)}: {why}", style="dim") for k, why in e.unavailable.items()]
         lines.append(
             Text(
                 f"Prometheus holds these figures; per-rank, speculative, LoRA and memory detail "
@@ -302,36 +391,54 @@ class FleetApp(App[None]):
         stale = bool(st.errors) and age is not None
         past = self.source.at is not None
         when = time.strftime("%H:%M:%S", time.gmtime(st.taken_at)) + "Z" if st.taken_at else "-"
-        self.query_one("#status", Static).update(
-            Text.assemble(
-                ("inferdeck fleet", "bold"),
-                f" │ {self.source.client.url} │ {len(st.nodes)} nodes │ window "
-                f"{window_label(self.source.window_s)}"
-                + (
-                    f" (asked {window_label(self.source.asked_s)}: 4× the "
-                    f"{self.source.scrape_s:g} s scrape)"
-                    if self.source.window_note()
-                    else ""
-                )
-                + (
-                    " │ rate not extrapolated (VictoriaMetrics)"
-                    if (st.backend or "").startswith("VictoriaMetrics")
-                    else ""
-                )
-                + f" │ sort {self.sort} │ ",
-                (
-                    f"at {when} (history: [ ] move, 0 live)" if past else f"live {when}",
-                    "bold reverse" if past else "",
-                ),
-                (f" │ last good answer {age:.0f} s ago" if stale else "", f"bold {c['warning']}"),
-                (
-                    f" │ {len(COLUMNS) - len(self.columns)} columns hidden: widen the terminal"
-                    if len(self.columns) < len(COLUMNS)
-                    else "",
-                    "bold",
-                ),
-            )
+        hidden = len(COLUMNS) - len(self.columns)
+        vm = (st.backend or "").startswith("VictoriaMetrics")
+        window = f"window {window_label(self.source.window_s)}"
+        note = (
+            f" (asked {window_label(self.source.asked_s)}: 4× the {self.source.scrape_s:g} s "
+            "scrape)"
+            if self.source.window_note()
+            else ""
         )
+        # (drop order: what goes first when the width is short, 0 never; text; style), in the
+        # order drawn. In history the time shown goes first, whole at any width: a fleet read
+        # 5 minutes back must never look like the fleet now
+        parts: list[tuple[int, str, str]] = [
+            (
+                0,
+                f"AT {when}, {duration_text(time.time() - st.taken_at)} ago (] forward, 0 live)"
+                if past and st.taken_at
+                else "",
+                "bold reverse",
+            ),
+            (0, "inferdeck fleet", "bold"),
+            (9, self.source.client.url, ""),
+            (1, f"{len(st.nodes)} nodes", ""),
+            (2, window, ""),
+            (6, note, ""),
+            (7, "rate not extrapolated (VictoriaMetrics)" if vm else "", ""),
+            (8, f"sort {self.sort}", ""),
+            (5, "" if past else f"live {when}", ""),
+            (0, f"last good answer {age:.0f} s ago" if stale else "", f"bold {c['warning']}"),
+            (
+                3,
+                f"{hidden} column{'s' if hidden > 1 else ''} hidden: widen the terminal"
+                if hidden
+                else "",
+                "bold",
+            ),
+        ]
+        parts = [p for p in parts if p[1]]
+        width = self.size.width - 2
+        while sum(cell_len(t) + 3 for _, t, _ in parts) - 3 > width and any(d for d, _, _ in parts):
+            worst = max(d for d, _, _ in parts)
+            parts = [p for p in parts if p[0] != worst]
+        header = Text()
+        for i, (_, text, style) in enumerate(parts):
+            if i:
+                header.append(" │ " if text != note else "")
+            header.append(text, style=style)
+        self.query_one("#status", Static).update(header)
         rows = [
             node_row(n, f, down=st.down.get(n))
             for n, f in st.nodes.items()
@@ -395,8 +502,11 @@ class FleetApp(App[None]):
         slo = self.query_one("#fleet-slo", Static)
         slo.update(slo_text(st, c))
         slo.display = bool(st.slo)
-        if isinstance(self.screen, (NodeScreen, FleetEngineScreen)):
+        if isinstance(self.screen, (NodeScreen, FleetEngineScreen, FleetGpuScreen)):
             self.screen.show_state(st)
+
+    def on_resize(self) -> None:
+        self.redraw()  # the columns and the header fit the new width now, not at the next refresh
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "fleet-table":

@@ -80,8 +80,10 @@ def _mem(used: int | None, total: int | None, c: dict[str, str]) -> Text:
 
 
 def _power(g: Gpu, c: dict[str, str]) -> Text:
-    if g.power_w is None or not g.power_limit_w:
+    if g.power_w is None:
         return cell(NA, c["dim"])
+    if not g.power_limit_w:  # a draw without its limit (DCGM in the fleet): no bar to fill
+        return cell(f"{g.power_w:4.0f}W")
     capped = bool(g.clock_events and "power cap" in g.clock_events)
     return bar_cell(
         g.power_w / g.power_limit_w,
@@ -198,7 +200,13 @@ class GpuPane(TablePane):
             _temp(g, c),
         ]
         if self.wide:
-            clock = f"{g.clock_sm_mhz}/{g.clock_sm_max_mhz}" if g.clock_sm_mhz is not None else NA
+            clock = (
+                NA
+                if g.clock_sm_mhz is None
+                else f"{g.clock_sm_mhz}"
+                if g.clock_sm_max_mhz is None  # the fleet's DCGM series hold no maximum
+                else f"{g.clock_sm_mhz}/{g.clock_sm_max_mhz}"
+            )
             procs = len(g.processes) + sum(
                 len(d.processes) for d in (g.mig.devices if g.mig else [])
             )

@@ -48,14 +48,14 @@ READING = [
     "100% on instance entities. Ampere and Ada have no GPM (DCGM's profiling metrics cover "
     "them). The GPU detail lists SM, occupancy, tensor, DRAM bandwidth and PCIe figures.",
     "Engines columns: Run and Wait, requests running and waiting (sequences); KV, KV cache use "
-    "(% of the pool); tok/s, output tokens a second; Done%, completion, requests finished "
-    "without an error or abort (% of those finished; the SLO pane's Done%); Req/s, requests "
+    "(% of the pool); tok/s, output tokens a second; Compl%, completion, requests finished "
+    "without an error or abort (% of those finished; the SLO pane's Compl%); Req/s, requests "
     "finished a second; Room, requests a second the engine takes above its current rate before "
     "its first SLO breaks, with that SLO (≥ a floor, past the load seen; ? it cannot tell yet: "
     "the engine detail says why); Sat, the saturation index, the worst p90 latency over its SLO "
     "(×; 1 or more is saturated, ↑ while load and TTFT both rise). At 80 columns Room takes "
-    "Done%'s place and shows its rate only.",
-    "TTFT95 / TPOT95: p95 over the window from histogram bucket deltas, as Prometheus' "
+    "Compl%'s place and shows its rate only.",
+    "TTFT p95 / TPOT p95: over the window from histogram bucket deltas, as Prometheus' "
     "histogram_quantile. A trailing * means the figure is since the engine started: one scrape "
     "so far, or nothing has finished yet in a window that inferdeck has not fully watched.",
     "° means the window is not full yet: the figure (and every rate) covers the seconds watched "

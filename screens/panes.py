@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from console.findings import strays
 from console.frame import Alert, Frame, Headroom, MemoryLine
-from console.units import GIB, NA, gib
+from console.units import GIB, NA, count_text, gib
 from screens.widgets import KeyedTable, Pane, Quiet, TablePane
 
 
@@ -96,7 +96,7 @@ STATE_STYLE = {"ok": "success", "warning": "warning", "critical": "error", "unkn
 HEAD_COLUMNS = (
     ("memory", "Memory", 10),
     ("kv", "KV seqs", 10),
-    ("queue", "Queue", 7),
+    ("queue", "Queue", 9),
     ("power", "Power", 9),
     ("thermal", "Thermal", 8),
 )
@@ -126,7 +126,7 @@ def headroom_cell(h: Headroom | None, c: dict[str, str], bars: bool = False) -> 
     """A headroom against its budget, in words: "5.2G left", "1.5 over", "3 wait" — coloured by
     its state; with ``bars`` (wide panes) after a 4-cell bar that fills as the room is used, as
     the GPU pane's bars fill with use: half full exactly at the plan's margin, full at none
-    left."""
+    left (KV: the share of the cache's sequences the plan takes)."""
     if h is None:
         return Text("-", style=c["dim"])
     color = c[STATE_STYLE[h.state]]
@@ -138,7 +138,7 @@ def headroom_cell(h: Headroom | None, c: dict[str, str], bars: bool = False) -> 
     if h.value is None:
         return Text(NA, style=c["dim"])
     if h.unit == "waiting":
-        words = f"{h.value:.0f} wait"
+        words = f"{count_text(h.value)} wait"  # a queue in the thousands whole: "1.8k wait"
     else:
         unit = {"GiB": "G", "W": "W", "°C": "°"}.get(h.unit, "")
         size = f"{abs(h.value):.1f}" if h.unit in ("GiB", "seqs") else f"{abs(h.value):.0f}"
@@ -146,7 +146,11 @@ def headroom_cell(h: Headroom | None, c: dict[str, str], bars: bool = False) -> 
     text = Text(words, style="" if h.state == "ok" else color)
     if not bars:
         return text
-    if h.budget:
+    if h.name == "kv" and h.budget:
+        # the plan's sequences over the capacity they have (value: the sequences past the
+        # plan): a cache twice the plan is half full, the plan exactly met or missed is full
+        left = max(0.0, min(1.0, h.value / (h.value + h.budget))) if h.value > 0 else 0.0
+    elif h.budget:
         left = max(0.0, min(1.0, h.value / (2 * h.budget)))  # share of room left: 1/2 at margin
     else:
         left = 1.0 if h.value <= 0 else 0.0  # a queue: any waiting request is room used

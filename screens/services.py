@@ -24,6 +24,7 @@ from console.units import (
     money,
     num,
     pct,
+    price_range,
     saturation_text,
     seconds,
     share_range,
@@ -110,7 +111,7 @@ class SloPane(Pane):
             ("Service", "service", 12),
             ("TTFT p95", "ttft", 14),
             ("TPOT p95", "tpot", 13),
-            ("Done%", "done", 6),
+            ("Compl%", "done", 6),
             ("Good", "good", 13),
             ("Burn 5m/1h", "burn", 10),
         ):
@@ -183,11 +184,7 @@ class CostPane(Pane):
         for s in frame.services:
             k = s.cost or CostReport(device_share=0.0, usd_per_h=0.0)  # no cost: every cell n/a
             good = k.usd_per_m_compliant_tokens
-            good_text = (
-                f"{money(good.low)}–{money(good.high)}"
-                if good and good.low is not None and good.high is not None
-                else NA
-            )
+            good_text = price_range(good)
             jtok = k.joules_per_output_token
             rows.append(
                 (
@@ -321,8 +318,8 @@ class ServiceDetailScreen(DeckScreen):
                 t.append(f"  energy {e.power_w:.0f} W{basis} = {money(e.usd_per_h, 3)}/h\n")
             good = k.usd_per_m_compliant_tokens
             t.append(
-                f"  per million output tokens {money(k.usd_per_m_output_tokens)}; compliant "
-                f"{money(good.low if good else None)}–{money(good.high if good else None)}; busy "
+                f"  per million output tokens {money(k.usd_per_m_output_tokens)}; good "
+                f"{price_range(good)}; busy "
                 f"{pct(k.occupancy)} of the window\n"
             )
             if k.joules_per_output_token:
@@ -341,7 +338,9 @@ class ServiceDetailScreen(DeckScreen):
             t.append(
                 f"  {key[:-2].upper():<6} observed {target_text(entry, ranges=True)} vs target "
                 f"{seconds(entry.target_s)}, headroom {seconds(entry.headroom_s)}, "
-                f"within limit {mark}{_pct(entry.attainment)}% of {num(entry.requests)} requests"
+                f"within limit "
+                f"{NA if entry.attainment is None else f'{mark}{_pct(entry.attainment)}%'} of "
+                f"{num(entry.requests)} requests"
                 + (
                     f" ({_pct(entry.attainment_at_edge)}% at the {seconds(entry.edge_s)} edge "
                     "the Prometheus rules read)"
@@ -353,7 +352,7 @@ class ServiceDetailScreen(DeckScreen):
         comp = slo.completion
         if comp is not None:
             t.append(
-                f"  completion {_pct(comp.observed)}% (target {_pct(comp.target)}%) of "
+                f"  completion {pct(comp.observed, 1)} (target {pct(comp.target, 1)}) of "
                 f"{comp.requests:,.0f}; aborted by clients {num(comp.aborted)}\n"
             )
         if slo.good_share:

@@ -199,8 +199,13 @@ def test_prometheus_fires_and_resolves_inferdecks_alerts(tmp_path):
         check = _cli("check", "--prometheus", url, env=env)
         assert check.returncode == 1, check.stdout + check.stderr  # the queue is a warning
         first = check.stdout.splitlines()[0]
-        assert first.startswith("INFERDECK WARNING - 127.0.0.1 chat: queue alert (headroom ")
-        assert "requests) on the node since " in first
+        # the rule's own sentence with its figure, and one time: the alert's
+        assert first.startswith("INFERDECK WARNING - 127.0.0.1 chat: "), first
+        assert (
+            " requests waiting where the plan allows none, by the node's inferdeck export, since "
+            in first
+            and " ago)" in first
+        ), first
         snap = _cli("snapshot", "--prometheus", url, env=env)
         (node,) = json.loads(snap.stdout)["nodes"]
         assert node["worst"] == "warning" and node["cost_basis"] == "node's inferdeck export"

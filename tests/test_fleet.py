@@ -845,14 +845,59 @@ def test_a_nodes_own_findings_reach_the_fleet_row_and_check():
     row = node_row("n1", frame)
     assert row["worst"] == "warning" and row["tps"] == 420.0 and row["engines"] == "1/1"
     said = [a.message for a in frame.alerts]
-    assert said == [
-        "1 warning finding in the node's own verdict (its inferdeck export; `inferdeck check` "
-        "on the node names them)"
-    ]
+    assert said == ["1 warning finding in its own verdict; `inferdeck check` there names it"]
+    # the time is when the fleet first saw it, not each refresh's
+    later = source._frames(got, 1010.0)["n1"]
+    assert [a.since.timestamp() for a in later.alerts] == [1000.0]
     # a node whose alert already says as much gets no second line
     got["x:alert"] = [({**exp, "severity": "warning", "rule": "queue", "subject": "chat"}, 990.0)]
     frame = source._frames(got, 1000.0)["n1"]
     assert [a.rule for a in frame.alerts] == ["queue"]
+    asyncio.run(source.aclose())
+
+
+def test_a_nodes_exported_alerts_read_as_their_rules_sentences_with_one_time():
+    """The fleet drew a node's exported alert as `kv alert (headroom 0.0996094 sequences) on the
+    node since 12:00:00Z` (a raw float, an internal word, and a second time beside the pane's).
+    Now each reads as the console says that headroom, in its unit, with the plan's budget; the
+    time is the alert's own (`since`), once."""
+    source = FleetSource(PromClient("http://127.0.0.1:9"))
+    exp = {"instance": "10.0.0.5:9464", "job": "inferdeck", "node": "n1"}
+
+    def head(unit: str, rule: str, v: float, budget: float | None = None) -> list:
+        rows = [({**exp, "__name__": f"inferdeck_headroom_{unit}", "service": "chat",
+                  "rule": rule}, v)]  # fmt: skip
+        if budget is not None:
+            rows.append(({**exp, "__name__": f"inferdeck_headroom_budget_{unit}",
+                          "service": "chat", "rule": rule}, budget))  # fmt: skip
+        return rows
+
+    got: dict[str, Any] = {
+        "up": [({**exp, "__name__": "up"}, 1.0)],
+        "x:alerts": [({**exp, "severity": "warning", "rule": "kv"}, 1.0)],
+        "x:headroom": head("sequences", "kv", 0.0996094, 2.0)
+        + head("requests", "queue", 37.0, 0.0)
+        + head("bytes", "memory", 3.5 * 2**30, 8 * 2**30),
+        "x:alert": [
+            ({**exp, "severity": sev, "rule": rule, "subject": "chat"}, 990.0)
+            for sev, rule in (
+                ("critical", "kv"),
+                ("warning", "queue"),
+                ("warning", "memory"),
+                ("warning", "power"),
+            )
+        ],  # fmt: skip
+    }
+    frame = source._frames(got, 1000.0)["n1"]
+    said = {a.rule: a.message for a in frame.alerts}
+    assert said == {
+        "kv": "KV cache room 0.1 seqs (plan 2.0 seqs), by the node's inferdeck export",
+        "queue": "37 requests waiting where the plan allows none, by the node's inferdeck export",
+        "memory": "memory headroom 3.5 GiB (plan 8.0 GiB), by the node's inferdeck export",
+        "power": "power headroom past its budget (figure not exported), by the node's "
+        "inferdeck export",
+    }
+    assert all(a.since.timestamp() == 990.0 for a in frame.alerts)
     asyncio.run(source.aclose())
 
 
@@ -1027,7 +1072,8 @@ def test_a_60s_scrape_and_an_slo_page_read_on_every_fleet_surface(tmp_path):
         assert row["ttft"] == pytest.approx(2.5) and row["worst"] == "critical", row
         page = [a for a in st.nodes["n1"].alerts if a.rule == "slo_burn"]
         assert page and page[0].severity == "critical" and page[0].subject == "chat"
-        assert "InferdeckSLOBurnPage firing since" in page[0].message
+        assert "(Prometheus' InferdeckSLOBurnPage; left " in page[0].message
+        assert "since" not in page[0].message  # the time is the alert's own, shown once
         res = _cli("check", "--prometheus", url)
         assert res.returncode == 2, res.stdout + res.stderr
         first = res.stdout.splitlines()[0]

@@ -25,7 +25,7 @@ from console.settings import (
     load_settings,
     token_headers,
 )
-from console.units import seconds
+from console.units import seconds, when_text
 from console.windowed import window_label
 
 if TYPE_CHECKING:
@@ -130,7 +130,12 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
     for name, f in sorted(state.nodes.items()):
         row = node_row(name, f, state.summary.get(name), state.down.get(name))
         row["active_alerts"] = [
-            {"severity": a.severity, "subject": a.subject, "message": a.message}
+            {
+                "severity": a.severity,
+                "subject": a.subject,
+                "message": a.message,
+                "since": a.since.isoformat(timespec="seconds"),
+            }
             for a in f.alerts
             if a.state == "active"
         ]
@@ -238,7 +243,12 @@ def fleet_check(args: argparse.Namespace) -> int:
         active = [a for a in f.alerts if a.state == "active"]
         active.sort(key=lambda a: SEVERITY_ORDER[a.severity])
         details += [
-            (a.severity, f"{a.severity.upper()} {name} {a.subject}: {a.message}") for a in active
+            (
+                a.severity,
+                f"{a.severity.upper()} {name} {a.subject}: {a.message}, since "
+                f"{when_text(a.since.timestamp(), state.taken_at or time.time())}",
+            )
+            for a in active
         ]
         levels.append(worst(active))
     for r in state.slo:  # burning, with no node named by its rules (older rules): still counted

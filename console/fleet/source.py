@@ -18,7 +18,7 @@ from console import __version__
 from console.alerts import AlertBook, Condition
 from console.cost import CostSpec, node_hourly, per_million
 from console.engines import profiles
-from console.exporter import HEADROOM_NAMES
+from console.exporter import HEADROOM_NAMES, PREFIX
 from console.fleet.prom import MAX_SERIES, PromClient, PromError
 from console.fleet.promql import (
     BY,
@@ -136,6 +136,9 @@ class FleetSource:
         self.queries_per_refresh = 0  # every query covers every node: fixed, whatever the fleet
         # (node, instance) -> when Prometheus last had it up (None: not within SEEN), live only
         self._last_up: dict[tuple[str, str], float | None] = {}
+        # when the fleet first saw each alert that carries no time of its own (a count, a
+        # verdict, an engine down): shown as its since, not each refresh's time
+        self._first_seen: dict[tuple[str, str], datetime] = {}
         self._asked: set[tuple[str, str]] = set()  # down targets whose last-up Prometheus told
         self._dcgm_down: dict[str, str] = {}  # node -> why its GPU figures are missing, this poll
 
@@ -421,9 +424,10 @@ class FleetSource:
                     rule="slo_burn",
                     severity="critical" if row.alert == "page" else "warning",
                     subject=row.service,
-                    message=f"{row.slo} error budget burning: Prometheus' "
-                    f"InferdeckSLOBurn{row.alert.capitalize()} firing since {since:%H:%M:%S}Z"
-                    + (f" (budget left {budget_text(row)})" if row.remaining is not None else ""),
+                    # the time is the alert's activeAt (since), shown once by the pane
+                    message=f"{row.slo} error budget burning too fast to last its period "
+                    f"(Prometheus' InferdeckSLOBurn{row.alert.capitalize()}"
+                    + (f"; left {budget_text(row)})" if row.remaining is not None else ")"),
                     since=since,
                 )
             )
@@ -496,6 +500,7 @@ class FleetSource:
             sev = labels.get("severity", "")
             by[sev] = by.get(sev, 0.0) + n
         nodes: dict[str, Frame] = {}
+        seen: set[tuple[str, str]] = set()
         self.state.down = {}
         for node in sorted(set(by_node) | set(gpus) | set(exported) | set(self._dcgm_down)):
             engines = by_node.get(node, [])
@@ -505,6 +510,15 @@ class FleetSource:
             alerts += _seen_alerts(engines, gpus.get(node, []), taken)
             alerts += self._burn_alerts(node, engines)
             alerts += _verdict_alerts(concerns.get(node, {}), alerts, taken)
+            alerts = [
+                a
+                if a.since != taken
+                else a.model_copy(
+                    update={"since": self._first_seen.setdefault((node, a.key), taken)}
+                )
+                for a in alerts
+            ]
+            seen.update((node, a.key) for a in alerts)
             dcgm_down = self._dcgm_down.get(node)
             if dcgm_down is not None:
                 alerts.append(
@@ -541,6 +555,7 @@ class FleetSource:
                 engines=engines,
                 alerts=alerts,
             )
+        self._first_seen = {k: v for k, v in self._first_seen.items() if k in seen}
         return nodes
 
     def _engines(
@@ -818,32 +833,67 @@ def _exported(
         if not math.isnan(value):
             node_cost[n] = min(value, node_cost.get(n, value))
     named: dict[str, list[Alert]] = {}
-    heads = {
-        (_node(lab), lab.get("service", ""), lab.get("rule", "")): (
-            v,
-            lab.get("__name__", "").removeprefix("inferdeck_headroom_"),
-        )
-        for lab, v in got.get("x:headroom") or []
-    }
+    heads: dict[tuple[str, str, str], tuple[float, str]] = {}
+    budgets: dict[tuple[str, str, str], float] = {}
+    for lab, v in got.get("x:headroom") or []:
+        name = lab.get("__name__", "")
+        key = (_node(lab), lab.get("service", ""), lab.get("rule", ""))
+        if name.startswith(f"{PREFIX}headroom_budget_"):
+            budgets[key] = v
+        else:
+            heads[key] = (v, name.removeprefix(f"{PREFIX}headroom_"))
     for labels, since in got.get("x:alert") or []:
         severity = labels.get("severity", "")
         if severity not in ("warning", "critical"):
             continue
         rule, subject = labels.get("rule", "?"), labels.get("subject", "node")
-        head = heads.get((_node(labels), subject, rule))
-        value = f" (headroom {head[0]:g} {head[1]})" if head is not None else ""
+        key = (_node(labels), subject, rule)
+        head = heads.get(key)
         named.setdefault(_node(labels), []).append(
             Alert(
                 key=f"exported:{rule}:{subject}",
                 rule=rule,
                 severity=severity,
                 subject=subject,
-                message=f"{rule} alert{value} on the node since "
-                f"{datetime.fromtimestamp(since, tz=UTC):%H:%M:%S}Z (its inferdeck export)",
+                # the time is the alert's own (since), shown once by the pane
+                message=headroom_sentence(rule, head, budgets.get(key))
+                + ", by the node's inferdeck export",
                 since=datetime.fromtimestamp(since, tz=UTC),
             )
         )
     return exported, named, node_cost
+
+
+# each headroom's words in the node's own sentences, and how its exported unit reads
+HEADROOM_WORDS = {
+    "memory": "memory headroom",
+    "kv": "KV cache room",
+    "queue": "requests waiting",
+    "power": "power headroom",
+    "thermal": "thermal headroom",
+}
+
+
+def _amount(v: float, unit: str) -> str:
+    """An exported headroom in the unit the console shows it in: bytes as GiB, counts whole."""
+    if unit == "bytes":
+        return f"{v / 2**30:.1f} GiB"
+    if unit == "requests":
+        return f"{v:,.0f}"
+    shown = {"sequences": "seqs", "watts": "W", "celsius": "°C", "seconds": "s"}.get(unit, unit)
+    return f"{v:.1f} {shown}" if abs(v) < 10 else f"{v:,.0f} {shown}"
+
+
+def headroom_sentence(rule: str, head: tuple[float, str] | None, budget: float | None) -> str:
+    """'KV cache room 0.1 seqs (plan 2.0 seqs)': the rule's headroom as the node exports it."""
+    words = HEADROOM_WORDS.get(rule, f"{rule} headroom")
+    if head is None:
+        return f"{words} past its budget (figure not exported)"
+    value, unit = head
+    if rule == "queue":
+        return f"{_amount(value, unit)} {words} where the plan allows none"
+    text = f"{words} {_amount(value, unit)}"
+    return text + (f" (plan {_amount(budget, unit)})" if budget is not None else "")
 
 
 def _counted_alerts(rows: list[tuple[dict[str, str], float]], taken: datetime) -> list[Alert]:
@@ -886,8 +936,8 @@ def _verdict_alerts(counts: dict[str, float], alerts: list[Alert], taken: dateti
                 rule="verdict",
                 severity=sev,
                 subject="node",
-                message=f"{n:.0f} {sev} finding{'s' if n != 1 else ''} in the node's own verdict "
-                "(its inferdeck export; `inferdeck check` on the node names them)",
+                message=f"{n:.0f} {sev} finding{'s' if n != 1 else ''} in its own verdict; "
+                f"`inferdeck check` there names {'it' if n == 1 else 'them'}",
                 since=taken,
             )
         )

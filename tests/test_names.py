@@ -1,0 +1,138 @@
+"""One name per figure. Every label a figure is shown under — the dashboard's tables at their
+widest (every view of the lower pane), the fleet's table, snapshot.md's tables and check's
+perfdata — is listed here with the figure it names, and each figure must read under one name
+on all of them (a header may shorten it: `Compl%` for completion, `Run` for running). The
+Engines pane read `Done%` where the SLO pane, snapshot.md and the exporter said completion;
+`TTFT95` beside `TTFT p95`; `gen tok/s`, `queue` and `$/M compliant tokens` beside `tok/s`,
+`Wait` and `$/M good`. Help names every Engines column.
+
+The exporter's family names are Prometheus' interface (users' rules and dashboards read them) and
+are not renamed here; its figures are named in its HELP text."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from console.checkplugin import perfdata
+from console.frame import Frame
+from console.settings import demo_settings
+from console.snapshot import to_markdown
+from screens.app import InferdeckApp
+from screens.engines import COLUMNS as ENGINE_COLUMNS
+from screens.fleet import COLUMNS as FLEET_COLUMNS
+from screens.help import READING
+from screens.widgets import KeyedTable
+from tests.frames import StaticSource, node_frame
+
+GOLDEN = Path(__file__).parent / "golden" / "demo-frame.json"
+
+# every label on every surface (normalised: lower case, no %, no parenthesis, "_" as a space),
+# with the figure it names; a label not listed fails the test until it is given its figure
+FIGURE_OF = {
+    # what a row is
+    "gpu": "gpu", "node": "node", "engine": "engine", "engines": "engine count",
+    "service": "service", "kind": "engine kind", "model": "model", "name": "gpu name",
+    "device": "device", "dev": "device", "gpus": "gpu count", "mig": "mig", "window": "window",
+    "worst": "node verdict", "alerts": "alert count", "fits": "plan fits",
+    "mig / processes": "mig", "procs": "processes", "clock events": "clock events",
+    "planned / capacity": "planned vs capacity",
+    "engine vs plan gib": "engine vs plan memory",
+    # GPU figures
+    "memory": "memory", "util/act": "utilisation", "util": "utilisation", "power": "power",
+    "temp": "temperature", "sm clock": "sm clock", "trend power": "power trend",
+    # engine figures
+    "run": "running", "running": "running", "wait": "waiting", "waiting": "waiting",
+    "kv": "kv cache use", "tok/s": "tok/s", "tok s": "tok/s", "trend tok/s": "tok/s trend",
+    "ttft p95": "ttft p95", "tpot p95": "tpot p95", "ttft p50/p95/p99": "ttft percentiles",
+    "compl": "completion", "completion": "completion", "req/s": "req/s",
+    "room": "room", "room rps": "room", "sat": "saturation", "saturation": "saturation",
+    "kv full in": "kv full in", "used up in": "used up in", "ttft≤1s": "ttft within target",
+    # the plan's headrooms
+    "kv seqs": "kv headroom", "queue": "queue headroom", "thermal": "thermal headroom",
+    "headroom": "headroom",
+    # SLO and cost
+    "ttft": "ttft slo", "tpot": "tpot slo", "good": "good share", "good share": "good share",
+    "burn 5m/1h": "burn", "$/h": "$/h", "energy": "energy", "busy": "busy",
+    "$/m out": "$/M output tokens", "$/m output tokens": "$/M output tokens",
+    "$/m good": "$/M good tokens", "$/m good tokens": "$/M good tokens", "j/tok": "J/tok",
+}  # fmt: skip
+
+
+def normal(label: str) -> str:
+    """A label as a name: its parenthesised qualifier, the `observed / target` and `%` that say
+    how a cell reads, and case dropped."""
+    text = re.sub(r"\([^)]*\)", "", label).replace("%", "").replace("_", " ")
+    text = text.replace(" observed / target", "").replace(" / target", "")
+    return " ".join(text.lower().split())
+
+
+async def _dashboard_labels() -> list[str]:
+    app = InferdeckApp(StaticSource(node_frame()))
+    labels: list[str] = []
+    async with app.run_test(size=(220, 60)) as pilot:
+        for _ in range(3):  # the lower pane's views: budget, SLO, cost
+            await pilot.pause()
+            for table in app.query(KeyedTable):
+                labels += [str(c.label) for c in table.columns.values()]
+            await pilot.press("v")
+    return labels
+
+
+def _markdown_labels(md: str) -> list[str]:
+    lines = md.splitlines()
+    out: list[str] = []
+    for head, rule in zip(lines, lines[1:], strict=False):
+        if head.startswith("| ") and rule.startswith("|---"):
+            for cell in head.strip("|").split(" | "):
+                out += cell.strip().split(" / ") if cell.strip() == "running / waiting" else [cell]
+    return out
+
+
+def _perf_labels(frame: Frame) -> list[str]:
+    names = {e.name for e in frame.engines}
+    out = []
+    for label in re.findall(r"'([^']*)'=", perfdata(frame, demo_settings())):
+        engine = max((n for n in names if label.startswith(n + " ")), key=len, default="")
+        out.append(label.removeprefix(engine + " "))
+    return out
+
+
+async def test_every_figure_reads_under_one_name_on_every_surface():
+    frame = Frame.model_validate_json(GOLDEN.read_text())
+    surfaces = {
+        "dashboard": await _dashboard_labels(),
+        "fleet": [label for label, _, _ in FLEET_COLUMNS],
+        "snapshot.md": _markdown_labels(to_markdown(frame)),
+        "check perfdata": _perf_labels(frame),
+    }
+    names: dict[str, dict[str, set[str]]] = {}  # figure -> name -> the surfaces using it
+    unlisted = []
+    for surface, labels in surfaces.items():
+        for label in labels:
+            name = normal(label)
+            figure = FIGURE_OF.get(name)
+            if figure is None:
+                unlisted.append(f"{surface}: {label!r}")
+                continue
+            names.setdefault(figure, {}).setdefault(name, set()).add(surface)
+    assert not unlisted, f"labels with no figure in FIGURE_OF: {unlisted}"
+    second = {}
+    for figure, by_name in names.items():
+        # a shorter name must shorten the longest (Compl% for completion, Run for running)
+        full = max(by_name, key=len).replace(" ", "")
+        others = [n for n in by_name if not full.startswith(n.replace(" ", ""))]
+        if others:
+            second[figure] = by_name
+    assert not second, f"a figure under two names: {second}"
+
+
+def test_help_names_every_engines_column():
+    """Every column of the Engines pane is explained in help, under its header."""
+    text = " ".join(READING)
+    missing = [
+        label
+        for label, key, *_ in ENGINE_COLUMNS
+        if key not in ("engine", "kind", "model", "dev", "trend") and label not in text
+    ]
+    assert not missing, missing
