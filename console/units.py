@@ -82,7 +82,7 @@ def basis(window: str | None) -> str:
 
 def counted(n: float | None, word: str) -> str:
     """'1 preemption', '3 preemptions' (``word`` is the plural)."""
-    if n is None:
+    if n is None or not math.isfinite(n):  # a count no page can mean (a hostile +Inf): unread
         return f"{NA} {word}"
     one = round(n) == 1 and word.endswith("s")
     return f"{n:,.0f} {word[:-1] if one else word}"

@@ -915,3 +915,13 @@ def test_an_engine_redirected_to_another_host_says_so_on_its_row():
     assert e.up and e.moved_to == f"http://localhost:{other.server.port}"
     assert poller.last_sample.engines[0].moved_to == e.moved_to
     assert got_auth and set(got_auth) == {"Bearer x1"}  # the engine's own host asked
+
+
+def test_a_count_no_page_can_mean_reads_unread_not_a_crash():
+    """A hostile page's +Inf preemption counter reached `counted` (OverflowError in the KV
+    headroom's sentence); it reads n/a, as any count that could not be read."""
+    from console.units import counted
+
+    assert counted(float("inf"), "preemptions") == "n/a preemptions"
+    assert counted(float("nan"), "preemptions") == "n/a preemptions"
+    assert counted(1.0, "preemptions") == "1 preemption"

@@ -136,3 +136,4 @@ def test_help_names_every_engines_column():
         if key not in ("engine", "kind", "model", "dev", "trend") and label not in text
     ]
     assert not missing, missing
+
