@@ -136,4 +136,3 @@ def test_help_names_every_engines_column():
         if key not in ("engine", "kind", "model", "dev", "trend") and label not in text
     ]
     assert not missing, missing
-
