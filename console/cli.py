@@ -245,6 +245,25 @@ def _parser() -> argparse.ArgumentParser:
         help="in a folder holding several recorders' files, the one to replay (default: the "
         "newest; the others are named)",
     )
+    tl = sub.add_parser(
+        "timeline", help="what happened in a recording, in order, the first sign marked"
+    )
+    tl.add_argument("path", metavar="FILE|DIR")
+    tl.add_argument(
+        "--recorder",
+        metavar="HOST",
+        help="in a folder of several recorders' files, the one to read",
+    )
+    tl.add_argument(
+        "--since", metavar="TIME", help="only events on at or after this ISO time (UTC by default)"
+    )
+    tl.add_argument(
+        "--format",
+        choices=["text", "json", "jsonl"],
+        default="text",
+        help="text (default); json (the timeline record, schema inferdeck.timeline/1); jsonl "
+        "(one event a line, for log shippers)",
+    )
     plan = sub.add_parser("plan", help="check that the plan fits, before anything runs")
     plan.add_argument("--config", metavar="FILE", help="config file with the plan")
     plan.add_argument("--demo", action="store_true", help="the demo node's plan")
@@ -343,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
             return record(args)
         if args.command == "replay":
             return replay(args)
+        if args.command == "timeline":
+            from console.commands.timeline import timeline
+
+            return timeline(args)
         if args.command == "mig":
             from console.mig.cli import run_mig
 

@@ -19,6 +19,7 @@ from console.meters import service_meters
 from console.plan import Plan
 from console.sample import WALL_STEP_S, EngineSample, Sample
 from console.slo import OutcomeHistory, default_slo
+from console.timeline import EventBook
 from console.triton import count_once
 from console.verdict import judged
 from console.windowed import EngineHistory, process_start
@@ -94,6 +95,7 @@ class Deriver:
         self.first_t: float | None = None  # the first poll: windows are partial until W after it
         self.down_since: dict[str, float] = {}  # engines down, since
         self.back_at: dict[str, float] = {}  # engines back from an outage, at
+        self.events = EventBook()  # the incident timeline, read from the frames made
 
     def frame(self, sample: Sample) -> Frame:
         if self.first_t is None:
@@ -133,7 +135,8 @@ class Deriver:
             alerts=alerts,
             limits=Limits(kv_usage_critical=self.plan.alerts.kv_usage_critical),
         )
-        return judged(frame, self.alerts.pending(), inhibited)
+        frame = judged(frame, self.alerts.pending(), inhibited)
+        return frame.model_copy(update={"timeline": self.events.observe(frame)})
 
     def _inhibited(self, engines: list[Engine], now: float) -> dict[str, str]:
         """Engines down or back for less than RETURN_GRACE_S, and the services all of whose

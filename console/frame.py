@@ -120,6 +120,15 @@ class RemappedRows(Record):
     failure: bool
 
 
+class XidEvent(Record):
+    """An XID error NVML's event API delivered for a GPU since the last poll (on one MIG
+    instance when the ids are given)."""
+
+    xid: int
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
+
+
 class Gpu(Record):
     index: int
     uuid: str | None = None
@@ -160,6 +169,7 @@ class Gpu(Record):
         default_factory=list
     )  # whole-GPU processes (MIG: per device)
     fault: str | None = None  # a device-level fault (GPU lost); the GPU is no longer polled
+    xids: list[XidEvent] = Field(default_factory=list)  # XID errors delivered since the last poll
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
@@ -607,6 +617,40 @@ class Limits(Record):
     kv_usage_critical: float = 0.90  # KV use at which the KV alert fires (the plan's alerts)
 
 
+TIMELINE_SCHEMA = "inferdeck.timeline/1"
+Scope = Literal["gpu", "mig", "engine", "service", "node"]
+
+
+class Event(Record):
+    """One entry of the incident timeline (console/timeline.py): a point (an edge: a restart, an
+    XID) or a range (a state: an engine down, KV at its limit), with the figures that show it.
+    Repeats within a short gap are folded into one entry and counted."""
+
+    kind: str  # "engine-down", "restart", "queue", "kv-full", "preemptions", "xid", "alert"...
+    subject: str  # the engine, service, "GPU 0", "GPU 1 MIG 2g.48gb@0" or the host
+    scope: Scope
+    severity: Severity
+    start: datetime
+    end: datetime | None = None  # a range's end, or a folded point's last; None while open
+    range: bool = False
+    ongoing: bool = False  # a range still open at the timeline's last frame
+    text: str
+    evidence: dict[str, float | str] = Field(default_factory=dict)
+    count: int = 1  # occurrences folded into this entry
+    first_sign: bool = False  # the earliest event of the chain that led to the first page
+
+
+class Timeline(Record):
+    """What happened, in order, since ``since``: the events kept (oldest first), how many older
+    ones were dropped past the cap and how many repeats were folded into counted entries."""
+
+    schema_: str = Field(TIMELINE_SCHEMA, alias="schema")
+    since: datetime
+    events: list[Event] = Field(default_factory=list)
+    dropped: int = 0
+    folded: int = 0
+
+
 class Frame(Record):
     schema_: str = Field(SCHEMA, alias="schema")
     taken_at: datetime
@@ -625,6 +669,7 @@ class Frame(Record):
     verdict: list[Concern] = Field(default_factory=list)
     status: State = "unknown"
     limits: Limits = Field(default_factory=Limits)
+    timeline: Timeline | None = None  # what happened since the console started, in order
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent)

@@ -10,6 +10,7 @@ probed once and the older call is used where the driver lacks the newer one. Blo
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import pwd
 import threading
@@ -30,6 +31,7 @@ from console.frame import (
     MigState,
     RemappedRows,
     Workload,
+    XidEvent,
 )
 from console.gpm import GpmLost, GpmSampler
 from console.gpucatalog import mig_profile_name
@@ -53,6 +55,14 @@ CLOCK_EVENTS = (  # bit, name
     (0x100, "display clocks"),
 )
 ARCH_NAMES = {7: "ampere", 8: "ada", 9: "hopper", 10: "blackwell"}
+
+
+MAX_EVENTS_A_READ = 256  # events drained a read (a storm is read over the next reads)
+ALL_INSTANCES = 0xFFFFFFFF  # an event's GPU/compute instance id when not tied to one instance
+
+
+def _unavailable(g: Gpu, key: str, why: str) -> Gpu:
+    return g.model_copy(update={"unavailable": {**g.unavailable, key: why}})
 
 
 class _Lost(Exception):
@@ -187,6 +197,9 @@ class NvmlReader:
         self._mig_ids: dict[int, dict[str, tuple[int, int]]] = {}
         self._variant: dict[str, str | None] = {}
         self._pids_seen = self._pids_visible = 0
+        # NVML's event API: one set, each GPU registered for XID errors once (or why not)
+        self._events: Any = None
+        self._events_on: dict[int, str | None] = {}  # GPU index: None (registered), or why not
 
     # --- start-up ------------------------------------------------------------------------
     def _start(self) -> bool:
@@ -256,11 +269,15 @@ class NvmlReader:
         self._walk.pop(index, None)
 
     def close(self) -> None:
-        """Free what NVML holds for us (GPM samples). A read hung in the driver is not waited for
-        long: the process's exit frees them then."""
+        """Free what NVML holds for us (GPM samples, the event set). A read hung in the driver is
+        not waited for long: the process's exit frees them then."""
         if self._gpm is not None and self._reading.acquire(timeout=2.0):
             try:
                 self._gpm.close()
+                if self._events is not None:
+                    with contextlib.suppress(Exception):
+                        self._lib.nvmlEventSetFree(self._events)
+                    self._events = None
             finally:
                 self._reading.release()
 
@@ -292,7 +309,7 @@ class NvmlReader:
                 gpus.append(
                     Gpu(index=i, unavailable={"gpu": f"reader error: {type(exc).__name__}: {exc}"})
                 )
-        gpus = self._recuts(gpus)
+        gpus = self._recuts(self._with_xids(gpus))
         source = self.source()
         if self._pids_seen and not self._pids_visible and not self._simulated:
             source = source.model_copy(
@@ -302,6 +319,66 @@ class NvmlReader:
                 }
             )
         return source, gpus
+
+    def _with_xids(self, gpus: list[Gpu]) -> list[Gpu]:
+        """The XID errors NVML delivered since the last read, on their GPUs. Each GPU is
+        registered once for the XID events it supports (nvmlDeviceGetSupportedEventTypes: asking
+        for one it lacks is NOT_SUPPORTED); the set is drained without waiting (timeout 0), on
+        the reader's thread, never the console's loop. Where a GPU cannot be registered, its
+        ``unavailable`` says why."""
+        lib = self._lib
+        xid_type = lib.nvmlEventTypeXidCriticalError
+        if self._events is None:
+            try:
+                self._events = lib.nvmlEventSetCreate()
+            except Exception as exc:  # noqa: BLE001
+                why = f"no NVML event set: {nvml_reason(lib, exc)}"
+                return [_unavailable(g, "xids", why) for g in gpus]
+        for g in gpus:
+            if g.index in self._events_on or g.fault:
+                continue
+            try:
+                h = lib.nvmlDeviceGetHandleByIndex(g.index)
+                if not int(lib.nvmlDeviceGetSupportedEventTypes(h)) & xid_type:
+                    self._events_on[g.index] = "this GPU reports no XID events"
+                    continue
+                lib.nvmlDeviceRegisterEvents(h, xid_type, self._events)
+                self._events_on[g.index] = None
+            except Exception as exc:  # noqa: BLE001
+                self._events_on[g.index] = f"XID events: {nvml_reason(lib, exc)}"
+        got: dict[int, list[XidEvent]] = {}
+        for _ in range(MAX_EVENTS_A_READ):
+            try:
+                data = lib.nvmlEventSetWait_v2(self._events, 0)
+            except lib.NVMLError as exc:
+                if getattr(exc, "value", None) != lib.NVML_ERROR_TIMEOUT:  # timeout: none left
+                    self._events_on = {
+                        i: f"XID events: {nvml_reason(lib, exc)}" for i in self._events_on
+                    }
+                break
+            if not int(data.eventType) & xid_type:
+                continue
+            try:
+                index = int(lib.nvmlDeviceGetIndex(data.device))
+            except Exception:  # noqa: BLE001 - a GPU gone since: the event has nowhere to go
+                continue
+            gi, ci = int(data.gpuInstanceId), int(data.computeInstanceId)
+            got.setdefault(index, []).append(
+                XidEvent(
+                    xid=int(data.eventData),
+                    gpu_instance=None if gi == ALL_INSTANCES else gi,
+                    compute_instance=None if ci == ALL_INSTANCES else ci,
+                )
+            )
+        out = []
+        for g in gpus:
+            off = self._events_on.get(g.index)
+            if off:
+                g = _unavailable(g, "xids", off)
+            if g.index in got:
+                g = g.model_copy(update={"xids": got[g.index]})
+            out.append(g)
+        return out
 
     def _recuts(self, gpus: list[Gpu]) -> list[Gpu]:
         """Each GPU that an unfinished re-cut in the MIG journal was changing, with the layout

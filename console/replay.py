@@ -133,6 +133,17 @@ class ReplaySource:
         assert self.frame is not None
         return self.frame
 
+    def last_frame(self) -> Frame:
+        """The recording derived from its first sample to its last by a deriver of its own (the
+        cursor's left alone): its last Frame, holding the whole recording's timeline, as the live
+        console made it."""
+        deriver = Deriver(self.plan, self._window_s, self.header.get("host"))
+        frame = None
+        for sample in self.samples:
+            frame = deriver.frame(sample)
+        assert frame is not None
+        return frame
+
     def toggle_play(self) -> None:
         if not self.playing and self.cursor >= self.times[-1]:
             self.cursor = self.times[0]

@@ -7,6 +7,7 @@ from datetime import datetime
 from console.findings import findings
 from console.frame import Frame, GpuProcess, Percentiles, TargetReport
 from console.safetext import printable
+from console.timeline import lines as timeline_lines
 from console.units import (
     NA,
     PARTIAL,
@@ -51,7 +52,7 @@ def to_markdown(frame: Frame, note: str = "", charts: list[str] | None = None) -
     reads it, the figures as the screens show them."""
     note = " ".join(note.split())  # one line: a note never adds headings or rows
     lines = _header(frame, note)
-    lines += _verdict(frame) + _alerts(frame) + _findings(frame)
+    lines += _timeline(frame) + _verdict(frame) + _alerts(frame) + _findings(frame)
     if charts:
         lines += ["", "## Charts (last 15 minutes; alerts marked in red)", ""]
         lines += [f"![{name.removesuffix('.svg')}](charts/{name})" for name in charts]
@@ -89,6 +90,19 @@ def _header(frame: Frame, note: str) -> list[str]:
         "",
     ]
     return lines
+
+
+TIMELINE_LINES = 40  # page one: longer timelines are folded there (frame.json has them whole)
+
+
+def _timeline(frame: Frame) -> list[str]:
+    """What happened, in order, the first sign marked ▶ (page one of every bundle)."""
+    tl = frame.timeline
+    if tl is None:
+        return []
+    head = f"## Timeline since {tl.since:%H:%M:%S}Z"
+    said = timeline_lines(tl, frame.taken_at, TIMELINE_LINES)
+    return [head, "", *(f"- {line}" for line in said), ""]
 
 
 def _verdict(frame: Frame) -> list[str]:

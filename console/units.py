@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from console.frame import CapacityReport, Percentiles, RangeReport, TargetReport
+from console.frame import CapacityReport, Engine, Percentiles, RangeReport, TargetReport
 
 GIB = 1024**3
 
@@ -226,6 +226,21 @@ def room_cell(c: CapacityReport | None) -> str:
     if c.at_least:
         return f"≥+{max(0.0, c.requests_per_s - (c.current_per_s or 0.0)):.0f}/s"
     return f"+{c.room_per_s or 0.0:.1f}/s {(c.binding or '').upper()}"
+
+
+def unknown_reasons(e: Engine) -> list[str]:
+    """Why an up engine's Room or Sat cell reads ? or n/a, in the cells' own names: the reason the
+    cell has no room for ("Room ?: 3 of the 6 levels of load it needs seen so far")."""
+    c = e.capacity
+    out = []
+    if c is None:
+        out.append("Room and Sat n/a: its page matched no engine profile, so no capacity estimate")
+        return out
+    if c.requests_per_s is None:
+        out.append(f"Room {room_cell(c)}: {c.cant_tell or 'no estimate'}")
+    if c.saturation is None:
+        out.append(f"Sat n/a: {c.saturation_note or 'no p90 TTFT or TPOT to set against an SLO'}")
+    return out
 
 
 def saturation_cell(c: CapacityReport | None) -> str:

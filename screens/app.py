@@ -81,6 +81,7 @@ class InferdeckApp(Flashing, App[None]):
         # what is wrong and what to turn come first in the footer, before the view's own keys
         Binding("a", "alerts", "Alerts in full"),
         Binding("F", "findings", "Findings"),
+        Binding("t", "timeline", "Timeline", show=False),
         Binding("p", "pause", "Pause"),
         Binding("w", "window", "Window"),
         Binding("v", "view", "Budget/SLO/Cost"),
@@ -677,6 +678,12 @@ class InferdeckApp(Flashing, App[None]):
         if not isinstance(self.screen, AlertsScreen):
             self.push_screen(AlertsScreen())
 
+    def action_timeline(self) -> None:
+        from screens.timeline import TimelineScreen
+
+        if not isinstance(self.screen, TimelineScreen):
+            self.push_screen(TimelineScreen())
+
     def action_findings(self) -> None:
         from screens.findings import FindingsScreen
 
@@ -721,7 +728,13 @@ class InferdeckApp(Flashing, App[None]):
 GC_THRESHOLDS = (10_000, 10, 10)  # a young collection every 10,000 allocations, not 700
 # the code of the views a key opens, loaded once the first frame is drawn rather than at the
 # operator's first press of that key (50-100 ms of imports in the way of the screen)
-VIEW_MODULES = ("screens.mig", "screens.alerts", "screens.findings", "console.bundle")
+VIEW_MODULES = (
+    "screens.mig",
+    "screens.alerts",
+    "screens.findings",
+    "screens.timeline",
+    "console.bundle",
+)
 
 
 def _freeze_startup() -> None:

@@ -29,6 +29,7 @@ from console.units import (
     saturation_cell,
     saturation_text,
     seconds,
+    unknown_reasons,
 )
 from console.verdict import worst_for
 from screens.charts import ChartRow, SeriesChart
@@ -216,6 +217,7 @@ class EnginePane(TablePane):
     def __init__(self) -> None:
         super().__init__("Engines", id="engines")
         self.name_width = 12
+        self.explained: str | None = None  # the row whose unknown Room/Sat was last explained
 
     def compose(self) -> ComposeResult:
         yield KeyedTable(id="engine-table", cursor_type="row")
@@ -267,6 +269,22 @@ class EnginePane(TablePane):
         box = self.query_one("#engine-errors", Static)
         box.update(Text("\n").join(errors))
         box.display = bool(errors)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The operator moved onto an engine whose Room or Sat reads ? or n/a: why, said on the
+        key bar's line (the cell has no room for it; no line of the pane is taken)."""
+        table = self.query_one(KeyedTable)
+        url = self.selected_url() if table.has_focus and self.frame is not None else None
+        e = next((e for e in self.frame.engines if e.url == url), None) if self.frame else None
+        if e is None or not e.up or url == self.explained:
+            return
+        self.explained = url
+        why = unknown_reasons(e)
+        if why:
+            self.app.notify(f"{e.name}: " + "; ".join(why), timeout=8, markup=False)
+
+    def on_descendant_blur(self) -> None:
+        self.explained = None
 
     def selected_url(self) -> str | None:
         table = self.query_one(KeyedTable)

@@ -23,6 +23,7 @@ KEYS = [
     ("S", "browse the saved snapshots"),
     ("a", "alerts in full: every alert, pending condition and finding, wrapped, with its age"),
     ("F", "findings: what to look at, with evidence and the knob to turn"),
+    ("t", "timeline: what happened since the console started, in order, the first sign ▶"),
     ("m", "MIG: each GPU's layout, a new one previewed, then applied (root)"),
     ("+ -", "refresh more / less often (0.5, 1, 2, 5, 10 s)"),
     ("tab", "move between tables"),

@@ -499,22 +499,27 @@ class KeyBar(Static):
         keys' ends the line and Help is not listed besides (one '?')."""
         entries = self.entries()
         whole = sum(Text.assemble(f" {k}", f" {w} ").cell_len for k, w in entries)
-        if whole > width:
+        helped = whole > width and any(w == "Help" for _, w in entries)
+        if helped:  # '? all keys' ends the line in its place, whatever else fits
             entries = [e for e in entries if e[1] != "Help"]
         out = Text(no_wrap=True)
         self._key_cells: list[tuple[int, int, str]] = []  # cells of each key's entry, its words
-        for n, (key, what) in enumerate(entries):
+        n = len(entries)
+        for n, (key, what) in enumerate(entries):  # noqa: B007 - n is read after the loop
             piece = Text.assemble((f" {key}", "bold"), f" {what} ")
             rest = len(entries) - n - 1
-            need = piece.cell_len + (len(self.MORE) + 2 if rest else 0)
+            need = piece.cell_len + (len(self.MORE) + 2 if rest or helped else 0)
             if out.cell_len + need > width:
-                start = out.cell_len
-                out.append("  " + self.MORE, style="bold")
-                self._key_cells.append((start, out.cell_len, "Help"))
-                return out, len(entries) - n
+                break
             self._key_cells.append((out.cell_len, out.cell_len + piece.cell_len, what))
             out.append_text(piece)
-        return out, 0
+        else:
+            n = len(entries)
+        if n < len(entries) or helped:
+            start = out.cell_len
+            out.append("  " + self.MORE, style="bold")
+            self._key_cells.append((start, out.cell_len, "Help"))
+        return out, len(entries) - n + helped
 
     def render(self) -> Text:
         import time

@@ -14,7 +14,7 @@ from screens.engines import EngineDetailScreen
 from screens.gpus import GpuDetailScreen
 from screens.help import HelpScreen
 from screens.services import ServiceDetailScreen
-from screens.widgets import KeyedTable
+from screens.widgets import KeyBar, KeyedTable
 from tests.frames import StaticSource, no_driver_frame, node_frame, whole_gpus_frame
 
 
@@ -975,3 +975,38 @@ async def test_four_alerts_and_findings_never_give_the_page_a_scrollbar():
             await pilot.pause()
             s = app.screen
             assert s.max_scroll_y == 0 and not s.show_vertical_scrollbar, size
+
+
+async def test_a_selected_engine_says_why_room_and_sat_are_unknown():
+    """Room ? and Sat n/a have no room for their reason in the cell: when the operator moves onto
+    such an engine's row, the reason is said on the key bar's line (no pane line taken)."""
+    from console.frame import CapacityReport
+
+    frame = node_frame(engine_down=False)
+    unsure = CapacityReport(
+        cant_tell="3 of the 6 levels of load it needs seen so far",
+        saturation_note="only 4 requests finished in the window (needs 20)",
+    )
+    known = CapacityReport(requests_per_s=3.0, current_per_s=1.0, room_per_s=2.0, saturation=0.5)
+    engines = [
+        frame.engines[0].model_copy(update={"capacity": unsure}),
+        frame.engines[1].model_copy(update={"capacity": known}),
+        *frame.engines[2:],
+    ]
+    app = InferdeckApp(StaticSource(frame.model_copy(update={"engines": engines})))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#engine-table", KeyedTable)
+        assert table.get_cell("eng:" + engines[0].url, "room").plain == "?"
+        assert not getattr(app, "said", [])  # nothing selected: nothing said
+        table.focus()
+        table.move_cursor(row=table.get_row_index("eng:" + engines[1].url))
+        await pilot.pause()
+        assert not getattr(app, "said", [])  # both figures known: nothing to explain
+        table.move_cursor(row=table.get_row_index("eng:" + engines[0].url))
+        await pilot.pause()
+        said = app.said[-1][1]
+        assert f"{engines[0].name}: Room ?: 3 of the 6 levels of load" in said, said
+        assert "Sat n/a: only 4 requests finished" in said, said
+        assert said.startswith(" ".join(str(app.query_one(KeyBar).render()).split()))
+        assert not app.query_one("#engine-errors").display

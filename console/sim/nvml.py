@@ -142,6 +142,27 @@ def _address(handle: Any) -> int:
     return ctypes.cast(handle, ctypes.c_void_p).value or 0
 
 
+# the event types a simulated GPU supports (NVML: MIG device handles support none)
+EVENT_TYPES = (
+    pynvml.nvmlEventTypeXidCriticalError
+    | pynvml.nvmlEventTypeSingleBitEccError
+    | pynvml.nvmlEventTypeDoubleBitEccError
+    | pynvml.nvmlEventTypeClock
+    | pynvml.nvmlEventTypePState
+)
+EVENT_QUEUE = 64  # events a set holds unread; older ones are lost, as the driver's are
+
+
+@dataclass
+class _EventSet:
+    """nvmlEventSet_t: the GPUs and types registered, and the events not yet waited for."""
+
+    registered: dict[int, int] = field(default_factory=dict)  # GPU index -> event type mask
+    queue: list[Any] = field(default_factory=list)
+    ready: threading.Condition = field(default_factory=threading.Condition)
+    freed: bool = False
+
+
 class SimNvml:
     """Module-like object exposing the pynvml functions inferdeck calls."""
 
@@ -174,9 +195,10 @@ class SimNvml:
         self._gpm_next = 1
         self._gi_serial = 0
         self._lock = threading.RLock()
+        self.event_sets: list[_EventSet] = []
         for name in dir(pynvml):  # constants, as `import pynvml` gives them
             if name.startswith(
-                ("NVML_", "NVMLError", "nvmlClocks", "nvmlMemory_v", "c_nvml")
+                ("NVML_", "NVMLError", "nvmlClocks", "nvmlMemory_v", "c_nvml", "nvmlEventType")
             ) and not hasattr(self, name):
                 setattr(self, name, getattr(pynvml, name))
         for name in dir(type(self)):
@@ -264,6 +286,29 @@ class SimNvml:
         self.faults.append(fault)
         return fault
 
+    def inject_xid(self, gpu: int, xid: int, gi: int = 0xFFFFFFFF, ci: int = 0xFFFFFFFF) -> None:
+        """The driver reports XID ``xid`` on a GPU (on one MIG instance when ``gi``/``ci`` are
+        given): every event set registered for XID events on it receives it."""
+        self.inject_event(gpu, pynvml.nvmlEventTypeXidCriticalError, xid, gi, ci)
+
+    def inject_event(
+        self, gpu: int, event_type: int, data: int = 0, gi: int = 0xFFFFFFFF, ci: int = 0xFFFFFFFF
+    ) -> None:
+        for es in self.event_sets:
+            if es.freed or not es.registered.get(gpu, 0) & event_type:
+                continue
+            event = SimpleNamespace(
+                device=_Handle(gpu),
+                eventType=event_type,
+                eventData=data,
+                gpuInstanceId=gi,
+                computeInstanceId=ci,
+            )
+            with es.ready:
+                es.queue.append(event)
+                del es.queue[:-EVENT_QUEUE]
+                es.ready.notify_all()
+
     def lose_gpu(self, index: int) -> None:
         """The GPU fell off the bus: every call on it raises GPU_IS_LOST from now on."""
         self.inject(pynvml.NVML_ERROR_GPU_IS_LOST, gpu=index)
@@ -293,6 +338,8 @@ class SimNvml:
                 f.seen += 1
                 if f.on_call is None or f.seen == f.on_call:
                     raise _err(f.code)
+            if name.startswith("nvmlEventSetWait"):  # blocks: other calls go on meanwhile
+                return fn(*args, **kw)
             with self._lock:
                 return fn(*args, **kw)
 
@@ -424,6 +471,55 @@ class SimNvml:
         handle = _Handle(index)
         self._gpu(handle)
         return handle
+
+    def nvmlDeviceGetIndex(self, handle: _Handle) -> int:  # noqa: N802
+        if handle.mig is not None:
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self._gpu(handle).index
+
+    # --- events ---------------------------------------------------------------------------
+    def nvmlEventSetCreate(self) -> _EventSet:  # noqa: N802
+        if not self.initialized:
+            raise _err(pynvml.NVML_ERROR_UNINITIALIZED)
+        es = _EventSet()
+        self.event_sets.append(es)
+        return es
+
+    def nvmlDeviceGetSupportedEventTypes(self, handle: _Handle) -> int:  # noqa: N802
+        self._gpu(handle)
+        if handle.mig is not None:
+            raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return int(EVENT_TYPES)
+
+    def nvmlDeviceRegisterEvents(self, handle: _Handle, types: int, event_set: _EventSet) -> None:  # noqa: N802
+        """NVML: NOT_SUPPORTED when the device does not support one of the types asked for (ask
+        for the supported ones only); a MIG device handle supports none."""
+        supported = self.nvmlDeviceGetSupportedEventTypes(handle)
+        if not isinstance(event_set, _EventSet) or event_set.freed:
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if types & ~supported:
+            raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        event_set.registered[handle.gpu] = event_set.registered.get(handle.gpu, 0) | types
+
+    def nvmlEventSetWait_v2(self, event_set: _EventSet, timeout_ms: int) -> Any:  # noqa: N802
+        """The next event, waiting up to ``timeout_ms``; NVML_ERROR_TIMEOUT when none came."""
+        if not isinstance(event_set, _EventSet) or event_set.freed:
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        with event_set.ready:
+            if not event_set.queue and timeout_ms > 0:
+                event_set.ready.wait(timeout_ms / 1000)
+            if not event_set.queue:
+                raise _err(pynvml.NVML_ERROR_TIMEOUT)
+            return event_set.queue.pop(0)
+
+    def nvmlEventSetWait(self, event_set: _EventSet, timeout_ms: int) -> Any:  # noqa: N802
+        return self.nvmlEventSetWait_v2(event_set, timeout_ms)
+
+    def nvmlEventSetFree(self, event_set: _EventSet) -> None:  # noqa: N802
+        if not isinstance(event_set, _EventSet) or event_set.freed:
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        event_set.freed = True
+        self.event_sets.remove(event_set)
 
     def nvmlDeviceGetName(self, handle: _Handle) -> str:  # noqa: N802
         gpu = self._gpu(handle)

@@ -1,0 +1,63 @@
+"""``inferdeck timeline RECORDING|DIR``: what happened, in order, for the review after the fact."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from console.compose import UsageError
+from console.frame import Timeline
+from console.timeline import lines
+
+
+def timeline(args: argparse.Namespace) -> int:
+    from console.recording import Recording, RecordingError
+    from console.replay import ReplaySource
+
+    try:
+        rec = Recording(Path(args.path).expanduser(), args.recorder)
+    except RecordingError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{args.path}: cannot read it ({exc.strerror}).") from None
+    since = _since(args.since) if args.since else None
+    rec.done.wait()
+    if not len(rec):
+        raise UsageError(f"{args.path}: the recording holds a header but no frames yet.")
+    frame = ReplaySource(rec.header, rec).last_frame()
+    tl = frame.timeline
+    assert tl is not None
+    if since is not None:
+        tl = Timeline.model_validate(
+            {
+                **tl.model_dump(by_alias=True),
+                "events": [e for e in tl.events if (e.end or frame.taken_at) >= since],
+            }
+        )
+    for note in rec.notes:
+        print(f"inferdeck: {note}", file=sys.stderr)
+    if args.format == "json":
+        print(tl.model_dump_json(by_alias=True, indent=2))
+    elif args.format == "jsonl":  # one event a line, for log shippers
+        for e in tl.events:
+            doc = {"host": frame.host, **json.loads(e.model_dump_json())}
+            print(json.dumps(doc, ensure_ascii=False))
+    else:
+        print(f"{frame.host}: timeline {tl.since:%Y-%m-%d %H:%M:%S}Z – {frame.taken_at:%H:%M:%S}Z")
+        for line in lines(tl, frame.taken_at):
+            print(line)
+    return 0
+
+
+def _since(text: str) -> datetime:
+    """An ISO time (UTC when no zone is given)."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"--since {text!r} is not a time: give an ISO date and time, e.g. 2026-12-05T18:17:00Z."
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -1,0 +1,68 @@
+"""The timeline view (`t`): what happened, in order, the first sign marked; it follows new frames
+(in a replay, the time bar)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from console.frame import Frame
+from console.timeline import MAX_EVENTS, event_text, span_text
+from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
+
+
+class TimelineScreen(DeckScreen):
+    AUTO_FOCUS = "#detail"  # PageDown, End and the arrows scroll the view at once
+    BINDINGS = [Binding("escape,q,t", "app.pop_screen", "Back")]
+
+    def compose(self) -> ComposeResult:
+        yield Quiet(id="status")  # the header, as on the dashboard
+        with VerticalScroll(id="detail"):
+            yield Quiet(id="timeline-body")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        if self.deck.frame is not None:
+            self.show(self.deck.frame)
+
+    def show(self, frame: Frame) -> None:
+        c = theme_colors(self.app.theme_variables)
+        tl = frame.timeline
+        body = self.query_one("#timeline-body", Static)
+        if tl is None:
+            body.update(Text("No timeline in this frame.", style=c["dim"]))
+            return
+        n = len(tl.events)
+        head = f"Timeline since {tl.since:%H:%M:%S}Z: {n} event{'s' * (n != 1)}"
+        if tl.folded:
+            head += f", {tl.folded} repeats folded into them (×N)"
+        title = Text(head, style="bold")
+        # two columns: the time, then what happened (wrapped under itself, never under the time)
+        grid = Table.grid(padding=(0, 1, 0, 0))
+        grid.add_column(no_wrap=True)
+        grid.add_column(ratio=1)
+        style = {"critical": c["error"], "warning": c["warning"], "info": c["dim"]}
+        if tl.dropped:
+            grid.add_row(
+                "",
+                Text(f"… {tl.dropped} older events dropped (the last {MAX_EVENTS} are kept)",
+                     style=c["dim"]),
+            )  # fmt: skip
+        if not tl.events:
+            grid.add_row("", Text("Nothing has happened: no event since then.", style=c["dim"]))
+        for e in tl.events:
+            mark = "▶ " if e.first_sign else "  "
+            grid.add_row(
+                Text(mark + span_text(e, frame.taken_at), style=f"bold {style[e.severity]}"),
+                Text.assemble(
+                    (f"{e.subject}: ", "bold"),
+                    event_text(e),
+                    ("  ← first sign" if e.first_sign else "", f"bold {c['error']}"),
+                ),
+            )
+        body.update(Group(title, Text(""), grid))

@@ -1,0 +1,298 @@
+"""The incident timeline: events from successive Frames and from NVML's event API, in order, folded,
+the first sign marked; on page one of the bundle, identical live and from the recording.
+
+Scenarios run on the scenario harness (simulated engines and NVML on a clock the test moves,
+polled at 1 s, everything between production code)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pynvml
+import pytest
+
+from console.frame import Frame
+from console.nvml import NvmlReader
+from console.recording import Recorder, Recording
+from console.replay import ReplaySource
+from console.sample import Sample
+from console.sim.nvml import SimNvml
+from console.snapshot import to_markdown
+from console.timeline import flags_diff, lines
+from console.xids import catalog, describe
+from tests.test_scenarios import STEADY, Node
+
+OVERLOAD = dict(rate_rps=6.0, max_num_seqs=64, kv_capacity_tokens=20_000, prompt_tokens=900,
+                output_tokens=400)  # fmt: skip
+
+
+def page_one(frame: Frame) -> list[str]:
+    """The timeline as snapshot.md opens with it (its section's lines)."""
+    md = to_markdown(frame).splitlines()
+    start = next(i for i, x in enumerate(md) if x.startswith("## Timeline since "))
+    end = next(i for i in range(start + 1, len(md)) if md[i].startswith("## "))
+    return [x for x in md[start + 1 : end] if x.startswith("- ")]
+
+
+def at(frame: Frame, t: float) -> str:
+    return f"{datetime.fromtimestamp(t, tz=UTC):%H:%M:%S}Z"
+
+
+def sim_of(node: Node) -> SimNvml:
+    return node.nvml._lib
+
+
+# --- NVML's event API, as the simulator speaks it and the reader uses it ------------------------
+def test_the_simulated_event_api_keeps_nvml_semantics():
+    sim = SimNvml()
+    sim.add_gpu("h100-80gb")
+    sim.add_gpu("a100-80gb", mig=[("3g.40gb", 0)])
+    sim.nvmlInit()
+    es = sim.nvmlEventSetCreate()
+    h = sim.nvmlDeviceGetHandleByIndex(0)
+    supported = sim.nvmlDeviceGetSupportedEventTypes(h)
+    assert supported & pynvml.nvmlEventTypeXidCriticalError
+    with pytest.raises(pynvml.NVMLError) as no:  # asking for a type it lacks
+        sim.nvmlDeviceRegisterEvents(h, pynvml.nvmlEventMigConfigChange, es)
+    assert no.value.value == pynvml.NVML_ERROR_NOT_SUPPORTED
+    mig = sim.nvmlDeviceGetMigDeviceHandleByIndex(sim.nvmlDeviceGetHandleByIndex(1), 0)
+    with pytest.raises(pynvml.NVMLError):  # a MIG device handle takes no registration
+        sim.nvmlDeviceRegisterEvents(mig, pynvml.nvmlEventTypeXidCriticalError, es)
+    sim.nvmlDeviceRegisterEvents(h, pynvml.nvmlEventTypeXidCriticalError, es)
+    with pytest.raises(pynvml.NVMLError_Timeout):
+        sim.nvmlEventSetWait_v2(es, 0)
+    sim.inject_xid(1, 31)  # a GPU the set is not registered on: not delivered
+    sim.inject_xid(0, 79)
+    data = sim.nvmlEventSetWait_v2(es, 10)
+    assert (data.eventType, data.eventData) == (pynvml.nvmlEventTypeXidCriticalError, 79)
+    assert sim.nvmlDeviceGetIndex(data.device) == 0
+    assert data.gpuInstanceId == data.computeInstanceId == 0xFFFFFFFF
+    with pytest.raises(pynvml.NVMLError_Timeout):
+        sim.nvmlEventSetWait_v2(es, 0)
+    sim.nvmlEventSetFree(es)
+    with pytest.raises(pynvml.NVMLError):
+        sim.nvmlEventSetWait_v2(es, 0)
+
+
+def test_the_reader_delivers_xids_on_their_gpu_and_mig_instance_once():
+    sim = SimNvml()
+    sim.add_gpu("h100-80gb")
+    sim.add_gpu("a100-80gb", mig=[("3g.40gb", 0), ("3g.40gb", 4)])
+    reader = NvmlReader(sim, simulated=True)
+    _, gpus = reader.read()
+    assert all(g.xids == [] and "xids" not in g.unavailable for g in gpus)
+    sim.inject_xid(0, 48)
+    gi = sim.gpus[1].gis[1].gi_id
+    sim.inject_xid(1, 13, gi=gi, ci=0)
+    _, gpus = reader.read()
+    assert [x.xid for x in gpus[0].xids] == [48] and gpus[0].xids[0].gpu_instance is None
+    assert [(x.xid, x.gpu_instance, x.compute_instance) for x in gpus[1].xids] == [(13, gi, 0)]
+    _, gpus = reader.read()
+    assert all(g.xids == [] for g in gpus)  # delivered once
+    reader.close()
+    assert sim.event_sets == []
+
+
+def test_a_driver_without_xid_events_says_so_per_gpu():
+    sim = SimNvml()
+    sim.add_gpu("h100-80gb")
+    sim.missing.add("nvmlDeviceRegisterEvents")
+    _, gpus = NvmlReader(sim, simulated=True).read()
+    assert "driver too old" in gpus[0].unavailable["xids"]
+
+
+@pytest.mark.parametrize("xid", [13, 31, 43, 45, 68, 109])
+def test_application_xids_are_never_labelled_hardware(xid):
+    severity, text = describe(xid)
+    assert catalog()[xid].cause == "application"
+    assert severity == "warning" and "application fault" in text and "hardware" not in text
+
+
+def test_hardware_xids_are_critical_and_unknown_ones_point_to_the_catalog():
+    for xid in (48, 79, 95):
+        assert describe(xid)[0] == "critical" and "hardware fault" in describe(xid)[1]
+    severity, text = describe(9999)
+    assert severity == "warning" and "Xid catalog" in text
+
+
+def test_flags_diff_names_what_changed():
+    old = "vllm serve m --max-num-seqs 256 --gpu-memory-utilization=0.9 --enforce-eager"
+    new = "vllm serve m --max-num-seqs 128 --gpu-memory-utilization=0.9 --kv-cache-dtype fp8"
+    assert flags_diff(old, new) == (
+        "flags --max-num-seqs 256 → 128, + --kv-cache-dtype fp8, − --enforce-eager"
+    )
+    assert flags_diff(old, old) == "same flags"
+
+
+# --- the scenario matrix: each injected event on page one within one poll -----------------------
+def _overload(node: Node) -> None:
+    for k, v in OVERLOAD.items():
+        setattr(node.models["chat"].spec, k, v)
+
+
+def _power_cap(node: Node) -> None:
+    sim_of(node).gpus[0].enforced_limit_w = 200.0
+
+
+def _restart(node: Node) -> None:
+    node.models["chat"].restart()
+
+
+def _xid(n: int):
+    return lambda node: sim_of(node).inject_xid(0, n)
+
+
+def _kill(node: Node) -> None:
+    node.down.add("chat")
+
+
+def _errors(node: Node) -> None:
+    node.models["chat"].spec.error_share = 0.3
+
+
+MATRIX = {
+    # injected -> (the entry's words on page one, polls it may take: holds the condition needs)
+    "restart": (_restart, "chat: restarted", 1),
+    "queue onset": (_overload, "chat: queue:", 12),
+    "preemption storm": (_overload, "chat: preemptions", 20),
+    "KV saturation": (_overload, "chat: KV cache ≥ 90 %", 20),
+    "power cap": (_power_cap, "GPU 0: clocks slowed: power cap", 1),
+    "XID 79": (_xid(79), "GPU 0: XID 79, hardware fault: GPU has fallen off the bus", 1),
+    "XID 48": (_xid(48), "GPU 0: XID 48, hardware fault", 1),
+    "XID 13": (_xid(13), "GPU 0: XID 13, application fault", 1),
+    "engine down": (_kill, "chat: down: connection refused", 1),
+    "alert fires": (_errors, "fired", 320),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(MATRIX))
+def test_each_injected_event_is_on_page_one_in_time(case):
+    inject, words, polls = MATRIX[case]
+    node = Node({"chat": STEADY})
+    node.run(90)
+    assert page_one(node.frame) == [f"- nothing happened since {at(node.frame, 1_900_000_001.0)}"]
+    inject(node)
+    t = node.t + 1.0
+    for _ in range(polls):
+        node.poll()
+        if any(words in x for x in page_one(node.frame)):
+            break
+    said = page_one(node.frame)
+    hit = [x for x in said if words in x]
+    assert hit, said
+    if polls == 1:  # an edge: dated at the poll that saw it
+        assert at(node.frame, t) in hit[0], (hit, at(node.frame, t))
+
+
+@pytest.mark.slow
+def test_an_alert_fires_and_resolves_as_one_range():
+    node = Node({"chat": STEADY})
+    node.run(60)
+    node.models["chat"].spec.error_share = 0.3
+    node.run(330)
+    node.models["chat"].spec.error_share = 0.0
+    node.run(900)
+    alerts = [e for e in node.frame.timeline.events if "fired" in event_words(e)]
+    assert alerts and all(e.range and e.end is not None for e in alerts), alerts
+
+
+def event_words(e) -> str:
+    return f"{e.text} {e.evidence}"
+
+
+@pytest.mark.slow
+def test_a_thirty_minute_steady_soak_has_no_event():
+    node = Node({"chat": STEADY})
+    node.run(1800)
+    assert node.frame.timeline.events == [], lines(node.frame.timeline)
+
+
+# --- first sign: the injected root of a multi-step incident --------------------------------------
+def _then_overload(node: Node, first) -> None:
+    first(node)
+    node.run(30)
+    _overload(node)
+
+
+INCIDENTS = {
+    "power cap, then load": (_power_cap, "clocks power cap"),
+    "XID 13, then load": (_xid(13), "xid 13"),
+    "XID 48, then load": (_xid(48), "xid 48"),
+    "restart, then load": (_restart, "restart"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(INCIDENTS))
+def test_the_first_sign_is_the_injected_root(case):
+    root, kind = INCIDENTS[case]
+    node = Node({"chat": STEADY})
+    node.run(90)
+    _then_overload(node, root)
+    node.run(120)
+    signs = [e for e in node.frame.timeline.events if e.first_sign]
+    assert len(signs) == 1, lines(node.frame.timeline)
+    assert signs[0].kind == kind, lines(node.frame.timeline)
+    assert any("← first sign" in x for x in page_one(node.frame))
+
+
+# --- one timeline on every surface ----------------------------------------------------------------
+class _Tape:
+    """The harness's deriver, taped: every sample it derives is also recorded."""
+
+    def __init__(self, deriver, recorder: Recorder) -> None:
+        self.inner, self.recorder = deriver, recorder
+
+    def frame(self, sample: Sample) -> Frame:
+        self.recorder.write(sample)
+        return self.inner.frame(sample)
+
+
+@pytest.mark.slow
+def test_live_replay_and_the_bundle_give_one_timeline(tmp_path):
+    node = Node({"chat": STEADY})
+    header = {"window_s": 60.0, "plan": node.plan.model_dump(mode="json"), "host": "node"}
+    rec = Recorder(tmp_path / "rec", "node", header)
+    node.deriver = _Tape(node.deriver, rec)
+    node.run(60)
+    _xid(79)(node)
+    _overload(node)
+    node.run(120)
+    node.down.add("chat")
+    node.run(15)
+    node.down.clear()
+    node.models["chat"].restart()
+    node.run(45)
+    rec.close()
+    live = node.frame.timeline
+    assert live is not None and len(live.events) >= 5
+    recording = Recording(tmp_path / "rec")
+    recording.done.wait()
+    replayed = ReplaySource(recording.header, recording).last_frame().timeline
+    assert replayed == live
+    assert page_one(node.frame) == [f"- {x}" for x in lines(live, node.frame.taken_at, 40)]
+
+
+@pytest.mark.slow
+def test_a_fifteen_minute_incident_fits_forty_lines_with_fold_counts():
+    node = Node({"chat": STEADY})
+    node.run(60)
+    for minute in range(15):  # load that swings every minute, an XID storm, restarts
+        if minute % 2 == 0:
+            _overload(node)
+        else:
+            node.models["chat"].spec = replace(STEADY)
+        for _ in range(6):
+            _xid(13)(node)
+        if minute % 5 == 4:
+            _restart(node)
+        node.run(60)
+    said = lines(node.frame.timeline, node.frame.taken_at, 40)
+    assert len(said) <= 40
+    assert any("×" in x for x in said), said  # repeats folded and counted
+    total = len(node.frame.timeline.events)
+    shown = sum(1 for x in said if x[:1] in "▶!·")
+    folded = [x for x in said if x.startswith("… ") and "events folded" in x]
+    assert shown == total or (folded and f"… {total - shown} events folded" in folded[0])
