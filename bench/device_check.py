@@ -91,6 +91,41 @@ def gpm_direct(i: int, seconds: float = 1.0) -> dict:
         return {"gpm": f"n/a ({exc})"}
 
 
+def events_direct(count: int) -> list[str]:
+    """NVML's event API, read-only: a set, each GPU's supported event types, XID registration,
+    one wait with timeout 0 (NVML_ERROR_TIMEOUT expected on a quiet GPU), the set freed. The
+    reader's XID path makes the same calls (console/nvml.py ``_with_xids``)."""
+    out = []
+    es = pynvml.nvmlEventSetCreate()
+    try:
+        for i in range(count):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            try:
+                types = pynvml.nvmlDeviceGetSupportedEventTypes(h)
+            except pynvml.NVMLError as exc:
+                out.append(f"GPU {i}: supported event types: {exc}")
+                continue
+            xid = bool(types & pynvml.nvmlEventTypeXidCriticalError)
+            line = f"GPU {i}: supported event types 0x{types:x} (XID {'yes' if xid else 'no'})"
+            if xid:
+                try:
+                    pynvml.nvmlDeviceRegisterEvents(h, pynvml.nvmlEventTypeXidCriticalError, es)
+                    line += ", XID registered"
+                except pynvml.NVMLError as exc:
+                    line += f", XID registration: {exc}"
+            out.append(line)
+        try:
+            data = pynvml.nvmlEventSetWait_v2(es, 0)
+            out.append(f"an event pending: type 0x{data.eventType:x} data {data.eventData}")
+        except pynvml.NVMLError_Timeout:
+            out.append("wait(0): NVML_ERROR_TIMEOUT (no event pending), as expected")
+        except pynvml.NVMLError as exc:
+            out.append(f"wait(0): {exc}")
+    finally:
+        pynvml.nvmlEventSetFree(es)
+    return out
+
+
 def main() -> int:
     reader = NvmlReader()
     source, gpus = reader.read()
@@ -146,6 +181,10 @@ def main() -> int:
                     f"  MIG {dev.index}: {dev.profile}@{dev.placement_start} {dev.uuid} "
                     f"{'' if same else '  <-- differs from ' + str(raw)}"
                 )
+    print("\n=== NVML events (XID), read-only")
+    for line in events_direct(len(gpus)):
+        print(f"  {line}")
+    print(f"  the reader: {[(g.index, g.xids, g.unavailable.get('xids')) for g in gpus]}")
     reader.close()
     print(f"\n{mismatches} mismatch(es)")
     return 1 if mismatches else 0

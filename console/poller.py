@@ -262,6 +262,10 @@ class Poller:
         # from the last Frame instead of waiting for this one (polls run one at a time, and
         # screens read Frames only, never the deriver's state)
         self.last_frame = await asyncio.to_thread(self.deriver.frame, self.last_sample)
+        if self.recorder is not None:  # the timeline's changes, after the frame they came from
+            await asyncio.to_thread(
+                self.recorder.write_timeline, self.deriver.events, self.last_sample.t
+            )
         return self.last_frame
 
     async def acquire(self) -> Sample:

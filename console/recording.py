@@ -128,6 +128,16 @@ class Recorder:
         self.frames += 1
         self._in_member += 1
 
+    def write_timeline(self, book: Any, t: float) -> None:
+        """What changed in the timeline (``book``, the deriver's EventBook) at the frame of time
+        ``t``, after that frame's line: a replay and ``inferdeck timeline`` read it instead of
+        deriving it again."""
+        book.start_log()
+        line = book.take_log()
+        if line is not None:
+            self._open(t)
+            self._line({"tl": t, **line})
+
     def prune(self, now: float) -> None:
         if self.retention_h is None or not self.out_is_dir:
             return
@@ -244,6 +254,8 @@ def read(path: Path) -> tuple[dict[str, Any], list[Sample]]:
                 continue
             if i == 0 and not mine:
                 raise RecordingError(f"{f}: not an inferdeck recording (no {SCHEMA} header).")
+            if isinstance(doc, dict) and "tl" in doc:
+                continue  # the timeline's changes (Recording.timeline_log reads them)
             try:
                 sample = sample_from_json(doc)
             except (KeyError, TypeError, ValueError):
@@ -355,6 +367,8 @@ class Recording(Sequence[Sample]):
         self.files = groups[chosen]
         self.others = sorted(k for k in groups if k != chosen)
         self.times: list[float] = []  # grows while the index builds
+        # the timeline's changes as recorded (time, line), in time order; grows with the index
+        self.timeline_log: list[tuple[float, dict[str, Any]]] = []
         self._member_of: list[int] = []  # frame -> member
         self._members: list[tuple[Path, int, int]] = []  # (file, offset, first frame)
         self.notes: list[str] = []
@@ -425,6 +439,9 @@ class Recording(Sequence[Sample]):
         for line in raw.split(b"\n"):
             m = _T.match(line)
             if m is None:
+                if line.startswith(b'{"tl":') and line.endswith(b"}"):
+                    self._timeline_line(line)
+                    continue
                 if not self.header and line.startswith(b'{"schema"'):
                     try:
                         doc = json.loads(line)
@@ -443,6 +460,15 @@ class Recording(Sequence[Sample]):
                 continue  # out of order (another recorder's file under this name): left out
             self._member_of.append(k)
             self.times.append(t)  # appended last: a reader sees a frame only once it is indexed
+
+    def _timeline_line(self, line: bytes) -> None:
+        try:
+            doc = json.loads(line)
+            t = float(doc["tl"])
+        except (ValueError, KeyError, TypeError):
+            return  # a damaged line: the next one still holds its entries' latest state
+        if isinstance(doc, dict) and (not self.timeline_log or t >= self.timeline_log[-1][0]):
+            self.timeline_log.append((t, doc))
 
     def progress(self) -> float:
         """The share of the recording indexed so far (1.0 when done)."""

@@ -17,6 +17,7 @@ from console.frame import Frame
 from console.keyseries import KeySeries
 from console.plan import Plan
 from console.sample import Sample
+from console.timeline import Replayed
 
 CHECKPOINT_EVERY = 120  # samples between saved derivation states (cheap backward seeks)
 MAX_CHECKPOINTS = 24  # kept (the oldest dropped): memory does not grow with the recording
@@ -51,6 +52,10 @@ class ReplaySource:
         self.speed = 1.0
         self.history = KeySeries()  # every derived frame's key series: trends as they were live
         self.origin = str(header.get("origin") or "a recording")  # what a bundle says it came from
+        # the timeline as the live console recorded it: whole at any time the cursor goes to
+        # (a far jump derives frames from shortly before it, so their own timeline starts there)
+        log = getattr(samples, "timeline_log", None)
+        self.recorded = Replayed(log) if log is not None else None
         self._reset()
         self.cursor = samples[0].t  # recorded time shown
         self._last_wall: float | None = None
@@ -131,12 +136,16 @@ class ReplaySource:
                 while len(self.checkpoints) > MAX_CHECKPOINTS:
                     del self.checkpoints[next(iter(self.checkpoints))]
         assert self.frame is not None
+        if self.recorded is not None and self.recorded.log:
+            tl = self.recorded.at(self.times[i])
+            if tl is not None and tl is not self.frame.timeline:
+                self.frame = self.frame.model_copy(update={"timeline": tl})
         return self.frame
 
     def last_frame(self) -> Frame:
         """The recording derived from its first sample to its last by a deriver of its own (the
         cursor's left alone): its last Frame, holding the whole recording's timeline, as the live
-        console made it."""
+        console made it (``recorded`` has it without deriving, where the recording holds it)."""
         deriver = Deriver(self.plan, self._window_s, self.header.get("host"))
         frame = None
         for sample in self.samples:

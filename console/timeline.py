@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from console.frame import Engine, Event, Frame, Gpu, Scope, Severity, Timeline
 from console.units import duration_text, num
@@ -48,6 +49,7 @@ class _Range:
     end: datetime | None = None
     count: int = 1
     event: Event | None = None  # the record last built (rebuilt only when something changed)
+    id: int = 0  # its place in the log a recording keeps (order of entry)
 
 
 @dataclass
@@ -82,6 +84,11 @@ class EventBook:
         self.folded = 0
         self.changed = True
         self.timeline: Timeline | None = None
+        self.serial = 0
+        # what changed since the recorder last took it (kept only for a recorder: ``logging``)
+        self.logging = self.log_first = False
+        self.log_events: dict[int, Event] = {}
+        self.log_gone: set[int] = set()
 
     # --- observing ---------------------------------------------------------------------------
     def observe(self, frame: Frame) -> Timeline:
@@ -100,6 +107,8 @@ class EventBook:
             r = self.open.pop(key)
             r.end = t
             r.event = None
+            if r.kind == "alert" and "fired" not in r.evidence:
+                r.severity = "info"  # held too briefly to fire: the first to fold on page one
             self.closed_at[key] = r
             self.changed = True
         for key in [k for k in self.pending if k not in now]:  # a gap of a poll or two is no end
@@ -110,7 +119,17 @@ class EventBook:
         if self.changed:
             self.changed = False
             self._trim()
+            # (the last timeline holds the old records: no id below is reused meanwhile)
+            built = {id(r.event) for r in self.entries} if self.logging else set()
             self.timeline = build(self.entries, self.since, self.dropped, self.folded, frame)
+            if self.logging:
+                self.log_events.update(
+                    {
+                        r.id: r.event
+                        for r in self.entries
+                        if id(r.event) not in built and r.event is not None
+                    }
+                )
         assert self.timeline is not None
         return self.timeline
 
@@ -166,7 +185,32 @@ class EventBook:
             self._add(r, point=True)
         self.changed = True
 
+    def start_log(self) -> None:
+        """Keep what changes from now on for a recorder, starting with every entry held."""
+        if not self.logging:
+            self.logging = self.log_first = True
+            self.log_events = {r.id: r.event for r in self.entries if r.event is not None}
+
+    def take_log(self) -> dict[str, object] | None:
+        """What changed in the timeline since the last call, as one line of a recording (the
+        entries rebuilt, by their id, and those dropped), or None when nothing did. A replay
+        rebuilds the timeline from these lines (console.timeline.Replayed)."""
+        if not (self.log_events or self.log_gone or self.log_first) or self.since is None:
+            return None
+        self.log_first = False  # (the first line says since when, events or none)
+        line: dict[str, object] = {
+            "since": self.since.isoformat(),
+            "ev": [[k, e.model_dump(mode="json")] for k, e in sorted(self.log_events.items())],
+            "gone": sorted(self.log_gone),
+            "dropped": self.dropped,
+            "folded": self.folded,
+        }
+        self.log_events, self.log_gone = {}, set()
+        return line
+
     def _add(self, r: _Range, point: bool = False) -> None:
+        self.serial += 1
+        r.id = self.serial
         r.evidence = dict(r.evidence)
         if point:
             r.evidence.setdefault("point", 1)
@@ -181,6 +225,10 @@ class EventBook:
             gone = [r for r in self.entries if r not in keep][:over]
             self.entries = [r for r in self.entries if r not in gone]
             self.dropped += len(gone)
+            if self.logging:
+                self.log_gone |= {r.id for r in gone}
+                for r in gone:
+                    self.log_events.pop(r.id, None)
         for key in [k for k, r in self.closed_at.items() if r not in self.entries]:
             del self.closed_at[key]
 
@@ -189,6 +237,8 @@ class EventBook:
         saturation, an engine down) joins that fact's entry, its severity and when it fired
         added, instead of standing beside it; while it holds, the fact's entry stays open."""
         facts = {(s.kind, s.subject): s for s in states if s.kind not in ("alert", "finding")}
+        if len(facts) == len(states):
+            return states  # no alert or finding: nothing to join
         groups = _related(frame)
         out = []
         for s in states:
@@ -226,9 +276,8 @@ class EventBook:
                 fired = s.evidence.get("fired")
                 said = f"{rule} alert " + (f"fired {fired}" if fired else "pending")
                 fact.evidence = {**fact.evidence, "alert": said}
-        return [s for s in out] + [
-            s for s in states if s.kind not in ("alert", "finding") and s not in out
-        ]
+        kept = {id(s) for s in out}
+        return out + [s for s in states if s.kind not in ("alert", "finding") and id(s) not in kept]
 
     # --- what a frame shows -------------------------------------------------------------------
     def _states(self, frame: Frame, t: datetime) -> Iterator[_State]:
@@ -295,20 +344,22 @@ class EventBook:
     def _points(self, frame: Frame, first: bool) -> Iterator[_State]:
         """Edges: what changed since the last frame (nothing at the first: a state the console
         found on starting is a range, a counter it found is a baseline)."""
+        commands = (
+            {  # each engine's process command line, where linking found it
+                p.engine: p.command
+                for g in frame.gpus
+                for p in [
+                    *g.processes,
+                    *(p for d in (g.mig.devices if g.mig else []) for p in d.processes),
+                ]
+                if p.engine and p.command
+            }
+            if any(g.processes or g.mig for g in frame.gpus)
+            else {}
+        )
         for e in frame.engines:
             was = self.last.get(f"engine {e.name}")
-            cmd = next(
-                (
-                    p.command
-                    for g in frame.gpus
-                    for p in [
-                        *g.processes,
-                        *(p for d in (g.mig.devices if g.mig else []) for p in d.processes),
-                    ]
-                    if p.engine == e.name and p.command
-                ),
-                None,
-            )
+            cmd = commands.get(e.name)
             if isinstance(was, tuple) and e.restarted_at is not None and e.restarted_at != was[0]:
                 yield _restart(e, was, cmd)
             if e.up:
@@ -322,7 +373,7 @@ class EventBook:
             now = _gpu_counts(g)
             was = self.last.get(f"gpu {g.index}")
             self.last[f"gpu {g.index}"] = now
-            if not isinstance(was, dict) or first:
+            if not isinstance(was, tuple) or first or was == now:
                 continue
             yield from _gpu_points(g, was, now)
 
@@ -429,37 +480,41 @@ def _xids(g: Gpu) -> Iterator[_State]:
             subject += f" MIG {gi.profile or '?'}@{gi.placement_start if gi.placement_start is not None else '?'}"
         severity, text = describe(x.xid)
         scope: Scope = "mig" if gi is not None else "gpu"
-        yield _State(f"xid {x.xid}", subject, subject, scope, severity, text, {"xid": x.xid})  # type: ignore[arg-type]
+        yield _State(f"xid {x.xid}", subject, subject, scope, severity, text, {"xid": float(x.xid)})  # type: ignore[arg-type]
 
 
-def _gpu_counts(g: Gpu) -> dict[str, object]:
+COUNTS = (  # the counts a GPU's edges are read from, in _gpu_counts' order
+    ("ecc-u", "uncorrectable ECC errors", "critical"),
+    ("ecc-c", "corrected ECC errors", "info"),
+    ("remap-u", "rows remapped for uncorrectable errors", "critical"),
+    ("remap-c", "rows remapped for correctable errors", "warning"),
+)
+
+
+def _gpu_counts(g: Gpu) -> tuple[int | None, ...]:
     rr = g.remapped_rows
-    return {
-        "ecc_u": g.ecc_uncorrected_volatile,
-        "ecc_c": g.ecc_corrected_volatile,
-        "remap_u": rr.uncorrectable if rr else None,
-        "remap_c": rr.correctable if rr else None,
-    }
+    return (
+        g.ecc_uncorrected_volatile,
+        g.ecc_corrected_volatile,
+        rr.uncorrectable if rr else None,
+        rr.correctable if rr else None,
+    )
 
 
-def _gpu_points(g: Gpu, was: dict[str, object], now: dict[str, object]) -> Iterator[_State]:
+def _gpu_points(
+    g: Gpu, was: tuple[int | None, ...], now: tuple[int | None, ...]
+) -> Iterator[_State]:
     subject = f"GPU {g.index}"
-    for key, what, sev in (
-        ("ecc_u", "uncorrectable ECC errors", "critical"),
-        ("ecc_c", "corrected ECC errors", "info"),
-        ("remap_u", "rows remapped for uncorrectable errors", "critical"),
-        ("remap_c", "rows remapped for correctable errors", "warning"),
-    ):
-        a, b = was.get(key), now.get(key)
+    for (key, what, sev), a, b in zip(COUNTS, was, now, strict=True):
         if isinstance(a, int) and isinstance(b, int) and b > a:
             yield _State(
-                key.replace("_", "-"),
+                key,
                 subject,
                 subject,
                 "gpu",
                 sev,  # type: ignore[arg-type]
                 f"{what} +{b - a} (now {b})",
-                {"count": b - a, "total": b},
+                {"count": float(b - a), "total": float(b)},
             )
 
 
@@ -535,9 +590,11 @@ def _topic(s: _State) -> tuple[str, ...]:
 def _gist(message: str) -> str:
     """What a finding is about, the same while its figures move: its head (to the first ':',
     '(', ';' or dash), figures as '#', plurals as singulars, lower case."""
-    head = re.split(r"[:(;]| — ", message, maxsplit=1)[0]
-    head = re.sub(r"\d[\d,.]*%?", "#", head.lower())
-    return re.sub(r"(\w\w)s\b", r"\1", head).strip()
+    head = _HEAD.split(message, maxsplit=1)[0]
+    return _PLURAL.sub(r"\1", _FIGURE.sub("#", head.lower())).strip()
+
+
+_HEAD, _FIGURE, _PLURAL = (re.compile(p) for p in (r"[:(;]| — ", r"\d[\d,.]*%?", r"(\w\w)s\b"))
 
 
 def _update(r: _Range, s: _State) -> bool:
@@ -566,10 +623,12 @@ _GPU = re.compile(r"GPU (\d+)")
 def _scope(subject: str, frame: Frame) -> Scope:
     if subject.startswith("GPU "):
         return "mig" if " MIG " in subject else "gpu"
-    if any(e.name == subject for e in frame.engines):
-        return "engine"
-    if any(s.name == subject for s in frame.services):
-        return "service"
+    for e in frame.engines:
+        if e.name == subject:
+            return "engine"
+    for s in frame.services:
+        if s.name == subject:
+            return "service"
     return "node"
 
 
@@ -583,7 +642,7 @@ def build(
         mark = r is sign
         if r.event is None or r.event.first_sign != mark:
             point = "point" in r.evidence
-            r.event = Event(
+            r.event = Event.model_construct(  # its values are this module's own: no check needed
                 kind=r.kind,
                 subject=r.subject,
                 scope=r.scope,
@@ -659,6 +718,47 @@ def first_sign(entries: list[_Range], frame: Frame) -> _Range | None:
         if r.scope == "node" or r.subject in near or _gpu_of(r.subject) in near:
             best = r
     return best
+
+
+class Replayed:
+    """A timeline rebuilt from a recording's timeline lines (EventBook.take_log), as it stood
+    at any recorded time: the same Timeline the live console had then."""
+
+    def __init__(self, log: list[tuple[float, dict[str, Any]]]) -> None:
+        self.log = log  # (time, line), in time order
+        self._reset()
+
+    def _reset(self) -> None:
+        self.pos = 0
+        self.events: dict[int, Event] = {}
+        self.last: dict[str, Any] | None = None
+        self.timeline: Timeline | None = None
+
+    def at(self, t: float) -> Timeline | None:
+        """The timeline as of recorded time ``t`` (None before its first line)."""
+        if self.pos and self.log[self.pos - 1][0] > t:
+            self._reset()  # back in time: from the start (lines are few, and cheap)
+        moved = False
+        while self.pos < len(self.log) and self.log[self.pos][0] <= t:
+            line = self.log[self.pos][1]
+            for k in line.get("gone", []):
+                self.events.pop(int(k), None)
+            for k, doc in line.get("ev", []):
+                self.events[int(k)] = Event.model_validate(doc)
+            self.last, moved = line, True
+            self.pos += 1
+        if moved and self.last is not None:
+            self.timeline = Timeline.model_construct(
+                schema_="inferdeck.timeline/1",
+                since=datetime.fromisoformat(str(self.last["since"])),
+                events=[
+                    self.events[k]
+                    for k in sorted(self.events, key=lambda k: (self.events[k].start, k))
+                ],
+                dropped=int(self.last.get("dropped", 0)),
+                folded=int(self.last.get("folded", 0)),
+            )
+        return self.timeline
 
 
 # --- the timeline as lines ------------------------------------------------------------------

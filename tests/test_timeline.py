@@ -6,6 +6,9 @@ polled at 1 s, everything between production code)."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -19,7 +22,7 @@ from console.replay import ReplaySource
 from console.sample import Sample
 from console.sim.nvml import SimNvml
 from console.snapshot import to_markdown
-from console.timeline import flags_diff, lines
+from console.timeline import Replayed, flags_diff, lines
 from console.xids import catalog, describe
 from tests.test_scenarios import STEADY, Node
 
@@ -186,6 +189,22 @@ def test_each_injected_event_is_on_page_one_in_time(case):
         assert at(node.frame, t) in hit[0], (hit, at(node.frame, t))
 
 
+def test_a_mig_recut_is_on_page_one_at_its_poll():
+    """A slice re-cut under the console (as `inferdeck mig apply` or nvidia-smi would): the
+    layout change, before and after, at the poll that read it."""
+    node = Node({"chat": STEADY, "batch": STEADY}, mig=True)
+    node.run(30)
+    sim = sim_of(node)
+    gpu = sim.gpus[0]
+    gpu.gis.remove(gpu.gis[1])
+    sim._create_ci(gpu, sim._create_gi(gpu, gpu.model.mig.profile("2g.20gb"), 4))
+    node.nvml.forget_mig(0)  # as the MIG menu does after an apply
+    node.poll()
+    hit = [x for x in page_one(node.frame) if "MIG layout changed" in x]
+    assert hit and at(node.frame, node.t) in hit[0], page_one(node.frame)
+    assert "3g.40gb@0,3g.40gb@4 -> 3g.40gb@0,2g.20gb@4" in hit[0]
+
+
 @pytest.mark.slow
 def test_an_alert_fires_and_resolves_as_one_range():
     node = Node({"chat": STEADY})
@@ -216,11 +235,33 @@ def _then_overload(node: Node, first) -> None:
     _overload(node)
 
 
-INCIDENTS = {
+def _ecc(node: Node) -> None:
+    sim_of(node).gpus[0].ecc_uncorrected += 3
+
+
+def _power_brake(node: Node) -> None:
+    sim_of(node).gpus[0].forced_reasons |= 0x80  # power brake (HW): the board's own signal
+
+
+def _thermal(node: Node) -> None:
+    sim_of(node).gpus[0].forced_reasons |= 0x40  # thermal (HW)
+
+
+def _hw_slowdown(node: Node) -> None:
+    sim_of(node).gpus[0].forced_reasons |= 0x8
+
+
+INCIDENTS = {  # ten multi-step incidents: a root, 30 s later the load that pages
     "power cap, then load": (_power_cap, "clocks power cap"),
     "XID 13, then load": (_xid(13), "xid 13"),
     "XID 48, then load": (_xid(48), "xid 48"),
+    "XID 79, then load": (_xid(79), "xid 79"),
+    "XID 31, then load": (_xid(31), "xid 31"),
     "restart, then load": (_restart, "restart"),
+    "uncorrectable ECC, then load": (_ecc, "ecc-u"),
+    "power brake, then load": (_power_brake, "clocks power brake (HW)"),
+    "thermal slowdown, then load": (_thermal, "clocks thermal (HW)"),
+    "HW slowdown, then load": (_hw_slowdown, "clocks HW slowdown"),
 }
 
 
@@ -244,10 +285,14 @@ class _Tape:
 
     def __init__(self, deriver, recorder: Recorder) -> None:
         self.inner, self.recorder = deriver, recorder
+        self.seen: list[tuple[float, object]] = []  # (time, the live timeline then)
 
     def frame(self, sample: Sample) -> Frame:
         self.recorder.write(sample)
-        return self.inner.frame(sample)
+        frame = self.inner.frame(sample)
+        self.recorder.write_timeline(self.inner.events, sample.t)  # as the poller does
+        self.seen.append((sample.t, frame.timeline))
+        return frame
 
 
 @pytest.mark.slow
@@ -270,8 +315,13 @@ def test_live_replay_and_the_bundle_give_one_timeline(tmp_path):
     assert live is not None and len(live.events) >= 5
     recording = Recording(tmp_path / "rec")
     recording.done.wait()
-    replayed = ReplaySource(recording.header, recording).last_frame().timeline
-    assert replayed == live
+    source = ReplaySource(recording.header, recording)
+    assert source.last_frame().timeline == live  # derived again from the samples
+    assert recording.timeline_log  # and as recorded: the same at every poll, jumps included
+    for t, then in [*node.deriver.seen[::7], *reversed(node.deriver.seen[::13])]:
+        assert source.recorded.at(t) == then, t
+        source.seek(t)
+        assert source._frame_at(source._index(t)).timeline == then
     assert page_one(node.frame) == [f"- {x}" for x in lines(live, node.frame.taken_at, 40)]
 
 
@@ -296,3 +346,46 @@ def test_a_fifteen_minute_incident_fits_forty_lines_with_fold_counts():
     shown = sum(1 for x in said if x[:1] in "▶!·")
     folded = [x for x in said if x.startswith("… ") and "events folded" in x]
     assert shown == total or (folded and f"… {total - shown} events folded" in folded[0])
+
+
+async def test_the_poller_records_the_timeline_beside_its_samples(tmp_path):
+    """The live path: the console's poller with a recorder writes the timeline's changes after
+    their frame, and `inferdeck timeline` reads them back without deriving."""
+    from console.commands.timeline import timeline
+    from console.poller import Poller
+    from console.settings import demo_settings
+    from console.sim.demo import start_demo
+
+    class Clock:
+        t = 1_800_000_000.0
+
+        def __call__(self) -> float:
+            return self.t
+
+    clock = Clock()
+    settings = demo_settings()
+    node = start_demo(settings, clock=clock)
+    poller = Poller(
+        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
+    )
+    header = {"window_s": 60.0, "plan": settings.model_dump(mode="json", exclude={"engines"})}
+    poller.recorder = Recorder(tmp_path / "rec", "demo-node", header)
+    try:
+        for k in range(6):
+            clock.t += 1.0
+            if k == 3:
+                node.nvml.inject_xid(1, 48)
+            frame = await poller.poll()
+    finally:
+        await poller.aclose()
+        node.stop()
+    rec = Recording(tmp_path / "rec")
+    rec.done.wait()
+    assert [doc["tl"] for _, doc in rec.timeline_log][0] == rec.times[0]  # since when, first
+    assert Replayed(rec.timeline_log).at(rec.times[-1]) == frame.timeline
+    assert any(e.kind == "xid 48" and e.subject == "GPU 1" for e in frame.timeline.events)
+    out = io.StringIO()
+    args = argparse.Namespace(path=str(tmp_path / "rec"), recorder=None, since=None, format="text")
+    with contextlib.redirect_stdout(out):
+        assert timeline(args) == 0
+    assert "GPU 1: XID 48, hardware fault: double-bit ECC error" in out.getvalue()

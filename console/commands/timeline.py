@@ -27,14 +27,19 @@ def timeline(args: argparse.Namespace) -> int:
     rec.done.wait()
     if not len(rec):
         raise UsageError(f"{args.path}: the recording holds a header but no frames yet.")
-    frame = ReplaySource(rec.header, rec).last_frame()
-    tl = frame.timeline
+    source = ReplaySource(rec.header, rec)
+    host = str(rec.header.get("host") or "")
+    until = datetime.fromtimestamp(rec.times[-1], tz=UTC)
+    tl = source.recorded.at(rec.times[-1]) if source.recorded is not None else None
+    if tl is None:  # recorded before timelines were: derived again, sample by sample
+        frame = source.last_frame()
+        tl, host, until = frame.timeline, frame.host, frame.taken_at
     assert tl is not None
     if since is not None:
         tl = Timeline.model_validate(
             {
                 **tl.model_dump(by_alias=True),
-                "events": [e for e in tl.events if (e.end or frame.taken_at) >= since],
+                "events": [e for e in tl.events if (e.end or until) >= since],
             }
         )
     for note in rec.notes:
@@ -43,11 +48,11 @@ def timeline(args: argparse.Namespace) -> int:
         print(tl.model_dump_json(by_alias=True, indent=2))
     elif args.format == "jsonl":  # one event a line, for log shippers
         for e in tl.events:
-            doc = {"host": frame.host, **json.loads(e.model_dump_json())}
+            doc = {"host": host, **json.loads(e.model_dump_json())}
             print(json.dumps(doc, ensure_ascii=False))
     else:
-        print(f"{frame.host}: timeline {tl.since:%Y-%m-%d %H:%M:%S}Z – {frame.taken_at:%H:%M:%S}Z")
-        for line in lines(tl, frame.taken_at):
+        print(f"{host}: timeline {tl.since:%Y-%m-%d %H:%M:%S}Z – {until:%H:%M:%S}Z")
+        for line in lines(tl, until):
             print(line)
     return 0
 

@@ -95,6 +95,9 @@ class SimGpu:
     energy_mj: float = 0.0
     last_t: float | None = None  # the simulator clock's time of the last power reading
     clock_reasons: int = 0
+    # clock event reasons a test or the demo holds on (HW slowdown, power brake…), beside those
+    # the power and thermal model sets itself
+    forced_reasons: int = 0
     # an operator's lower power limit (nvidia-smi -pl); None: the board's default
     enforced_limit_w: float | None = None
     ecc_corrected: int = 0
@@ -436,7 +439,7 @@ class SimNvml:
             reasons |= pynvml.nvmlClocksEventReasonSwPowerCap
         if gpu.temperature_c >= m.temperature_slowdown_c:
             reasons |= pynvml.nvmlClocksEventReasonSwThermalSlowdown
-        gpu.clock_reasons = reasons
+        gpu.clock_reasons = reasons | gpu.forced_reasons
         return power, gpu.temperature_c
 
     # --- system ------------------------------------------------------------------------
