@@ -78,7 +78,11 @@ class EventBook:
         self.closed_at: dict[tuple[str, str], _Range] = {}  # recently closed: may reopen
         self.pending: dict[tuple[str, str], datetime] = {}  # held conditions not yet long enough
         self.pending_seen: dict[tuple[str, str], datetime] = {}  # and when last seen holding
-        self.last: dict[str, object] = {}  # per subject: the figures edges are read against
+        # what edges are read against: each engine's (process start, version hints, command
+        # line), each GPU's counts, and when each active alert was first seen firing
+        self.engines_seen: dict[str, tuple[datetime | None, list[str], str | None]] = {}
+        self.counts: dict[int, tuple[int | None, ...]] = {}
+        self.fired: dict[str, str] = {}
         self.since: datetime | None = None
         self.dropped = 0
         self.folded = 0
@@ -309,16 +313,11 @@ class EventBook:
                     {"rule": v.rule},
                     v.since,
                 )
-        active = {f"fired {a.key}" for a in frame.alerts if a.state == "active"}
-        for gone in [k for k in self.last if k.startswith("fired ") and k not in active]:
-            del self.last[gone]  # fired again later: its own time
-        for a in frame.alerts:
-            if a.state != "active":
-                continue
-            fired = self.last.get(f"fired {a.key}")
-            if fired is None:
-                fired = f"{t:%H:%M:%S}Z"
-                self.last[f"fired {a.key}"] = fired
+        active = [a for a in frame.alerts if a.state == "active"]
+        # an alert gone and raised again later fires at its own time
+        self.fired = {a.key: self.fired.get(a.key) or f"{t:%H:%M:%S}Z" for a in active}
+        for a in active:
+            fired = self.fired[a.key]
             yield _State(
                 "alert",
                 a.key,
@@ -358,24 +357,20 @@ class EventBook:
             else {}
         )
         for e in frame.engines:
-            was = self.last.get(f"engine {e.name}")
+            was = self.engines_seen.get(e.name)
             cmd = commands.get(e.name)
-            if isinstance(was, tuple) and e.restarted_at is not None and e.restarted_at != was[0]:
+            if was is not None and e.restarted_at is not None and e.restarted_at != was[0]:
                 yield _restart(e, was, cmd)
             if e.up:
-                self.last[f"engine {e.name}"] = (
-                    e.restarted_at,
-                    list(e.version_hints),
-                    cmd if cmd is not None else (was[2] if isinstance(was, tuple) else None),
-                )
+                old_cmd = was[2] if was is not None else None
+                self.engines_seen[e.name] = (e.restarted_at, list(e.version_hints), cmd or old_cmd)
         for g in frame.gpus:
             yield from _xids(g)
             now = _gpu_counts(g)
-            was = self.last.get(f"gpu {g.index}")
-            self.last[f"gpu {g.index}"] = now
-            if not isinstance(was, tuple) or first or was == now:
-                continue
-            yield from _gpu_points(g, was, now)
+            before = self.counts.get(g.index)
+            self.counts[g.index] = now
+            if before is not None and not first and before != now:
+                yield from _gpu_points(g, before, now)
 
 
 # --- the conditions, one function each ---------------------------------------------------------
@@ -518,16 +513,18 @@ def _gpu_points(
             )
 
 
-def _restart(e: Engine, was: tuple[object, ...], cmd: str | None) -> _State:
+def _restart(
+    e: Engine, was: tuple[datetime | None, list[str], str | None], cmd: str | None
+) -> _State:
     """An engine's new process, with what changed: its version hints and its command line's
     flags, where they were seen before and after."""
     changes = []
-    old_hints, old_cmd = was[1], was[2]
-    if isinstance(old_hints, list) and old_hints != list(e.version_hints):
+    _, old_hints, old_cmd = was
+    if old_hints != list(e.version_hints):
         changes.append(
             f"version {', '.join(old_hints) or '?'} → {', '.join(e.version_hints) or '?'}"
         )
-    if isinstance(old_cmd, str) and cmd is not None and old_cmd != cmd:
+    if old_cmd is not None and cmd is not None and old_cmd != cmd:
         changes.append(flags_diff(old_cmd, cmd))
     text = "restarted" + (f": {'; '.join(changes)}" if changes else "")
     assert e.restarted_at is not None

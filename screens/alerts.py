@@ -9,14 +9,12 @@ from datetime import datetime
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from console.frame import Frame
 from console.units import counted
-from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
+from screens.widgets import ReadingScreen, theme_colors
 
 
 def age(since: datetime | None, now: datetime) -> str:
@@ -29,10 +27,10 @@ def age(since: datetime | None, now: datetime) -> str:
     return f"for {h}h {m:02d}m" if h else f"for {m}m {sec:02d}s" if m else f"for {sec}s"
 
 
-class AlertsScreen(DeckScreen):
+class AlertsScreen(ReadingScreen):
     """Redrawn on every frame, as the pane is."""
 
-    AUTO_FOCUS = "#detail"
+    BODY = "alerts-body"
     BINDINGS = [
         Binding("escape,q,a", "app.pop_screen", "Back"),
         Binding("c", "copy", "Copy for the ticket"),
@@ -50,16 +48,6 @@ class AlertsScreen(DeckScreen):
         self.notify(self.copied, markup=False)
         if self.deck.frame is not None:
             self.show(self.deck.frame)  # said in the view too, where a toast may not show
-
-    def compose(self) -> ComposeResult:
-        yield Quiet(id="status")  # the header, as on the dashboard
-        with VerticalScroll(id="detail"):
-            yield Static(id="alerts-body")
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        if self.deck.frame is not None:
-            self.show(self.deck.frame)
 
     def show(self, frame: Frame) -> None:
         c = theme_colors(self.app.theme_variables)

@@ -5,29 +5,17 @@ from __future__ import annotations
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from console.findings import findings
 from console.frame import Frame
-from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
+from screens.widgets import ReadingScreen, theme_colors
 
 
-class FindingsScreen(DeckScreen):
-    AUTO_FOCUS = "#detail"  # PageDown, End and the arrows scroll the view at once
+class FindingsScreen(ReadingScreen):
+    BODY = "findings-body"
     BINDINGS = [Binding("escape,q,F", "app.pop_screen", "Back")]
-
-    def compose(self) -> ComposeResult:
-        yield Quiet(id="status")  # the header, as on the dashboard
-        with VerticalScroll(id="detail"):
-            yield Quiet(id="findings-body")
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        if self.deck.frame is not None:
-            self.show(self.deck.frame)
 
     def show(self, frame: Frame) -> None:
         c = theme_colors(self.app.theme_variables)

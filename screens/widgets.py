@@ -11,8 +11,9 @@ from rich.color import Color as RichColor
 from rich.segment import Segment, Segments
 from rich.style import Style
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.color import Color
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.events import Click
 from textual.markup import escape
 from textual.screen import Screen
@@ -504,22 +505,21 @@ class KeyBar(Static):
             entries = [e for e in entries if e[1] != "Help"]
         out = Text(no_wrap=True)
         self._key_cells: list[tuple[int, int, str]] = []  # cells of each key's entry, its words
-        n = len(entries)
-        for n, (key, what) in enumerate(entries):  # noqa: B007 - n is read after the loop
+        drawn = 0
+        for key, what in entries:
             piece = Text.assemble((f" {key}", "bold"), f" {what} ")
-            rest = len(entries) - n - 1
-            need = piece.cell_len + (len(self.MORE) + 2 if rest or helped else 0)
-            if out.cell_len + need > width:
+            more = drawn + 1 < len(entries) or helped  # '? all keys' may have to follow it
+            if out.cell_len + piece.cell_len + (len(self.MORE) + 2 if more else 0) > width:
                 break
             self._key_cells.append((out.cell_len, out.cell_len + piece.cell_len, what))
             out.append_text(piece)
-        else:
-            n = len(entries)
-        if n < len(entries) or helped:
+            drawn += 1
+        left = len(entries) - drawn + helped
+        if left:
             start = out.cell_len
             out.append("  " + self.MORE, style="bold")
             self._key_cells.append((start, out.cell_len, "Help"))
-        return out, len(entries) - n + helped
+        return out, left
 
     def render(self) -> Text:
         import time
@@ -553,6 +553,28 @@ class DeckScreen(Screen[None]):
     @property
     def deck(self) -> InferdeckApp:
         return cast("InferdeckApp", self.app)
+
+
+class ReadingScreen(DeckScreen):
+    """A view of one scrolling body drawn from each frame (findings, alerts, timeline): the
+    header, the body (``BODY`` its id; ``show`` fills it), the key bar. PageDown, End and the
+    arrows scroll it at once."""
+
+    AUTO_FOCUS = "#detail"
+    BODY = "body"
+
+    def compose(self) -> ComposeResult:
+        yield Quiet(id="status")  # the header, as on the dashboard
+        with VerticalScroll(id="detail"):
+            yield Quiet(id=self.BODY)
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        if self.deck.frame is not None:
+            self.show(self.deck.frame)
+
+    def show(self, frame: Frame) -> None:
+        raise NotImplementedError
 
 
 _TRACK, _THUMB = RichColor.parse("#555555"), RichColor.parse("bright_magenta")  # Textual's

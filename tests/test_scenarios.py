@@ -484,6 +484,19 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path
     assert [s.wall_offset_s for s in samples] == [0.0] * 4 + [step_s] * (len(frames) - 4)
     replayed = Deriver(plan=plan).frame(samples[-1])
     assert [c.message for c in replayed.verdict if c.rule == "clock"] == said
+    # the timeline runs on the steady clock too: in order, the outage from the first poll, the
+    # step one entry, and the recording's timeline lines give it back whole
+    from console.recording import Recording
+    from console.timeline import Replayed
+
+    tl = frames[-1].timeline
+    starts = [e.start for e in tl.events]
+    assert starts == sorted(starts) and min(starts) >= frames[0].taken_at
+    assert next(e for e in tl.events if e.kind == "engine-down").start == frames[0].taken_at
+    assert len([e for e in tl.events if "wall clock stepped" in e.text]) == 1
+    rec = Recording(tmp_path / "rec.jsonl.gz")
+    rec.done.wait()
+    assert Replayed(rec.timeline_log).at(rec.times[-1]) == tl
 
 
 def _vllm_overload_page(running: float, kv: float, capacity: float, deferred: float = 0.0) -> str:

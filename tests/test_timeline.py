@@ -17,7 +17,7 @@ import pytest
 
 from console.frame import Frame
 from console.nvml import NvmlReader
-from console.recording import Recorder, Recording
+from console.recording import Recorder, Recording, RecordingError
 from console.replay import ReplaySource
 from console.sample import Sample
 from console.sim.nvml import SimNvml
@@ -389,3 +389,38 @@ async def test_the_poller_records_the_timeline_beside_its_samples(tmp_path):
     with contextlib.redirect_stdout(out):
         assert timeline(args) == 0
     assert "GPU 1: XID 48, hardware fault: double-bit ECC error" in out.getvalue()
+
+
+@pytest.mark.slow
+def test_a_recording_cut_anywhere_gives_back_the_timeline_up_to_its_last_whole_line(tmp_path):
+    """A kill at any byte of the write (samples and timeline lines alike): the recording reads
+    back, and its timeline is the live one as of the last timeline line that arrived whole."""
+    node = Node({"chat": STEADY})
+    header = {"window_s": 60.0, "plan": node.plan.model_dump(mode="json"), "host": "node"}
+    rec = Recorder(tmp_path / "rec", "node", header)
+    node.deriver = _Tape(node.deriver, rec)
+    node.run(30)
+    _xid(13)(node)
+    _overload(node)
+    node.run(60)
+    node.down.add("chat")
+    node.run(10)
+    rec.close()
+    live = dict(node.deriver.seen)
+    whole = rec.path.read_bytes()
+    for k in range(1, 24):
+        cut = tmp_path / f"cut{k}" / rec.path.name
+        cut.parent.mkdir()
+        cut.write_bytes(whole[: len(whole) * k // 24])
+        try:
+            recording = Recording(cut)
+        except RecordingError:
+            continue  # cut inside the header: said as one sentence, nothing to read
+        recording.done.wait()
+        if not recording.timeline_log:
+            continue
+        last = recording.timeline_log[-1][0]
+        assert Replayed(recording.timeline_log).at(recording.times[-1]) == live[last], k
+        source = ReplaySource(recording.header, recording)
+        source.seek(recording.times[-1])
+        assert source._frame_at(len(recording) - 1).timeline == live[last], k

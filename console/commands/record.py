@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from console.compose import UsageError, build, open_recorder, positive, writable_dir
 
 if TYPE_CHECKING:
-    from console.recording import Recorder
+    from console.recording import Recorder, Recording
 
 
 def record(args: argparse.Namespace) -> int:
@@ -82,19 +82,26 @@ def record_progress(rec: Recorder, elapsed_s: float) -> str:
     return f"recording: {rec.frames:,} frames, {amount}, {minutes}:{seconds:02d} → {rec.path}"
 
 
-def replay(args: argparse.Namespace) -> int:
+def open_recording(path: str, recorder: str | None) -> Recording:
+    """A recording to read (`replay`, `timeline`), or the one sentence that says why not."""
     from console.recording import Recording, RecordingError
-    from console.replay import ReplaySource
-    from screens.app import InferdeckApp
 
     try:
-        rec = Recording(Path(args.path).expanduser(), args.recorder)
+        rec = Recording(Path(path).expanduser(), recorder)
     except RecordingError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
-        raise UsageError(f"{args.path}: cannot read it ({exc.strerror}).") from None
+        raise UsageError(f"{path}: cannot read it ({exc.strerror}).") from None
     if not len(rec):
-        raise UsageError(f"{args.path}: the recording holds a header but no frames yet.")
+        raise UsageError(f"{path}: the recording holds a header but no frames yet.")
+    return rec
+
+
+def replay(args: argparse.Namespace) -> int:
+    from console.replay import ReplaySource
+    from screens.app import InferdeckApp
+
+    rec = open_recording(args.path, args.recorder)
     if rec.others:
         print(
             f"inferdeck: {args.path} holds {len(rec.others) + 1} recorders' files; replaying "

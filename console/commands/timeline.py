@@ -6,27 +6,19 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
+from console.commands.record import open_recording
 from console.compose import UsageError
 from console.frame import Timeline
 from console.timeline import lines
 
 
 def timeline(args: argparse.Namespace) -> int:
-    from console.recording import Recording, RecordingError
     from console.replay import ReplaySource
 
-    try:
-        rec = Recording(Path(args.path).expanduser(), args.recorder)
-    except RecordingError as exc:
-        raise UsageError(str(exc)) from None
-    except OSError as exc:
-        raise UsageError(f"{args.path}: cannot read it ({exc.strerror}).") from None
     since = _since(args.since) if args.since else None
-    rec.done.wait()
-    if not len(rec):
-        raise UsageError(f"{args.path}: the recording holds a header but no frames yet.")
+    rec = open_recording(args.path, args.recorder)
+    rec.done.wait()  # the whole index: the timeline runs to the recording's end
     source = ReplaySource(rec.header, rec)
     host = str(rec.header.get("host") or "")
     until = datetime.fromtimestamp(rec.times[-1], tz=UTC)
