@@ -30,6 +30,7 @@ from console.scraper import (
 )
 from console.settings import (
     ConfigError,
+    ConfigWatch,
     Settings,
     config_path,
     demo_settings,
@@ -187,6 +188,8 @@ def build(args: argparse.Namespace, demo: bool) -> tuple[Poller, DemoNode | None
     if not demo and not targets and settings.discover and not args.no_discover:
         targets = discover_targets(nvml)
     poller = Poller(targets, nvml, window_s=settings.window_s, plan=settings)
+    if settings._file is not None:  # its plan read again when the file changes
+        poller.config = ConfigWatch(settings)
     poller.max_series = settings.scrape.max_series
     poller.max_label_chars = settings.scrape.max_label_chars
     k = settings.kubelet

@@ -7,6 +7,8 @@ import socket
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from pydantic import ValidationError
+
 from console import __version__
 from console.alerts import AlertBook, Condition
 from console.capacity import CAPACITY_WINDOW_S, RENEW_S, Backtest, estimate
@@ -16,10 +18,10 @@ from console.frame import CapacityReport, Engine, Frame, Limits, ServiceStatus
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.meters import service_meters
-from console.plan import Plan
-from console.sample import WALL_STEP_S, EngineSample, Sample
+from console.plan import Plan, plan_changes
+from console.sample import WALL_STEP_S, ConfigChange, EngineSample, Sample
 from console.slo import OutcomeHistory, default_slo
-from console.timeline import EventBook
+from console.timeline import EventBook, Note, note
 from console.triton import count_once
 from console.verdict import judged
 from console.windowed import EngineHistory, process_start
@@ -96,10 +98,48 @@ class Deriver:
         self.down_since: dict[str, float] = {}  # engines down, since
         self.back_at: dict[str, float] = {}  # engines back from an outage, at
         self.events = EventBook()  # the incident timeline, read from the frames made
+        self.config_error: str | None = None  # the config file read again could not be used
+
+    def _reread(self, change: ConfigChange) -> list[Note]:
+        """The config file read again (recorded with the sample, so a replay follows it): its
+        new plan in force from this poll, or its error stated while it stands."""
+        if change.plan is None:  # said by the config-invalid alert while it stands
+            self.config_error = (change.error or "the config file could not be read").rstrip(".")
+            return []
+        try:
+            plan = Plan.model_validate(
+                {k: v for k, v in change.plan.items() if k in Plan.model_fields}
+            )
+        except ValidationError as exc:  # (a recording edited by hand)
+            self.config_error = f"{change.path}: {exc.errors()[0]['msg']}"
+            return []
+        fields = set(Plan.model_fields)
+        changes = plan_changes(
+            self.plan.model_dump(mode="json", include=fields),
+            plan.model_dump(mode="json", include=fields),
+        )
+        self.plan, self.config_error = plan, None
+        said = "; ".join(changes[:4]) + (f"; {len(changes) - 4} more" if len(changes) > 4 else "")
+        wait = change.at_restart
+        later = (
+            f"; {', '.join(wait)} {'takes' if len(wait) == 1 else 'take'} effect at the next start"
+            if wait
+            else ""
+        )
+        return [
+            note(
+                "config",
+                change.path.rsplit("/", 1)[-1],
+                "info",
+                f"config read again: {said or 'the plan unchanged'}{later}",
+                {"changes": float(len(changes))},
+            )
+        ]
 
     def frame(self, sample: Sample) -> Frame:
         if self.first_t is None:
             self.first_t = sample.t
+        notes = self._reread(sample.config) if sample.config is not None else []
         engines = [self._engine(e) for e in sample.engines]
         gpus, engines = link(sample.gpus, engines)
         now = sample.t
@@ -119,7 +159,7 @@ class Deriver:
         services, node_cost, burn = service_meters(
             self.plan, services, histories, kinds, self.burn, gpus, now
         )
-        conditions += _wall_step(sample.wall_offset_s)
+        conditions += _wall_step(sample.wall_offset_s) + self._config_condition()
         alerts = self.alerts.update(conditions + burn, now, inhibited)
         frame = Frame(
             taken_at=_utc(now),
@@ -136,7 +176,21 @@ class Deriver:
             limits=Limits(kv_usage_critical=self.plan.alerts.kv_usage_critical),
         )
         frame = judged(frame, self.alerts.pending(), inhibited)
-        return frame.model_copy(update={"timeline": self.events.observe(frame)})
+        return frame.model_copy(update={"timeline": self.events.observe(frame, notes)})
+
+    def _config_condition(self) -> list[Condition]:
+        if self.config_error is None:
+            return []
+        return [
+            Condition(
+                "config-invalid",
+                "warning",
+                "config",
+                f"the config file changed and cannot be used: {self.config_error} — the plan "
+                "read before stays in force; fix the file (it is read again when saved)",
+                "config-invalid",
+            )
+        ]
 
     def _inhibited(self, engines: list[Engine], now: float) -> dict[str, str]:
         """Engines down or back for less than RETURN_GRACE_S, and the services all of whose

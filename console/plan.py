@@ -11,6 +11,7 @@ GPU catalog when planning offline.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -329,3 +330,40 @@ def check_plan(plan: Plan, where: object = None) -> None:
                         f"{at(('services', i, 'device'))}services.{i}.device: {ref.profile} cannot "
                         f"start at {ref.start}; valid placements are {prof.starts}."
                     )
+
+
+def plan_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What a plan read again changes (both as JSON), one phrase each, services by name:
+    "service batch added", "services.chat.slo.ttft_p95_s 1 → 0.5"."""
+    out: list[str] = []
+
+    def by_name(plan: dict[str, Any]) -> dict[str, Any]:
+        return {str(s.get("name")): s for s in plan.get("services") or []}
+
+    was, now = by_name(old), by_name(new)
+    out += [f"service {n} added" for n in now if n not in was]
+    out += [f"service {n} removed" for n in was if n not in now]
+
+    def flat(value: Any, path: str, into: dict[str, Any]) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                flat(v, f"{path}.{k}" if path else str(k), into)
+        else:
+            into[path] = value
+
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
+    flat({**old, "services": {n: s for n, s in was.items() if n in now}}, "", a)
+    flat({**new, "services": {n: s for n, s in now.items() if n in was}}, "", b)
+
+    def said(v: Any) -> str:
+        if v is None:
+            return "none"
+        if isinstance(v, float):
+            return f"{v:g}"
+        return json.dumps(v) if isinstance(v, (list, str)) else str(v)
+
+    for path in [*a, *(p for p in b if p not in a)]:
+        if a.get(path) != b.get(path):
+            out.append(f"{path} {said(a.get(path))} → {said(b.get(path))}")
+    return out

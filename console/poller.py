@@ -27,6 +27,7 @@ from console.recording import Recorder
 from console.safetext import printable
 from console.sample import EngineSample, Sample, SlotFigures, SlotsReading
 from console.scraper import ScrapeResult, fetch_top_models, scrape, without_credentials
+from console.settings import ConfigWatch
 from console.triton import api_base
 from console.workload import kubelet_index, name_gpus
 
@@ -184,6 +185,7 @@ class Poller:
         self.last_frame: Frame | None = None
         self.waiting: list[str] = []  # sources the last poll stopped waiting for
         self.recorder: Recorder | None = None  # appends every Sample when set
+        self.config: ConfigWatch | None = None  # the config file, read again when it changes
         self._clients: dict[tuple[bool, bytes], httpx.AsyncClient] = {}
         self._tls: dict[bool, ssl.SSLContext] = {}
         self.http = Http1()  # plain-http pages, one kept-alive connection per engine address
@@ -256,6 +258,9 @@ class Poller:
 
     async def poll(self) -> Frame:
         self.last_sample = await self.acquire()
+        change = self.last_sample.config
+        if self.recorder is not None and change is not None and change.plan is not None:
+            self.recorder.header["plan"] = {**self.recorder.header.get("plan", {}), **change.plan}
         if self.recorder is not None:
             await asyncio.to_thread(self.recorder.write, self.last_sample)
         # derived on a worker thread, as pages are parsed: a key pressed meanwhile is answered
@@ -328,7 +333,12 @@ class Poller:
             source, gpus = await self._kubelet_names(source, gpus)
         offset = self.clock.wall_offset() if isinstance(self.clock, SteadyClock) else 0.0
         return Sample(
-            t=self.clock(), source=source, gpus=gpus, engines=engines, wall_offset_s=offset
+            t=self.clock(),
+            source=source,
+            gpus=gpus,
+            engines=engines,
+            wall_offset_s=offset,
+            config=self.config.check() if self.config is not None else None,
         )
 
     async def _kubelet_names(

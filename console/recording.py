@@ -369,6 +369,8 @@ class Recording(Sequence[Sample]):
         self.times: list[float] = []  # grows while the index builds
         # the timeline's changes as recorded (time, line), in time order; grows with the index
         self.timeline_log: list[tuple[float, dict[str, Any]]] = []
+        # the plans the console read again from its config file (time, plan), in time order
+        self.config_log: list[tuple[float, dict[str, Any]]] = []
         self._member_of: list[int] = []  # frame -> member
         self._members: list[tuple[Path, int, int]] = []  # (file, offset, first frame)
         self.notes: list[str] = []
@@ -458,8 +460,18 @@ class Recording(Sequence[Sample]):
                 continue
             if self.times and t < self.times[-1]:
                 continue  # out of order (another recorder's file under this name): left out
+            if line.find(b',"config":{', 0, 80) >= 0:
+                self._config_line(t, line)
             self._member_of.append(k)
             self.times.append(t)  # appended last: a reader sees a frame only once it is indexed
+
+    def _config_line(self, t: float, line: bytes) -> None:
+        try:
+            plan = json.loads(line)["config"].get("plan")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return  # a damaged line: left to the sample's own reading
+        if isinstance(plan, dict):
+            self.config_log.append((t, plan))
 
     def _timeline_line(self, line: bytes) -> None:
         try:

@@ -40,12 +40,15 @@ class ReplaySource:
         # a lazy Recording's times grow while its index builds; a list's are taken here
         got = getattr(samples, "times", None)
         self.times: list[float] = got if isinstance(got, list) else [s.t for s in samples]
-        try:
-            self.plan = Plan.model_validate(
-                {k: v for k, v in (header.get("plan") or {}).items() if k in Plan.model_fields}
-            )
-        except ValidationError:
-            self.plan = Plan()
+        self.plan = _plan(header.get("plan"))
+        # the plans the console read again from its config file while it recorded: a far jump
+        # derives with the plan in force there
+        got_log = getattr(samples, "config_log", None)
+        self.config_log: list[tuple[float, dict[str, Any]]] = (
+            got_log
+            if isinstance(got_log, list)
+            else [(s.t, s.config.plan) for s in samples if s.config and s.config.plan]
+        )
         self._window_s = float(header.get("window_s", 60.0))
         self.clock = clock
         self.playing = True
@@ -115,6 +118,9 @@ class ReplaySource:
             self.checkpoints = checkpoints
             self.pos = warm - 1
             self.warmed_from = self.times[warm]
+            at = bisect.bisect_left(self.config_log, self.times[warm], key=lambda c: c[0])
+            if at:
+                self.deriver.plan = _plan(self.config_log[at - 1][1])
         elif i < self.pos:
             checkpoints = self.checkpoints
             self._reset()
@@ -218,3 +224,17 @@ class ReplaySource:
     def position(self) -> tuple[float, float, float]:
         """(start, cursor, end) in recorded time."""
         return self.times[0], self.cursor, self.times[-1]
+
+
+def _plan(doc: object) -> Plan:
+    """A recorded plan (its Plan part: a header holds the whole config but its engines)."""
+    try:
+        return Plan.model_validate(
+            {
+                k: v
+                for k, v in (doc if isinstance(doc, dict) else {}).items()
+                if k in Plan.model_fields
+            }
+        )
+    except ValidationError:
+        return Plan()

@@ -50,6 +50,16 @@ class EngineSample:
     max_running: int | None = None  # the batch cap its command line set (discovery), if seen
 
 
+class ConfigChange(Record):
+    """The config file read again by a running console: its new plan (and the keys that wait
+    for a restart), or why it could not be read (the plan before stays in force)."""
+
+    path: str
+    plan: dict[str, Any] | None = None
+    at_restart: list[str] = []
+    error: str | None = None
+
+
 @dataclass
 class Sample:
     t: float
@@ -59,6 +69,7 @@ class Sample:
     # how far the wall clock stands from the steady clock ``t`` is read on (a step: NTP, a VM
     # resumed); recorded once it is a step (WALL_STEP_S), so a replay states it as the console did
     wall_offset_s: float = 0.0
+    config: ConfigChange | None = None  # the config file read again at this poll
 
 
 def _pairs(values: dict[Any, Any]) -> list[Any]:
@@ -114,6 +125,7 @@ class _SampleDoc(BaseModel):
     gpus: list[Gpu] = []
     engines: list[dict[str, Any]] = []
     wall_offset_s: float = 0.0
+    config: ConfigChange | None = None
 
 
 @functools.cache
@@ -145,7 +157,11 @@ def extract_from_json(d: dict[str, Any]) -> Extract:
 
 
 def sample_to_json(s: Sample) -> dict[str, Any]:
-    step = {"wall_offset_s": s.wall_offset_s} if abs(s.wall_offset_s) >= WALL_STEP_S else {}
+    step: dict[str, Any] = (
+        {"wall_offset_s": s.wall_offset_s} if abs(s.wall_offset_s) >= WALL_STEP_S else {}
+    )
+    if s.config is not None:
+        step["config"] = s.config.model_dump(mode="json")
     return {
         "t": s.t,
         **step,
@@ -173,5 +189,10 @@ def sample_from_json(d: object) -> Sample:
         engine.extract = extract_from_json(ex) if ex is not None else None
         engines.append(engine)
     return Sample(
-        t=doc.t, source=doc.source, gpus=doc.gpus, engines=engines, wall_offset_s=doc.wall_offset_s
+        t=doc.t,
+        source=doc.source,
+        gpus=doc.gpus,
+        engines=engines,
+        wall_offset_s=doc.wall_offset_s,
+        config=doc.config,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -19,6 +19,7 @@ from console.engines import add_profiles, kinds
 from console.plan import Plan, check_plan
 from console.promtext import MAX_LABEL_CHARS, MAX_SERIES
 from console.records import Invalid, UserFile
+from console.sample import ConfigChange
 from console.scraper import UrlError, check_url, split_query_secrets, without_credentials
 from console.windowed import parse_window
 from console.yamlfile import ConfigError, config_error, load_yaml
@@ -139,6 +140,16 @@ class Settings(Plan):
     node_plans: dict[str, str] = Field(
         default_factory=dict
     )  # fleet: node name -> that node's config file
+    _file: Path | None = PrivateAttr(None)  # the file it was read from
+    _at_start: dict[str, Any] = PrivateAttr(default_factory=dict)  # as read (before flags)
+
+    def plan_json(self) -> dict[str, Any]:
+        """The plan part alone (what a running console takes from the file again)."""
+        return self.model_dump(mode="json", include=set(Plan.model_fields))
+
+    def watched(self) -> dict[str, Any]:
+        """What a running console takes from the file only at its start."""
+        return self.model_dump(mode="json", include=set(AT_START))
 
     @field_validator("window")
     @classmethod
@@ -152,6 +163,69 @@ class Settings(Plan):
     @property
     def window_s(self) -> float:
         return parse_window(self.window)
+
+
+# read once, at start: the engines polled, how and how often, and where (the plan is read again)
+AT_START = (
+    "window",
+    "interval_s",
+    "engines",
+    "discover",
+    "scrape",
+    "prometheus",
+    "kubelet",
+    "engine_profiles",
+    "snapshot_dir",
+    "node_plans",
+)
+
+
+class ConfigWatch:
+    """The config file a running console was started with, read again when it changes on disk
+    (one stat a poll; read once it has stood unchanged for a poll, so a file caught half-written
+    is not read). ``check`` says what the change is: the new plan (and which keys wait for a
+    restart), or the one sentence why the file cannot be read; the plan read before stays."""
+
+    def __init__(self, settings: Settings) -> None:
+        assert settings._file is not None
+        self.path = settings._file
+        self.plan = settings.plan_json()
+        self.at_start = self.watched = settings._at_start
+        self.seen = self._stamp()
+        self.settling: tuple[tuple[int, int, int] | None, bool] | None = None
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def check(self) -> ConfigChange | None:
+        stamp = self._stamp()
+        if stamp == self.seen:
+            self.settling = None
+            return None
+        if (stamp, True) != self.settling:
+            self.settling = (stamp, True)  # read at the next poll, if it still stands
+            return None
+        self.seen, self.settling = stamp, None
+        where = str(self.path)
+        if stamp is None:
+            return ConfigChange(
+                path=where,
+                error=f"{where}: the config file is gone; the plan read before stays in force.",
+            )
+        try:
+            new = load_settings(self.path, reload=True)
+        except ConfigError as exc:
+            return ConfigChange(path=where, error=str(exc))
+        plan, watched = new.plan_json(), new.watched()
+        later = [k for k in AT_START if watched.get(k) != self.at_start.get(k)]
+        if plan == self.plan and watched == self.watched:
+            return None  # saved again, nothing changed
+        self.plan, self.watched = plan, watched
+        return ConfigChange(path=where, plan=plan, at_restart=later)
 
 
 def config_path(explicit: str | None = None) -> Path | None:
@@ -176,7 +250,9 @@ def config_path(explicit: str | None = None) -> Path | None:
     return None
 
 
-def load_settings(path: Path | None) -> Settings:
+def load_settings(path: Path | None, reload: bool = False) -> Settings:
+    """The config file read and checked (``reload``: read again by a running console, whose
+    engine profiles stay as they were loaded at its start)."""
     if path is None:
         return Settings()
     try:
@@ -193,7 +269,7 @@ def load_settings(path: Path | None) -> Settings:
             f"{where(())}: the config must be a mapping of keys (window, engines, ...)."
         )
     user_profiles = data.get("engine_profiles")
-    if isinstance(user_profiles, str):  # before the engines, whose kinds it may name
+    if isinstance(user_profiles, str) and not reload:  # before the engines, whose kinds it may name
         add_profiles((path.parent / Path(user_profiles).expanduser()).resolve())
     try:
         settings = Settings.model_validate(data)
@@ -202,6 +278,7 @@ def load_settings(path: Path | None) -> Settings:
     for i, eng in enumerate(settings.engines):
         token_headers(eng, lambda field, i=i: where(("engines", i, field)))
     check_plan(settings, where)
+    settings._file, settings._at_start = path, settings.watched()
     return settings
 
 

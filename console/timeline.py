@@ -9,7 +9,7 @@ timeline for the same samples); the screens, bundles and ``inferdeck timeline`` 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -67,6 +67,16 @@ class _State:
     start: datetime | None = None  # when it began, where the frame says (an alert's since)
 
 
+Note = _State  # an event a source tells of itself (the config read again), not read off a frame
+
+
+def note(
+    kind: str, subject: str, severity: Severity, text: str, evidence: dict[str, Any] | None = None
+) -> Note:
+    """A point the deriver adds itself (``EventBook.observe``'s ``points``), about the node."""
+    return _State(kind, f"{kind} {subject}", subject, "node", severity, text, evidence or {})
+
+
 class EventBook:
     """Observes Frames in order and keeps the timeline. ``observe`` returns the Timeline as of
     that frame: the same object while nothing changed (a quiet poll costs a few comparisons)."""
@@ -95,7 +105,7 @@ class EventBook:
         self.log_gone: set[int] = set()
 
     # --- observing ---------------------------------------------------------------------------
-    def observe(self, frame: Frame) -> Timeline:
+    def observe(self, frame: Frame, points: Sequence[Note] = ()) -> Timeline:
         t = frame.taken_at
         first = self.since is None
         if self.since is None:
@@ -118,7 +128,7 @@ class EventBook:
         for key in [k for k in self.pending if k not in now]:  # a gap of a poll or two is no end
             if (t - self.pending_seen[key]).total_seconds() > QUEUE_GAP_S:
                 del self.pending[key], self.pending_seen[key]
-        for p in self._points(frame, first):
+        for p in (*self._points(frame, first), *points):
             self._point(p, t)
         if self.changed:
             self.changed = False
