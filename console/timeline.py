@@ -73,7 +73,8 @@ Note = _State  # an event a source tells of itself (the config read again), not 
 def note(
     kind: str, subject: str, severity: Severity, text: str, evidence: dict[str, Any] | None = None
 ) -> Note:
-    """A point the deriver adds itself (``EventBook.observe``'s ``points``), about the node."""
+    """An event a frame's maker adds itself (``EventBook.observe``'s ``points`` and ``states``):
+    about the node, or the source the frames come from."""
     return _State(kind, f"{kind} {subject}", subject, "node", severity, text, evidence or {})
 
 
@@ -105,12 +106,17 @@ class EventBook:
         self.log_gone: set[int] = set()
 
     # --- observing ---------------------------------------------------------------------------
-    def observe(self, frame: Frame, points: Sequence[Note] = ()) -> Timeline:
+    def observe(
+        self, frame: Frame, points: Sequence[Note] = (), states: Sequence[Note] = ()
+    ) -> Timeline:
+        """The timeline after ``frame``, with the edges (``points``) and the states that hold
+        (``states``) its maker tells of itself, beside those read off the frame."""
         t = frame.taken_at
         first = self.since is None
         if self.since is None:
             self.since = t
         now = {(s.kind, s.id): s for s in self._merged(list(self._states(frame, t)), frame, t)}
+        now.update({(s.kind, s.id): s for s in states})
         for (kind, ident), s in now.items():  # an alert raised goes on from its pending range
             was = ("alert", f"pending {s.evidence.get('rule')} {s.subject}")
             if kind == "alert" and was in self.open and (kind, ident) not in self.open:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.cells import cell_len
@@ -12,6 +13,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.scrollbar import ScrollBar
 from textual.widgets import DataTable, Footer, Input, Static
@@ -20,6 +22,7 @@ from console.fleet.state import (
     FleetState,
     NodeSummary,
     budget_text,
+    fleet_timeline,
     node_row,
     other_down_line,
     warnings_line,
@@ -31,6 +34,7 @@ from console.windowed import window_label
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
 from screens.panes import AlertPane
+from screens.timeline import timeline_body
 from screens.widgets import CellScrollBar, KeyedTable, spark, theme_colors
 
 if TYPE_CHECKING:  # the source queries Prometheus: screens only hold it
@@ -57,6 +61,7 @@ FLEET_KEYS = [
     ("o", "sort by node, alerts, TTFT p95, tokens/s"),
     ("/", "show only nodes with a text; esc shows all"),
     ("[ ]", "every query 5 minutes back / forward in history; 0 live again"),
+    ("t", "the fleet's timeline: each node's events and Prometheus not answering, in order"),
     ("q", "quit; in a node, back"),
 ]
 FLEET_NOTES = [
@@ -309,6 +314,27 @@ class FleetEngineScreen(Screen[None]):
         box.update(Text("\n").join(lines))
 
 
+class FleetTimelineScreen(Screen[None]):
+    """The fleet's timeline (`t`): every node's events, named with their node, and the backend
+    not answering, in order; it follows each refresh."""
+
+    BINDINGS = [Binding("escape,q,t", "app.pop_screen", "Back")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(id="timeline-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show_state(cast("FleetApp", self.app).state)
+
+    def show_state(self, state: FleetState) -> None:
+        until = datetime.fromtimestamp(state.taken_at or time.time(), tz=UTC)
+        self.query_one("#timeline-body", Static).update(
+            timeline_body(fleet_timeline(state), until, self.app.theme_variables)
+        )
+
+
 class FleetApp(App[None]):
     CSS_PATH = "inferdeck.tcss"
     AUTO_FOCUS = "#fleet-table"
@@ -321,6 +347,7 @@ class FleetApp(App[None]):
         Binding("left_square_bracket", "scrub(-300)", "-5 min", key_display="["),
         Binding("right_square_bracket", "scrub(300)", "+5 min", key_display="]"),
         Binding("0", "live", "Live"),
+        Binding("t", "timeline", "Timeline"),
     ]
 
     def __init__(self, source: FleetSource, interval_s: float = 5.0) -> None:
@@ -363,6 +390,9 @@ class FleetApp(App[None]):
             if key in keys:
                 t.add_column(label, key=key, width=width)
         return True
+
+    def action_timeline(self) -> None:
+        self.push_screen(FleetTimelineScreen())
 
     def action_help(self) -> None:
         from screens.help import HelpScreen
@@ -502,7 +532,9 @@ class FleetApp(App[None]):
         slo = self.query_one("#fleet-slo", Static)
         slo.update(slo_text(st, c))
         slo.display = bool(st.slo)
-        if isinstance(self.screen, (NodeScreen, FleetEngineScreen, FleetGpuScreen)):
+        if isinstance(
+            self.screen, (NodeScreen, FleetEngineScreen, FleetGpuScreen, FleetTimelineScreen)
+        ):
             self.screen.show_state(st)
 
     def on_resize(self) -> None:

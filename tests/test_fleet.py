@@ -2,6 +2,7 @@
 each a simulated DCGM exporter and simulated engines; figures compared with scraping directly."""
 
 import asyncio
+import io
 import shutil
 import socket
 import subprocess
@@ -368,6 +369,8 @@ def test_headless_fleet_snapshot_and_check(fleet, tmp_path):
 
 
 def test_prometheus_down_keeps_the_last_figures_with_their_age(fleet):
+    from console.fleet.state import fleet_timeline
+
     url, nodes, prom = fleet
     settle(18)
 
@@ -378,19 +381,33 @@ def test_prometheus_down_keeps_the_last_figures_with_their_age(fleet):
         ok_at = first.last_ok
         prom.send_signal(19)  # SIGSTOP: Prometheus hangs (slow / down)
         try:
-            second = await source.poll()
+            st = await source.poll()
+            second = (dict(st.errors), dict(st.nodes), st.last_ok, fleet_timeline(st))
         finally:
             prom.send_signal(18)  # SIGCONT
+        try:
+            back = await source.poll()
+        finally:
             await source.aclose()
-        return nodes_before, ok_at, second
+        return nodes_before, ok_at, second, fleet_timeline(back)
 
-    before, ok_at, second = asyncio.run(go())
-    assert second.errors and all("no answer within 1 s" in e for e in second.errors.values())
-    assert second.nodes == before and second.last_ok == ok_at  # last values stay, their age grows
+    before, ok_at, (errors, nodes_then, last_ok, said), back = asyncio.run(go())
+    assert errors and all("no answer within 1 s" in e for e in errors.values())
+    assert nodes_then == before and last_ok == ok_at  # last values stay, their age grows
+    # on the fleet's timeline: from the refresh that got no answer to the one that did
+    down = [e for e in said.events if e.kind == "backend-down"]
+    assert len(down) == 1 and down[0].end is None and down[0].subject.startswith("Prometheus")
+    assert down[0].text.startswith("not answering") and url in down[0].text
+    assert "no answer within 1 s" in down[0].text
+    ended = [e for e in back.events if e.kind == "backend-down"]
+    assert len(ended) == 1 and ended[0].end is not None and ended[0].end > ended[0].start
 
 
 async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
-    from screens.fleet import FleetApp, FleetEngineScreen, NodeScreen
+    from rich.console import Console
+    from textual.widgets import Static
+
+    from screens.fleet import FleetApp, FleetEngineScreen, FleetTimelineScreen, NodeScreen
     from screens.widgets import KeyedTable
 
     url, nodes, prom = fleet
@@ -449,6 +466,15 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
                 await pilot.pause()
             assert "no answer within 1 s" in str(app.query_one("#fleet-errors").render())
             assert table.row_count == 3  # the last values stay
+            await pilot.press("t")  # the fleet's timeline says so, and follows the refreshes
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, FleetTimelineScreen)
+            out = Console(width=160, record=True, file=io.StringIO())
+            out.print(app.screen.query_one("#timeline-body", Static).content)
+            body = out.export_text()
+            assert "Timeline since" in body and "not answering" in body, body
+            await pilot.press("t")
+            assert not isinstance(app.screen, FleetTimelineScreen)
         finally:
             prom.send_signal(18)
 
@@ -712,7 +738,7 @@ def test_a_node_killed_reads_down_with_when_it_was_last_seen_on_every_fleet_surf
     decaying or zero one, at every poll; a partial answer is never a silent OK."""
     import json
 
-    from console.fleet.state import node_row
+    from console.fleet.state import fleet_timeline, node_row
 
     if not Path(PROMETHEUS).exists():
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
@@ -812,6 +838,12 @@ def test_a_node_killed_reads_down_with_when_it_was_last_seen_on_every_fleet_surf
         md = _cli("snapshot", "--prometheus", url, "--format", "md").stdout
         assert "| node-b | 0 | 0 | 0/1 | down | n/a | n/a | n/a |" in md, md
         assert "- node-b: down, last seen " in md
+        # the fleet's timeline: node-b's engine down, from the poll that saw it, still on
+        tl = fleet_timeline(st)
+        down = [e for e in tl.events if e.kind == "engine-down"]
+        assert [e.subject.split("/")[0] for e in down] == ["node-b"] and down[0].end is None
+        assert killed_at - 1 <= down[0].start.timestamp() <= killed_at + 25
+        assert not [e for e in tl.events if e.subject.startswith("node-a/")]
     finally:
         front.shutdown()
         loop.run_until_complete(source.aclose())

@@ -122,8 +122,18 @@ def fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, s
     return state, url
 
 
+TIMELINE_LINES = 40  # as on a node's snapshot.md: longer timelines folded, said
+
+
 def fleet_snapshot(args: argparse.Namespace) -> int:
-    from console.fleet.state import budget_text, node_row, other_down_line, warnings_line
+    from console.fleet.state import (
+        budget_text,
+        fleet_timeline,
+        node_row,
+        other_down_line,
+        warnings_line,
+    )
+    from console.timeline import lines as timeline_lines
 
     state, url = fleet_headless(args, args.wait)
     nodes = []
@@ -146,6 +156,7 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
         ]
         nodes.append(row)
     taken = datetime.fromtimestamp(state.taken_at, tz=UTC).isoformat()
+    tl = fleet_timeline(state)
     if args.format == "json":
         doc = {
             "schema": "inferdeck.fleet/1",
@@ -175,6 +186,7 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
                 for r in state.slo
             ],
             "slo_note": state.slo_note,
+            "timeline": tl.model_dump(mode="json", by_alias=True) if tl else None,
         }
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return 0
@@ -186,6 +198,10 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
             f"- {len(state.recorded)} figures read from recording rules (inferdeck rules --fleet)"
         )
     lines.append("")
+    if tl is not None:  # what happened while the snapshot watched, each node's first sign marked
+        now = datetime.fromtimestamp(state.taken_at, tz=UTC)
+        lines += [f"## Timeline since {tl.since:%H:%M:%S}Z", ""]
+        lines += [f"- {x}" for x in timeline_lines(tl, now, TIMELINE_LINES)] + [""]
     lines += [
         "| node | GPUs | MIG | engines | worst | TTFT p95 | TTFT≤target | tok/s | $/M good | alerts |",
         "|---|---|---|---|---|---|---|---|---|---|",

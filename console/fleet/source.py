@@ -50,6 +50,7 @@ from console.frame import (
 from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
 from console.slorules import REMAINING, WATCHED
+from console.timeline import EventBook, note
 from console.windowed import window_label
 
 MIB = 1024 * 1024
@@ -141,6 +142,10 @@ class FleetSource:
         self._first_seen: dict[tuple[str, str], datetime] = {}
         self._asked: set[tuple[str, str]] = set()  # down targets whose last-up Prometheus told
         self._dcgm_down: dict[str, str] = {}  # node -> why its GPU figures are missing, this poll
+        # the timelines, read from the live refreshes: each node's, and the fleet's own (the
+        # backend not answering)
+        self._timelines: dict[str, EventBook] = {}
+        self._fleet_events = EventBook()
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -280,6 +285,7 @@ class FleetSource:
             # Prometheus down or too slow (a query that says which targets and engines exist
             # failed): the answer is incomplete, so the last frames stay, with their age, rather
             # than the fragments that came back (a node without its engines)
+            self._outage(now, next(iter(self.state.errors.values()), "no answer"))
             return self.state
         when = self.at if self.at is not None else now
         self.state.window_s, self.state.window_note = self.window_s, self.window_note()
@@ -291,11 +297,48 @@ class FleetSource:
         else:
             self.state.slo = []
         self.state.nodes = self._plans(self._frames(got, when), when)
+        if self.at is None:  # (a look into the past leaves the timelines as they stand)
+            self._outage(now, None)
+            self.state.nodes = {
+                n: f.model_copy(
+                    update={"timeline": self._timelines.setdefault(n, EventBook()).observe(f)}
+                )
+                for n, f in self.state.nodes.items()
+            }
         self.state.last_ok = now
         self.state.taken_at = when
         if self.at is None and now - self._trend_at > 30:
             await self._trends(now)
         return self.state
+
+    def _outage(self, now: float, why: str | None) -> None:
+        """The fleet's own timeline: the backend not answering, from the first refresh that got
+        no whole answer to the first that did."""
+        taken = datetime.fromtimestamp(now, tz=UTC)
+        held = []
+        if why is not None:
+            since = (
+                f"; the figures shown are from {datetime.fromtimestamp(self.state.last_ok, tz=UTC):%H:%M:%S}Z"
+                if self.state.last_ok
+                else ""
+            )
+            where = "" if self.client.url in why else f" at {self.client.url}"
+            held = [
+                note(
+                    "backend-down",
+                    self.backend or "Prometheus",
+                    "warning",
+                    f"not answering{where}: {why}{since}",
+                )
+            ]
+        bare = Frame(
+            taken_at=taken,
+            host="fleet",
+            inferdeck_version=__version__,
+            window_s=self.window_s,
+            gpu_source=GpuSource(kind="none"),
+        )
+        self.state.events = self._fleet_events.observe(bare, states=held)
 
     async def _find_records(self, w: str) -> None:
         """Which fleet figures a recording rule keeps at this window (asked again every 5
@@ -507,7 +550,10 @@ class FleetSource:
             alerts = list(named.get(node, []))
             if node not in named:
                 alerts += _counted_alerts(exported.get(node, []), taken)
-            alerts += _seen_alerts(engines, gpus.get(node, []), taken)
+            own = _seen_alerts(engines, gpus.get(node, []), taken)
+            # the fleet's own engine-down stands for the node's export of the same alert
+            mine = {(a.rule, a.subject) for a in own}
+            alerts = [a for a in alerts if (a.rule, a.subject) not in mine] + own
             alerts += self._burn_alerts(node, engines)
             alerts += _verdict_alerts(concerns.get(node, {}), alerts, taken)
             alerts = [
@@ -884,9 +930,22 @@ def _amount(v: float, unit: str) -> str:
     return f"{v:.1f} {shown}" if abs(v) < 10 else f"{v:,.0f} {shown}"
 
 
+# the node's other alerts, as the fleet names them (the export carries their rule, not their text)
+RULE_WORDS = {
+    "engine_down": "engine down",
+    "engine_restart": "engine restarted",
+    "saturation": "saturated: latency past its SLO at this load",
+    "gpu": "GPU unhealthy",
+    "config-invalid": "its config file cannot be used",
+}
+
+
 def headroom_sentence(rule: str, head: tuple[float, str] | None, budget: float | None) -> str:
-    """'KV cache room 0.1 seqs (plan 2.0 seqs)': the rule's headroom as the node exports it."""
-    words = HEADROOM_WORDS.get(rule, f"{rule} headroom")
+    """'KV cache room 0.1 seqs (plan 2.0 seqs)': the rule's headroom as the node exports it;
+    'engine down' for an alert that is not about a headroom."""
+    if rule not in HEADROOM_WORDS:
+        return RULE_WORDS.get(rule, f"{rule.replace('_', ' ')} alert active")
+    words = HEADROOM_WORDS[rule]
     if head is None:
         return f"{words} past its budget (figure not exported)"
     value, unit = head
@@ -952,6 +1011,7 @@ def _seen_alerts(engines: list[Engine], gpus: list[Gpu], taken: datetime) -> lis
             alerts.append(
                 Alert(
                     key=f"engine-down:{e.name}",
+                    rule="engine_down",
                     severity="critical",
                     subject=e.name,
                     message=f"down: {e.error}",

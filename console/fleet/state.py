@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.frame import Frame
+from console.frame import Frame, Timeline
 from console.units import duration_text
 
 
@@ -63,6 +63,7 @@ class FleetState:
     backend: str | None = None  # which backend answered ("Prometheus 2.42.0", "VictoriaMetrics")
     rates: str = ""  # its rate() semantics, said beside the rates
     recorded: list[str] = field(default_factory=list)  # figures read from `rules --fleet` records
+    events: Timeline | None = None  # the fleet's own timeline (the backend not answering)
 
 
 def budget_text(r: SloRow) -> str:
@@ -143,3 +144,27 @@ def node_row(
         "alerts": len(active),
         "down": down,
     }
+
+
+def fleet_timeline(st: FleetState) -> Timeline | None:
+    """The fleet's timeline: its own events and every node's, each subject named with its
+    node ("node-a/chat"), in order (each node's first sign kept)."""
+    parts = [(None, st.events)] + [(n, f.timeline) for n, f in sorted(st.nodes.items())]
+    held = [(n, tl) for n, tl in parts if tl is not None]
+    if not held:
+        return None
+    events = sorted(
+        (
+            e if n is None else e.model_copy(update={"subject": f"{n}/{e.subject}"})
+            for n, tl in held
+            for e in tl.events
+        ),
+        key=lambda e: e.start,
+    )
+    return Timeline.model_construct(
+        schema_=held[0][1].schema_,
+        since=min(tl.since for _, tl in held),
+        events=events,
+        dropped=sum(tl.dropped for _, tl in held),
+        folded=sum(tl.folded for _, tl in held),
+    )
