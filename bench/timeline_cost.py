@@ -53,9 +53,9 @@ class TimedBook(EventBook):
         super().__init__()
         self.times: list[float] = []
 
-    def observe(self, frame):  # type: ignore[no-untyped-def]
+    def observe(self, frame, points=(), states=()):  # type: ignore[no-untyped-def]
         began = time.thread_time()  # its own CPU: the engines' servers share the process
-        out = super().observe(frame)
+        out = super().observe(frame, points, states)
         self.times.append(time.thread_time() - began)
         return out
 

@@ -52,7 +52,7 @@ class _Range:
     id: int = 0  # its place in the log a recording keeps (order of entry)
 
 
-@dataclass
+@dataclass(slots=True)
 class _State:
     """One poll's view of a condition that holds: what it is (kind and id: the same condition
     again is the same entry), and how to describe it."""
@@ -260,8 +260,10 @@ class EventBook:
         if len(facts) == len(states):
             return states  # no alert or finding: nothing to join
         groups = _related(frame)
-        out = []
+        out: list[_State] = []
         for s in states:
+            if s.kind != "alert" and s.kind != "finding":
+                continue
             if s.kind == "alert" and s.evidence.get("rule") == "engine_restart":
                 point = next(
                     (r for r in reversed(self.entries[-20:]) if r.kind == "restart"
@@ -274,7 +276,10 @@ class EventBook:
                         point.evidence["alert"], point.event, self.changed = said, None, True
                     continue
             topics = _topic(s)
-            names = sorted(groups.get(s.subject, {s.subject})) if topics else []
+            if not topics:
+                out.append(s)
+                continue
+            names = sorted(groups.get(s.subject, {s.subject}))
             pairs = [(k, n) for k in topics for n in names]
             fact = next((facts[p] for p in pairs if p in facts), None)
             if fact is None:
@@ -317,13 +322,23 @@ class EventBook:
             yield from _engine_states(e, limit, (("kv-full", e.name) in self.open))
         for g in frame.gpus:
             yield from _gpu_states(g)
+        if not frame.verdict and not frame.alerts:
+            return
+        scopes: dict[str, Scope] = {s.name: "service" for s in frame.services}
+        scopes.update({e.name: "engine" for e in frame.engines})
+
+        def scope_of(subject: str) -> Scope:
+            if subject.startswith("GPU "):
+                return "mig" if " MIG " in subject else "gpu"
+            return scopes.get(subject, "node")
+
         for v in frame.verdict:
             if v.source == "pending":
                 yield _State(
                     "alert",
                     f"pending {v.rule} {v.subject}",
                     v.subject,
-                    _scope(v.subject, frame),
+                    scope_of(v.subject),
                     v.severity,
                     v.message if "pending" in v.message else f"{v.message} (pending)",
                     {"rule": v.rule},
@@ -338,7 +353,7 @@ class EventBook:
                 "alert",
                 a.key,
                 a.subject,
-                _scope(a.subject, frame),
+                scope_of(a.subject),
                 a.severity,
                 a.message,
                 {"rule": a.rule, "fired": str(fired)},
@@ -350,7 +365,7 @@ class EventBook:
                     "finding",
                     f"{v.subject} {_gist(v.message)}",
                     v.subject,
-                    _scope(v.subject, frame),
+                    scope_of(v.subject),
                     v.severity,
                     v.message,
                     {"rule": v.rule},
@@ -359,8 +374,18 @@ class EventBook:
     def _points(self, frame: Frame, first: bool) -> Iterator[_State]:
         """Edges: what changed since the last frame (nothing at the first: a state the console
         found on starting is a range, a counter it found is a baseline)."""
+        seen = self.engines_seen
+        # each engine's process command line, where linking found it: read only where one is
+        # still wanted (an engine new, without one yet, or restarted: a new process)
+        wanted = any(
+            (was := seen.get(e.name)) is None
+            or was[2] is None
+            or (e.restarted_at is not None and e.restarted_at != was[0])
+            for e in frame.engines
+            if e.up
+        )
         commands = (
-            {  # each engine's process command line, where linking found it
+            {
                 p.engine: p.command
                 for g in frame.gpus
                 for p in [
@@ -369,7 +394,7 @@ class EventBook:
                 ]
                 if p.engine and p.command
             }
-            if any(g.processes or g.mig for g in frame.gpus)
+            if wanted and any(g.processes or g.mig for g in frame.gpus)
             else {}
         )
         for e in frame.engines:
@@ -596,7 +621,11 @@ def _topic(s: _State) -> tuple[str, ...]:
         return TOPICS.get(str(s.evidence.get("rule", "")), ())
     if s.kind == "finding":
         gist = s.id.split(" ", 1)[-1]
-        return next((k for w, k in FINDING_TOPICS.items() if w in gist), ())
+        got = _FINDING_TOPIC.get(gist)
+        if got is None:
+            got = next((k for w, k in FINDING_TOPICS.items() if w in gist), ())
+            _FINDING_TOPIC[gist] = got
+        return got
     return ()
 
 
@@ -604,7 +633,16 @@ def _gist(message: str) -> str:
     """What a finding is about, the same while its figures move: its head (to the first ':',
     '(', ';' or dash), figures as '#', plurals as singulars, lower case."""
     head = _HEAD.split(message, maxsplit=1)[0]
-    return _PLURAL.sub(r"\1", _FIGURE.sub("#", head.lower())).strip()
+    got = _GISTS.get(head)
+    if got is None:
+        if len(_GISTS) > 2048:  # (a head's figures may move: the memo is only for a while)
+            _GISTS.clear()
+        got = _GISTS[head] = _PLURAL.sub(r"\1", _FIGURE.sub("#", head.lower())).strip()
+    return got
+
+
+_GISTS: dict[str, str] = {}  # a finding's head -> its gist (each poll's findings say it again)
+_FINDING_TOPIC: dict[str, tuple[str, ...]] = {}  # a gist -> the facts it is about (few)
 
 
 _HEAD, _FIGURE, _PLURAL = (re.compile(p) for p in (r"[:(;]| — ", r"\d[\d,.]*%?", r"(\w\w)s\b"))
@@ -631,18 +669,6 @@ def _worse(r: _Range, s: _State) -> bool:
 
 
 _GPU = re.compile(r"GPU (\d+)")
-
-
-def _scope(subject: str, frame: Frame) -> Scope:
-    if subject.startswith("GPU "):
-        return "mig" if " MIG " in subject else "gpu"
-    for e in frame.engines:
-        if e.name == subject:
-            return "engine"
-    for s in frame.services:
-        if s.name == subject:
-            return "service"
-    return "node"
 
 
 # --- the timeline as records ----------------------------------------------------------------
@@ -681,6 +707,13 @@ def build(
 
 def _related(frame: Frame) -> dict[str, set[str]]:
     """Each subject's group: an engine, its services and its GPU (and the GPU's MIG devices)."""
+    global _LAST_RELATED
+    key = (
+        tuple((e.name, e.device) for e in frame.engines),
+        tuple((s.name, s.engine, s.device_id) for s in frame.services),
+    )
+    if _LAST_RELATED is not None and _LAST_RELATED[0] == key:
+        return _LAST_RELATED[1]  # (the same engines on the same devices: the poll before's)
     groups: dict[str, set[str]] = {}
     for e in frame.engines:
         served = [s for s in frame.services if s.engine == e.name]
@@ -692,7 +725,11 @@ def _related(frame: Frame) -> dict[str, set[str]]:
         group |= {f"GPU {s.device_id.split('/')[0]}" for s in served if s.device_id}
         for name in group:
             groups.setdefault(name, set()).update(group)
+    _LAST_RELATED = (key, groups)
     return groups
+
+
+_LAST_RELATED: tuple[object, dict[str, set[str]]] | None = None
 
 
 def _gpu_of(subject: str) -> str:

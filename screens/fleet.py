@@ -27,9 +27,9 @@ from console.fleet.state import (
     other_down_line,
     warnings_line,
 )
-from console.frame import Gpu
+from console.frame import Frame, Gpu
 from console.keyseries import KeySeries
-from console.units import NA, duration_text, gib, num, pct, seconds
+from console.units import NA, PARTIAL, duration_text, gib, num, pct, seconds, window_text
 from console.windowed import window_label
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
@@ -154,7 +154,7 @@ class NodeScreen(Screen[None]):
         self.query_one("#node-title", Static).update(
             Text.assemble(
                 (f"{self.node}", "bold"),
-                f" from Prometheus, window {frame.window_s:g} s",
+                f" from Prometheus, window {window_text(frame.window_s, frame.window_covered_s)}",
                 (f"  DOWN, {state.down[self.node]}" if self.node in state.down else "", "bold"),
                 (
                     f"  (figures {age:.0f} s old: Prometheus is not answering)"
@@ -178,31 +178,50 @@ class NodeScreen(Screen[None]):
             self.app.push_screen(FleetGpuScreen(self.node, int(key.split(":")[1])))
 
 
-class FleetGpuScreen(Screen[None]):
-    """One GPU of a node as its DCGM exporter's series in Prometheus hold it: every field the
-    fleet reads, and why the others are missing (the node's own console reads NVML)."""
+class FleetDetailScreen(Screen[None]):
+    """One thing of a node as Prometheus holds it (``lines`` draws it from the node's frame),
+    drawn again at each refresh, and said gone when Prometheus' answer no longer has it."""
 
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
+    BOX = "fleet-detail"
 
-    def __init__(self, node: str, index: int) -> None:
+    def __init__(self, node: str, what: str) -> None:
         super().__init__()
-        self.node, self.index = node, index
+        self.node, self.what = node, what
 
     def compose(self) -> ComposeResult:
-        yield Static(id="fleet-gpu", markup=False)
+        yield Static(id=self.BOX, markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
         self.show_state(cast("FleetApp", self.app).state)
 
+    def lines(self, frame: Frame) -> list[Text] | None:
+        raise NotImplementedError
+
     def show_state(self, state: FleetState) -> None:
         frame = state.nodes.get(self.node)
-        g = next((g for g in frame.gpus if g.index == self.index), None) if frame else None
-        box = self.query_one("#fleet-gpu", Static)
-        if frame is None or g is None:
-            box.update(f"GPU {self.index} is no longer in Prometheus' answer for {self.node}.")
-            return
-        box.update(Text("\n").join(gpu_lines(self.node, g)))
+        said = self.lines(frame) if frame is not None else None
+        self.query_one(f"#{self.BOX}", Static).update(
+            Text("\n").join(said)
+            if said
+            else Text(f"{self.what} is no longer in Prometheus' answer for {self.node}.")
+        )
+
+
+class FleetGpuScreen(FleetDetailScreen):
+    """One GPU of a node as its DCGM exporter's series in Prometheus hold it: every field the
+    fleet reads, and why the others are missing (the node's own console reads NVML)."""
+
+    BOX = "fleet-gpu"
+
+    def __init__(self, node: str, index: int) -> None:
+        super().__init__(node, f"GPU {index}")
+        self.index = index
+
+    def lines(self, frame: Frame) -> list[Text] | None:
+        g = next((g for g in frame.gpus if g.index == self.index), None)
+        return gpu_lines(self.node, g) if g is not None else None
 
 
 def _field(key: str) -> str:
@@ -262,30 +281,20 @@ def gpu_lines(node: str, g: Gpu) -> list[Text]:
     return lines
 
 
-class FleetEngineScreen(Screen[None]):
+class FleetEngineScreen(FleetDetailScreen):
     """One engine of a node as Prometheus holds it: every figure the fleet reads, and why the
     others are missing (the node's own console shows the rest)."""
 
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
+    BOX = "fleet-engine"
 
     def __init__(self, node: str, url: str) -> None:
-        super().__init__()
-        self.node, self.url = node, url
+        super().__init__(node, url)
+        self.url = url
 
-    def compose(self) -> ComposeResult:
-        yield Static(id="fleet-engine", markup=False)
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.show_state(cast("FleetApp", self.app).state)
-
-    def show_state(self, state: FleetState) -> None:
-        frame = state.nodes.get(self.node)
-        e = next((e for e in frame.engines if e.url == self.url), None) if frame else None
-        box = self.query_one("#fleet-engine", Static)
-        if frame is None or e is None:
-            box.update(f"{self.url} is no longer in Prometheus' answer for {self.node}.")
-            return
+    def lines(self, frame: Frame) -> list[Text] | None:
+        e = next((e for e in frame.engines if e.url == self.url), None)
+        if e is None:
+            return None
         window = window_label(frame.window_s)
         lines = [
             Text.assemble((f"{e.name}", "bold"), f" on {self.node} ({e.kind or 'kind n/a'})"),
@@ -311,7 +320,7 @@ class FleetEngineScreen(Screen[None]):
                 style="dim",
             )
         )
-        box.update(Text("\n").join(lines))
+        return lines
 
 
 class FleetTimelineScreen(Screen[None]):
@@ -488,6 +497,10 @@ class FleetApp(App[None]):
             "down": f"bold {c['error']}",
         }
 
+        def part(r: dict[str, Any], v: object) -> str:
+            """The partial-window mark: the node's targets are younger than the window."""
+            return PARTIAL if v is not None and r["window_covered_s"] is not None else ""
+
         def cells(r: dict[str, Any]) -> list[Text]:
             dcgm = not st.nodes[r["node"]].gpu_source.error  # else: no DCGM series for the node
             style = c["dim"] if stale or r["down"] else ""  # a node down: its row dimmed
@@ -499,9 +512,11 @@ class FleetApp(App[None]):
                 "worst": Text(r["worst"], style=worst_style[r["worst"]])
                 if r["down"]
                 else Text(r["worst"], style=style or worst_style[r["worst"]]),
-                "ttft": Text(seconds(r["ttft"]), style=style),
+                "ttft": Text(seconds(r["ttft"]) + part(r, r["ttft"]), style=style),
                 "slo": _share(st.summary.get(r["node"]), style),
-                "tps": Text(NA if r["tps"] is None else f"{r['tps']:,.0f}", style=style),
+                "tps": Text(
+                    NA if r["tps"] is None else f"{r['tps']:,.0f}{part(r, r['tps'])}", style=style
+                ),
                 "cost": _cost(st.summary.get(r["node"]), style),
                 "alerts": Text(str(r["alerts"]), style=style),
                 "trend": Text(spark(st.trends.get(r["node"], []), 16), style=c["success"]),
@@ -532,9 +547,7 @@ class FleetApp(App[None]):
         slo = self.query_one("#fleet-slo", Static)
         slo.update(slo_text(st, c))
         slo.display = bool(st.slo)
-        if isinstance(
-            self.screen, (NodeScreen, FleetEngineScreen, FleetGpuScreen, FleetTimelineScreen)
-        ):
+        if isinstance(self.screen, (NodeScreen, FleetDetailScreen, FleetTimelineScreen)):
             self.screen.show_state(st)
 
     def on_resize(self) -> None:

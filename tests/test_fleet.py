@@ -930,6 +930,37 @@ def test_a_nodes_exported_alerts_read_as_their_rules_sentences_with_one_time():
         "inferdeck export",
     }
     assert all(a.since.timestamp() == 990.0 for a in frame.alerts)
+    # an alert that is not about a headroom reads as its rule's words
+    got["x:alert"] = [({**exp, "severity": "critical", "rule": "engine_down", "subject": "x"}, 9.0)]
+    said = [a.message for a in source._frames(got, 1000.0)["n1"].alerts]
+    assert said == ["engine down, by the node's inferdeck export"]
+    asyncio.run(source.aclose())
+
+
+def test_a_node_younger_than_the_window_has_its_figures_marked_partial():
+    """A node added 20 s ago at a 1m window: Prometheus' rates cover 20 s, said on the node's
+    row (°), in its screen's title and in snapshot --prometheus, never as a whole window."""
+    from console.fleet.state import node_row
+    from console.units import window_text
+
+    source = FleetSource(PromClient("http://127.0.0.1:9"), window_s=60)
+    source.scrape_s = 1.0
+    old = {"instance": "10.0.0.5:8000", "job": "engines", "node": "old"}
+    new = {"instance": "10.0.0.6:8000", "job": "engines", "node": "new"}
+    gone = {"instance": "10.0.0.6:8001", "job": "engines", "node": "new"}  # down: not counted
+    got: dict[str, Any] = {
+        "up": [(old, 1.0), (new, 1.0), (gone, 0.0)],
+        "covered": [(old, 60.0), (new, 20.0), (gone, 3.0)],
+        "kind:vllm": [(old, 1.0), (new, 1.0)],
+        "generation_tokens_per_s": [(old, 420.0), (new, 300.0)],
+    }
+    frames = source._frames(got, 1000.0)
+    assert frames["old"].window_covered_s is None
+    assert frames["new"].window_covered_s == 20.0
+    assert node_row("new", frames["new"])["window_covered_s"] == 20.0
+    assert window_text(60, frames["new"].window_covered_s) == "1m (20s watched)"
+    source.scrape_s = None  # the interval unknown: no mark rather than a wrong one
+    assert source._frames(got, 1000.0)["new"].window_covered_s is None
     asyncio.run(source.aclose())
 
 

@@ -424,3 +424,60 @@ def test_a_recording_cut_anywhere_gives_back_the_timeline_up_to_its_last_whole_l
         source = ReplaySource(recording.header, recording)
         source.seek(recording.times[-1])
         assert source._frame_at(len(recording) - 1).timeline == live[last], k
+
+
+async def test_a_restart_with_changed_flags_reads_them_from_the_process_end_to_end(tmp_path):
+    """The real path: a vLLM server (simulated, on loopback) whose GPU process the reader finds
+    in /proc with its command line; it restarts as a new process with other flags. The
+    timeline's restart point names the flags changed, at the poll that saw it."""
+    from console.poller import EngineTarget, Poller
+    from console.sim.engine import TrafficSpec, start_engine
+
+    class Clock:
+        t = 1_800_000_000.0
+
+        def __call__(self) -> float:
+            return self.t
+
+    clock = Clock()
+    engine = start_engine("vllm", TrafficSpec(rate_rps=4.0, warmup_s=120), clock=clock)
+    port = engine.server.port
+    proc = tmp_path / "proc"
+
+    def process(pid: int, flags: str) -> None:
+        (proc / str(pid)).mkdir(parents=True)
+        cmd = f"vllm serve qwen --port {port} {flags}".split()
+        (proc / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in cmd) + b"\0")
+
+    sim = SimNvml(clock=clock)
+    sim.add_gpu("h100-80gb")
+    process(4001, "--max-num-seqs 256 --enable-prefix-caching")
+    sim.add_process(0, None, 4001, 40 * 2**30)
+    reader = NvmlReader(sim, simulated=True, proc=proc)
+    poller = Poller([EngineTarget(url=engine.url, kind="vllm", name="qwen")], reader, clock=clock)
+    try:
+        for _ in range(5):
+            clock.t += 1.0
+            frame = await poller.poll()
+        assert frame.gpus[0].processes[0].engine == "qwen"  # linked through its --port
+        assert not [e for e in frame.timeline.events if e.kind == "restart"]
+        engine.model.restart()  # a new process, other flags
+        sim.processes.clear()
+        process(4002, "--max-num-seqs 128 --kv-cache-dtype fp8")
+        sim.add_process(0, None, 4002, 40 * 2**30)
+        clock.t += 1.0
+        frame = await poller.poll()
+        for _ in range(3):
+            clock.t += 1.0
+            frame = await poller.poll()
+    finally:
+        await poller.aclose()
+        engine.stop()
+    restarts = [e for e in frame.timeline.events if e.kind == "restart"]
+    assert len(restarts) == 1, frame.timeline.events
+    said = lines(frame.timeline, frame.taken_at)
+    hit = [x for x in said if "qwen: restarted" in x]
+    assert hit and (
+        "flags --max-num-seqs 256 → 128, + --kv-cache-dtype fp8, − --enable-prefix-caching"
+        in hit[0]
+    ), said

@@ -9,7 +9,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from console.compose import NoAnswer, UsageError, settings_from
@@ -25,7 +25,7 @@ from console.settings import (
     load_settings,
     token_headers,
 )
-from console.units import seconds, when_text
+from console.units import PARTIAL, seconds, when_text
 from console.windowed import window_label
 
 if TYPE_CHECKING:
@@ -125,6 +125,11 @@ def fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, s
 TIMELINE_LINES = 40  # as on a node's snapshot.md: longer timelines folded, said
 
 
+def part(row: dict[str, Any], value: object) -> str:
+    """The partial-window mark on a node's figure: its targets are younger than the window."""
+    return PARTIAL if value is not None and row["window_covered_s"] is not None else ""
+
+
 def fleet_snapshot(args: argparse.Namespace) -> int:
     from console.fleet.state import (
         budget_text,
@@ -211,10 +216,17 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
         cost = r["usd_per_m_compliant_tokens_at_least"]
         lines.append(
             f"| {r['node']} | {r['gpus']} | {r['mig']} | {r['engines']} | {r['worst']} | "
-            f"{seconds(r['ttft'])} | {'n/a' if share is None else f'{share * 100:.1f}%'} | "
-            f"{'n/a' if r['tps'] is None else format(r['tps'], ',.0f')} | "
+            f"{seconds(r['ttft'])}{part(r, r['ttft'])} | "
+            f"{'n/a' if share is None else f'{share * 100:.1f}%'} | "
+            f"{'n/a' if r['tps'] is None else format(r['tps'], ',.0f')}{part(r, r['tps'])} | "
             f"{'n/a' if cost is None else f'≥${cost:,.2f}'} | {r['alerts']} |"
         )
+    for r in nodes:
+        if r["window_covered_s"] is not None:
+            lines.append(
+                f"- {r['node']}: {PARTIAL} its targets are younger than the window: its figures "
+                f"cover {r['window_covered_s']:.0f} s of {window_label(state.window_s)}"
+            )
     for r in nodes:
         for a in r["active_alerts"]:
             lines.append(f"- {r['node']}: {a['severity'].upper()} {a['subject']}: {a['message']}")

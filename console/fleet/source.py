@@ -258,6 +258,7 @@ class FleetSource:
             expr = record_name(name, w) if name in self.recorded else expr
             queries[name] = worst(name, expr, MAX_SERIES) if expr else None
         queries["model"] = model_query()
+        queries["covered"] = f"count_over_time(up[{w}])"  # targets younger than the window
         queries["dcgm:seen"] = dcgm_seen_query(list(DCGM_FIELDS["FB_USED"][:2]))
         for key, (old, new, _) in DCGM_FIELDS.items():
             queries[f"dcgm:{key}"] = dcgm_query(old, new)
@@ -298,7 +299,15 @@ class FleetSource:
             self.state.slo = []
         self.state.nodes = self._plans(self._frames(got, when), when)
         if self.at is None:  # (a look into the past leaves the timelines as they stand)
-            self._outage(now, None)
+            errors = self.state.errors
+            self._outage(
+                now,
+                f"{len(errors)} of {self.queries_per_refresh} queries failed: "
+                f"{next(iter(errors.values()))}"
+                if errors
+                else None,
+                stale=False,
+            )
             self.state.nodes = {
                 n: f.model_copy(
                     update={"timeline": self._timelines.setdefault(n, EventBook()).observe(f)}
@@ -311,15 +320,15 @@ class FleetSource:
             await self._trends(now)
         return self.state
 
-    def _outage(self, now: float, why: str | None) -> None:
+    def _outage(self, now: float, why: str | None, stale: bool = True) -> None:
         """The fleet's own timeline: the backend not answering, from the first refresh that got
-        no whole answer to the first that did."""
+        no whole answer (or lost some of its queries) to the first whole one."""
         taken = datetime.fromtimestamp(now, tz=UTC)
         held = []
         if why is not None:
             since = (
                 f"; the figures shown are from {datetime.fromtimestamp(self.state.last_ok, tz=UTC):%H:%M:%S}Z"
-                if self.state.last_ok
+                if self.state.last_ok and stale
                 else ""
             )
             where = "" if self.client.url in why else f" at {self.client.url}"
@@ -544,6 +553,7 @@ class FleetSource:
             by[sev] = by.get(sev, 0.0) + n
         nodes: dict[str, Frame] = {}
         seen: set[tuple[str, str]] = set()
+        covered = self._covered(got)
         self.state.down = {}
         for node in sorted(set(by_node) | set(gpus) | set(exported) | set(self._dcgm_down)):
             engines = by_node.get(node, [])
@@ -590,6 +600,7 @@ class FleetSource:
                 host=node,
                 inferdeck_version=__version__,
                 window_s=self.window_s,
+                window_covered_s=covered.get(node),
                 gpu_source=GpuSource(
                     kind="none",
                     error=None
@@ -603,6 +614,22 @@ class FleetSource:
             )
         self._first_seen = {k: v for k, v in self._first_seen.items() if k in seen}
         return nodes
+
+    def _covered(self, got: dict[str, Any]) -> dict[str, float]:
+        """Nodes whose targets Prometheus has scraped for less than the window (a node just
+        added, a target back): how much of it the figures cover, from the up samples it holds
+        (the least of the node's targets that are up)."""
+        s = self.scrape_s
+        if not s:
+            return {}
+        up = {_key(lab) for lab, v in got.get("up") or [] if v == 1.0}
+        out: dict[str, float] = {}
+        for labels, n in got.get("covered") or []:
+            key = _key(labels)
+            seconds = n * s
+            if key in up and seconds < self.window_s - s:
+                out[key[0]] = min(out.get(key[0], seconds), seconds)
+        return out
 
     def _engines(
         self, got: dict[str, Any], now: float

@@ -124,6 +124,8 @@ def node_row(
         "mig": sum(len(g.mig.devices) for g in f.gpus if g.mig),
         "engines": f"{up}/{len(f.engines)}",
         "worst": worst,
+        # the node's targets are younger than the window: its rates cover this much of it
+        "window_covered_s": f.window_covered_s,
         "ttft": max(p95) if p95 else None,
         "ttft_within_target": summary.ttft_within_target if summary else None,
         "ttft_target_s": summary.ttft_target_s if summary else None,
