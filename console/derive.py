@@ -18,7 +18,7 @@ from console.frame import CapacityReport, Engine, Frame, Limits, ServiceStatus
 from console.headroom import HeadroomState, evaluate
 from console.linking import link
 from console.meters import service_meters
-from console.plan import Plan, plan_changes
+from console.plan import Plan, plan_changes, plan_of
 from console.sample import WALL_STEP_S, ConfigChange, EngineSample, Sample
 from console.slo import OutcomeHistory, default_slo
 from console.timeline import EventBook, Note, note
@@ -107,9 +107,7 @@ class Deriver:
             self.config_error = (change.error or "the config file could not be read").rstrip(".")
             return []
         try:
-            plan = Plan.model_validate(
-                {k: v for k, v in change.plan.items() if k in Plan.model_fields}
-            )
+            plan = plan_of(change.plan)
         except ValidationError as exc:  # (a recording edited by hand)
             self.config_error = f"{change.path}: {exc.errors()[0]['msg']}"
             return []

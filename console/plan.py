@@ -332,6 +332,13 @@ def check_plan(plan: Plan, where: object = None) -> None:
                     )
 
 
+def plan_of(doc: object) -> Plan:
+    """The Plan part of a config as JSON (a recording's header, a config read again): the
+    engines and how they are watched left out. A ValidationError when it does not fit."""
+    got = doc if isinstance(doc, dict) else {}
+    return Plan.model_validate({k: v for k, v in got.items() if k in Plan.model_fields})
+
+
 def plan_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What a plan read again changes (both as JSON), one phrase each, services by name:
     "service batch added", "services.chat.slo.ttft_p95_s 1 → 0.5"."""

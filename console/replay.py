@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from console.derive import Deriver
 from console.frame import Frame
 from console.keyseries import KeySeries
-from console.plan import Plan
+from console.plan import Plan, plan_of
 from console.sample import Sample
 from console.timeline import Replayed
 
@@ -227,14 +227,8 @@ class ReplaySource:
 
 
 def _plan(doc: object) -> Plan:
-    """A recorded plan (its Plan part: a header holds the whole config but its engines)."""
+    """A recorded plan (a header holds the whole config but its engines), else the default."""
     try:
-        return Plan.model_validate(
-            {
-                k: v
-                for k, v in (doc if isinstance(doc, dict) else {}).items()
-                if k in Plan.model_fields
-            }
-        )
+        return plan_of(doc)
     except ValidationError:
         return Plan()

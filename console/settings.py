@@ -180,6 +180,9 @@ AT_START = (
 )
 
 
+_STEADY = object()  # the file as last read: nothing settling
+
+
 class ConfigWatch:
     """The config file a running console was started with, read again when it changes on disk
     (one stat a poll; read once it has stood unchanged for a poll, so a file caught half-written
@@ -192,7 +195,7 @@ class ConfigWatch:
         self.plan = settings.plan_json()
         self.at_start = self.watched = settings._at_start
         self.seen = self._stamp()
-        self.settling: tuple[tuple[int, int, int] | None, bool] | None = None
+        self.settling: object = _STEADY  # the stamp seen changed at the last check
 
     def _stamp(self) -> tuple[int, int, int] | None:
         try:
@@ -204,12 +207,12 @@ class ConfigWatch:
     def check(self) -> ConfigChange | None:
         stamp = self._stamp()
         if stamp == self.seen:
-            self.settling = None
+            self.settling = _STEADY
             return None
-        if (stamp, True) != self.settling:
-            self.settling = (stamp, True)  # read at the next poll, if it still stands
+        if stamp != self.settling:
+            self.settling = stamp  # read at the next poll, if it still stands
             return None
-        self.seen, self.settling = stamp, None
+        self.seen, self.settling = stamp, _STEADY
         where = str(self.path)
         if stamp is None:
             return ConfigChange(

@@ -291,6 +291,12 @@ class EventBook:
                                   open_.severity, open_.text, open_.evidence)  # fmt: skip
                     facts[(open_.kind, open_.subject)] = fact
                     out.append(fact)
+                elif s.kind == "alert" and topics[0] in SAID_BY_ALERT:
+                    # another source saw it first (a node's own export, before Prometheus' up
+                    # turned): the fact opens from the alert, and goes on when it is read
+                    fact = _State(topics[0], s.subject, s.subject, s.scope, s.severity, s.text)
+                    facts[(fact.kind, fact.subject)] = fact
+                    out.append(fact)
             if fact is None:
                 out.append(s)
                 continue
@@ -614,6 +620,7 @@ FINDING_TOPICS = {
     "clock held back": CLOCKS,
 }
 KEPT_OPEN = {"kv-full", "saturation", "queue"}  # (an engine's recovery is not its outage)
+SAID_BY_ALERT = {"engine-down"}  # facts an alert alone states (the fleet's view of a node)
 
 
 def _topic(s: _State) -> tuple[str, ...]:

@@ -25,11 +25,12 @@ from console.fleet.state import (
     fleet_timeline,
     node_row,
     other_down_line,
+    partial,
     warnings_line,
 )
 from console.frame import Frame, Gpu
 from console.keyseries import KeySeries
-from console.units import NA, PARTIAL, duration_text, gib, num, pct, seconds, window_text
+from console.units import NA, duration_text, gib, num, pct, seconds, window_text
 from console.windowed import window_label
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
@@ -71,6 +72,8 @@ FLEET_NOTES = [
     "GPUs n/a: Prometheus holds no DCGM exporter series for the node. $/M good: the least it "
     'costs per million tokens meeting the SLO (~ when the fleet estimates it; "no good" when '
     "no request met the TTFT target, so there is no such token to price).",
+    "° on a figure: the node's targets have been scraped for less than the window, so it covers "
+    "less of it (the node's title says how much: window 1m (20s watched)).",
 ]
 
 
@@ -178,23 +181,32 @@ class NodeScreen(Screen[None]):
             self.app.push_screen(FleetGpuScreen(self.node, int(key.split(":")[1])))
 
 
-class FleetDetailScreen(Screen[None]):
-    """One thing of a node as Prometheus holds it (``lines`` draws it from the node's frame),
-    drawn again at each refresh, and said gone when Prometheus' answer no longer has it."""
+class FleetView(Screen[None]):
+    """A view drawn from the fleet's state (``show_state``) at each refresh: one scrolling
+    body (``BOX`` its id) over the key bar."""
 
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
-    BOX = "fleet-detail"
-
-    def __init__(self, node: str, what: str) -> None:
-        super().__init__()
-        self.node, self.what = node, what
+    BOX = "fleet-view"
 
     def compose(self) -> ComposeResult:
-        yield Static(id=self.BOX, markup=False)
+        with VerticalScroll(id="detail"):
+            yield Static(id=self.BOX, markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
         self.show_state(cast("FleetApp", self.app).state)
+
+    def show_state(self, state: FleetState) -> None:
+        raise NotImplementedError
+
+
+class FleetDetailScreen(FleetView):
+    """One thing of a node as Prometheus holds it (``lines`` draws it from the node's frame),
+    said gone when Prometheus' answer no longer has it."""
+
+    def __init__(self, node: str, what: str) -> None:
+        super().__init__()
+        self.node, self.what = node, what
 
     def lines(self, frame: Frame) -> list[Text] | None:
         raise NotImplementedError
@@ -323,19 +335,12 @@ class FleetEngineScreen(FleetDetailScreen):
         return lines
 
 
-class FleetTimelineScreen(Screen[None]):
+class FleetTimelineScreen(FleetView):
     """The fleet's timeline (`t`): every node's events, named with their node, and the backend
-    not answering, in order; it follows each refresh."""
+    not answering, in order."""
 
     BINDINGS = [Binding("escape,q,t", "app.pop_screen", "Back")]
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="detail"):
-            yield Static(id="timeline-body")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.show_state(cast("FleetApp", self.app).state)
+    BOX = "timeline-body"
 
     def show_state(self, state: FleetState) -> None:
         until = datetime.fromtimestamp(state.taken_at or time.time(), tz=UTC)
@@ -497,10 +502,6 @@ class FleetApp(App[None]):
             "down": f"bold {c['error']}",
         }
 
-        def part(r: dict[str, Any], v: object) -> str:
-            """The partial-window mark: the node's targets are younger than the window."""
-            return PARTIAL if v is not None and r["window_covered_s"] is not None else ""
-
         def cells(r: dict[str, Any]) -> list[Text]:
             dcgm = not st.nodes[r["node"]].gpu_source.error  # else: no DCGM series for the node
             style = c["dim"] if stale or r["down"] else ""  # a node down: its row dimmed
@@ -512,10 +513,11 @@ class FleetApp(App[None]):
                 "worst": Text(r["worst"], style=worst_style[r["worst"]])
                 if r["down"]
                 else Text(r["worst"], style=style or worst_style[r["worst"]]),
-                "ttft": Text(seconds(r["ttft"]) + part(r, r["ttft"]), style=style),
+                "ttft": Text(seconds(r["ttft"]) + partial(r, r["ttft"]), style=style),
                 "slo": _share(st.summary.get(r["node"]), style),
                 "tps": Text(
-                    NA if r["tps"] is None else f"{r['tps']:,.0f}{part(r, r['tps'])}", style=style
+                    NA if r["tps"] is None else f"{r['tps']:,.0f}{partial(r, r['tps'])}",
+                    style=style,
                 ),
                 "cost": _cost(st.summary.get(r["node"]), style),
                 "alerts": Text(str(r["alerts"]), style=style),
@@ -547,7 +549,7 @@ class FleetApp(App[None]):
         slo = self.query_one("#fleet-slo", Static)
         slo.update(slo_text(st, c))
         slo.display = bool(st.slo)
-        if isinstance(self.screen, (NodeScreen, FleetDetailScreen, FleetTimelineScreen)):
+        if isinstance(self.screen, (NodeScreen, FleetView)):
             self.screen.show_state(st)
 
     def on_resize(self) -> None:

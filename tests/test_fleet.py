@@ -467,8 +467,9 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
             assert "no answer within 1 s" in str(app.query_one("#fleet-errors").render())
             assert table.row_count == 3  # the last values stay
             await pilot.press("t")  # the fleet's timeline says so, and follows the refreshes
-            await pilot.pause(0.2)
-            assert isinstance(app.screen, FleetTimelineScreen)
+            while not isinstance(app.screen, FleetTimelineScreen):
+                assert time.time() < deadline + 15, app.screen
+                await pilot.pause()
             out = Console(width=160, record=True, file=io.StringIO())
             out.print(app.screen.query_one("#timeline-body", Static).content)
             body = out.export_text()
@@ -1413,3 +1414,33 @@ def test_the_fleet_reads_its_recording_rules_when_prometheus_holds_them(tmp_path
         loop.close()
         prom.kill()
         eng.server.stop()
+
+
+def test_an_engine_down_told_first_by_the_nodes_export_is_one_timeline_entry():
+    """A node's export says engine_down a refresh before Prometheus' up turns 0: the fleet's
+    timeline had the export's alert as an entry of its own (0 s long, and marked the first
+    sign), then the engine-down beside it. Now the alert opens the engine-down entry, which
+    goes on once up says so."""
+    from console.timeline import EventBook
+
+    source = FleetSource(PromClient("http://127.0.0.1:9"))
+    eng = {"instance": "10.0.0.5:8000", "job": "engines", "node": "n1"}
+    exp = {"instance": "10.0.0.5:9464", "job": "inferdeck", "node": "n1"}
+    told = [({**exp, "severity": "critical", "rule": "engine_down", "subject": eng["instance"]},
+             990.0)]  # fmt: skip
+    got: dict[str, Any] = {
+        "up": [(eng, 1.0), (exp, 1.0)],
+        "kind:vllm": [(eng, 1.0)],
+        "generation_tokens_per_s": [(eng, 420.0)],
+    }
+    book = EventBook()
+    book.observe(source._frames(got, 1000.0)["n1"])
+    got["x:alert"] = told
+    book.observe(source._frames(got, 1005.0)["n1"])
+    got["up"] = [(eng, 0.0), (exp, 1.0)]
+    tl = book.observe(source._frames(got, 1010.0)["n1"])
+    assert [(e.kind, e.subject, e.end) for e in tl.events] == [
+        ("engine-down", eng["instance"], None)
+    ]
+    assert tl.events[0].start.timestamp() == 1005.0
+    asyncio.run(source.aclose())

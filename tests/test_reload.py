@@ -70,6 +70,31 @@ def test_the_watch_reads_a_settled_file_once_and_says_what_waits_for_a_restart(t
     assert gone is not None and "gone" in gone.error
 
 
+@pytest.mark.parametrize("cut", [0, 1, 60, 400, len(DEMO) // 2, len(DEMO) - 1])
+def test_a_file_caught_half_written_is_never_read(tmp_path, cut):
+    """An editor's write seen at any byte (written in place, not renamed): the watch waits for
+    the file to stand a poll, so it reads the whole file once, never the half and its error."""
+    path = tmp_path / "config.yaml"
+    path.write_text(DEMO, encoding="utf-8")
+    watch = ConfigWatch(load_settings(path))
+    whole = DEMO.replace("ttft_s: 2.0", "ttft_s: 0.5")
+    with path.open("w", encoding="utf-8") as f:  # truncated, then written in two parts
+        f.write(whole[:cut])
+        f.flush()
+        assert watch.check() is None  # caught mid-write
+        f.write(whole[cut:])
+    os.utime(path, ns=(1, path.stat().st_mtime_ns + 1_000_000))  # (a coarse clock: moved on)
+    assert watch.check() is None  # changed again since: waits a poll more
+    change = watch.check()
+    assert change is not None and change.error is None
+    assert change.plan["services"][0]["slo"]["ttft_s"] == 0.5
+    # an editor that died mid-write leaves the half: read once it stands, said with its line
+    path.write_text(whole[: len(whole) // 2] + "  - name: [", encoding="utf-8")
+    watch.check()
+    bad = watch.check()
+    assert bad is not None and bad.plan is None and f"{path}:" in bad.error
+
+
 class Clock:
     t = 1_800_000_000.0
 

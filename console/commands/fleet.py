@@ -9,7 +9,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from console.compose import NoAnswer, UsageError, settings_from
@@ -125,17 +125,13 @@ def fleet_headless(args: argparse.Namespace, wait: float) -> tuple[FleetState, s
 TIMELINE_LINES = 40  # as on a node's snapshot.md: longer timelines folded, said
 
 
-def part(row: dict[str, Any], value: object) -> str:
-    """The partial-window mark on a node's figure: its targets are younger than the window."""
-    return PARTIAL if value is not None and row["window_covered_s"] is not None else ""
-
-
 def fleet_snapshot(args: argparse.Namespace) -> int:
     from console.fleet.state import (
         budget_text,
         fleet_timeline,
         node_row,
         other_down_line,
+        partial,
         warnings_line,
     )
     from console.timeline import lines as timeline_lines
@@ -216,9 +212,9 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
         cost = r["usd_per_m_compliant_tokens_at_least"]
         lines.append(
             f"| {r['node']} | {r['gpus']} | {r['mig']} | {r['engines']} | {r['worst']} | "
-            f"{seconds(r['ttft'])}{part(r, r['ttft'])} | "
+            f"{seconds(r['ttft'])}{partial(r, r['ttft'])} | "
             f"{'n/a' if share is None else f'{share * 100:.1f}%'} | "
-            f"{'n/a' if r['tps'] is None else format(r['tps'], ',.0f')}{part(r, r['tps'])} | "
+            f"{'n/a' if r['tps'] is None else format(r['tps'], ',.0f')}{partial(r, r['tps'])} | "
             f"{'n/a' if cost is None else f'≥${cost:,.2f}'} | {r['alerts']} |"
         )
     for r in nodes:

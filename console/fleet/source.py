@@ -326,11 +326,9 @@ class FleetSource:
         taken = datetime.fromtimestamp(now, tz=UTC)
         held = []
         if why is not None:
-            since = (
-                f"; the figures shown are from {datetime.fromtimestamp(self.state.last_ok, tz=UTC):%H:%M:%S}Z"
-                if self.state.last_ok and stale
-                else ""
-            )
+            ok = self.state.last_ok
+            at = f"{datetime.fromtimestamp(ok, tz=UTC):%H:%M:%S}Z" if ok else ""
+            since = f"; the figures shown are from {at}" if at and stale else ""
             where = "" if self.client.url in why else f" at {self.client.url}"
             held = [
                 note(

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.frame import Frame, Timeline
-from console.units import duration_text
+from console.units import PARTIAL, duration_text
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,11 @@ def node_row(
         "alerts": len(active),
         "down": down,
     }
+
+
+def partial(row: dict[str, Any], value: object) -> str:
+    """The partial-window mark on a node's figure (its targets are younger than the window)."""
+    return PARTIAL if value is not None and row["window_covered_s"] is not None else ""
 
 
 def fleet_timeline(st: FleetState) -> Timeline | None:
