@@ -199,23 +199,26 @@ def capacity_text(c: CapacityReport | None) -> str:
         return f"can't tell: {c.cant_tell}"
     if c.requests_per_s is None:
         return NA
-    now = c.current_per_s or 0.0
+    now = c.current_per_s  # (unread: the rate alone, no room said; never "+0.0")
     if c.at_least:
+        if now is None:
+            return f"at least {c.requests_per_s:.1f} req/s, now {NA} ({c.note})"
         return f"at least +{max(0.0, c.requests_per_s - now):.1f} req/s ({c.note})"
     why = _BREAKS.get(c.binding or "", "an SLO breaks")
     if c.binding == "ttft" and c.limit in _LIMITS:
         why += f" ({_LIMITS[c.limit]})"
     if c.note:
         return f"no room: {c.note}"
-    out = f"+{c.room_per_s or 0.0:.1f} req/s before {why} ({c.requests_per_s:.1f} req/s"
+    room = f"+{c.room_per_s:.1f} req/s" if c.room_per_s is not None else "room n/a"
+    out = f"{room} before {why} ({c.requests_per_s:.1f} req/s"
     if c.low is not None and c.high is not None:
         out += f", {c.low:.1f}–{c.high:.1f}"
-    out += f"; now {now:.1f})"
+    out += f"; now {now:.1f})" if now is not None else f"; now {NA})"
     if c.next_limit and c.next_per_s is not None:
         out += (
             f"; {c.next_limit.upper() if c.next_limit in ('kv', 'tpot') else c.next_limit} next at "
         )
-        out += f"+{max(0.0, c.next_per_s - now):.1f}"
+        out += f"+{max(0.0, c.next_per_s - now):.1f}" if now is not None else f"{c.next_per_s:.1f}"
     return out
 
 
@@ -224,8 +227,12 @@ def room_cell(c: CapacityReport | None) -> str:
     if c is None or c.requests_per_s is None:
         return "?" if c is not None and c.cant_tell else NA
     if c.at_least:
-        return f"≥+{max(0.0, c.requests_per_s - (c.current_per_s or 0.0)):.0f}/s"
-    return f"+{c.room_per_s or 0.0:.1f}/s {(c.binding or '').upper()}"
+        if c.current_per_s is None:
+            return f"≥{c.requests_per_s:.0f}/s"  # (the load unread: the rate, not a room)
+        return f"≥+{max(0.0, c.requests_per_s - c.current_per_s):.0f}/s"
+    if c.room_per_s is None:
+        return NA
+    return f"+{c.room_per_s:.1f}/s {(c.binding or '').upper()}"
 
 
 def unknown_reasons(e: Engine) -> list[str]:

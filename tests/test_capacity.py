@@ -236,6 +236,14 @@ def test_every_surface_says_the_room_and_its_binding_slo():
         "+1.4 req/s before TPOT p95 crosses its SLO (5.4 req/s, 4.9–6.0; now 4.0); KV next at +3.1"
     )
     assert room_cell(cap) == "+1.4/s TPOT"
+    unread = cap.model_copy(update={"current_per_s": None, "room_per_s": None})
+    assert room_cell(unread) == "n/a"  # the load unread: no room, never +0.0
+    assert capacity_text(unread) == (
+        "room n/a before TPOT p95 crosses its SLO (5.4 req/s, 4.9–6.0; now n/a); KV next at 7.1"
+    )
+    unread_floor = unread.model_copy(update={"at_least": True, "note": "past the load seen"})
+    assert room_cell(unread_floor) == "≥5/s"
+    assert capacity_text(unread_floor) == "at least 5.4 req/s, now n/a (past the load seen)"
     queued = cap.model_copy(update={"binding": "ttft", "limit": "kv"})
     assert "TTFT p95 crosses its SLO (the KV pool fills and arrivals queue)" in capacity_text(
         queued
