@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from console.frame import Engine, Frame
+from console.jsondocs import CheckDoc, Perf
 from console.plan import Plan
 from console.slo import default_slo
+from console.verdict import EXIT
 from console.windowed import window_label
 
 PLUGIN = "INFERDECK"
@@ -37,8 +40,8 @@ def _num(v: float | None, digits: int = 4) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def perfdata(frame: Frame, plan: Plan) -> str:
-    """'label'=value[UOM];warn;crit per engine, thresholds from the plan."""
+def perf_items(frame: Frame, plan: Plan) -> list[Perf]:
+    """Each engine's figures with their thresholds from the plan."""
     ttft_limit: dict[str, float] = {}
     for svc in plan.services:
         limit = default_slo(svc).ttft_s
@@ -49,22 +52,42 @@ def perfdata(frame: Frame, plan: Plan) -> str:
     out = []
     for e in frame.engines:
         out += _engine_perf(e, ttft_limit.get(e.name), kv_crit)
-    return " ".join(out)
+    return out
 
 
-def _engine_perf(e: Engine, ttft_limit: float | None, kv_crit: float) -> list[str]:
-    p95 = e.ttft_s.p95 if e.ttft_s is not None and e.up else None
-    kv = e.kv_cache_usage * 100 if e.kv_cache_usage is not None and e.up else None
-    crit = "" if ttft_limit is None else _num(ttft_limit)
+def perfdata(frame: Frame, plan: Plan) -> str:
+    """'label'=value[UOM];warn;crit;min;max per engine figure, thresholds from the plan."""
+    return " ".join(_perf_text(p) for p in perf_items(frame, plan))
+
+
+_DIGITS = {"tok/s": 6}
+
+
+def _perf_text(p: Perf) -> str:
+    digits = _DIGITS.get(p.figure, 4)
+    value = _num(p.value, digits) + (p.unit if p.value is not None else "")
+    rest = ["" if t is None else _num(t) for t in (p.warn, p.crit, p.min, p.max)]
+    while rest and not rest[-1]:
+        rest.pop()
+    return ";".join([f"{_label(p.label)}={value}", *rest])
+
+
+def _engine_perf(e: Engine, ttft_limit: float | None, kv_crit: float) -> list[Perf]:
+    up = e.up
+    p95 = e.ttft_s.p95 if e.ttft_s is not None and up else None
+    kv = e.kv_cache_usage * 100 if e.kv_cache_usage is not None and up else None
+    sat = e.capacity.saturation if up and e.capacity else None
+
+    def perf(figure: str, value: float | None, **limits: Any) -> Perf:
+        return Perf(label=f"{e.name} {figure}", engine=e.name, figure=figure, value=value, **limits)
+
     return [
-        f"{_label(e.name + ' ttft_p95')}={_num(p95)}{'s' if p95 is not None else ''};;{crit}",
-        f"{_label(e.name + ' kv')}={_num(kv)}{'%' if kv is not None else ''};;{kv_crit:g};0;100",
-        f"{_label(e.name + ' waiting')}={_num(e.requests_waiting if e.up else None)};0",
-        f"{_label(e.name + ' tok/s')}={_num(e.generation_tokens_per_s if e.up else None, 6)}",
-        f"{_label(e.name + ' room_rps')}={_num(_room(e), 4)}",
-        f"{_label(e.name + ' saturation')}="
-        + _num(e.capacity.saturation if e.up and e.capacity else None, 4)
-        + ";1",
+        perf("ttft_p95", p95, unit="s", crit=ttft_limit),
+        perf("kv", kv, unit="%", crit=kv_crit, min=0, max=100),
+        perf("waiting", e.requests_waiting if up else None, warn=0),
+        perf("tok/s", e.generation_tokens_per_s if up else None),
+        perf("room_rps", _room(e)),
+        perf("saturation", sat, warn=1),
     ]
 
 
@@ -75,6 +98,27 @@ def _room(e: Engine) -> float | None:
     if cap is None or cap.requests_per_s is None or cap.at_least:
         return None
     return cap.room_per_s
+
+
+def check_doc(
+    frame: Frame, plan: Plan, source: str | None = None, notes: list[str] | None = None
+) -> CheckDoc:
+    """The check as a record (``check --format json``): what its lines say, in fields."""
+    status = frame.status
+    lines = check_lines(frame, plan, source)
+    return CheckDoc(
+        host=frame.host,
+        taken_at=frame.taken_at.isoformat(),
+        status=status,
+        exit_code=EXIT[status],
+        first_line=lines[0].split(" | ", 1)[0],
+        source=source,
+        window_s=frame.window_s,
+        window_covered_s=frame.window_covered_s,
+        verdict=list(frame.verdict),
+        perfdata=perf_items(frame, plan) if status != "unknown" else [],
+        notes=lines[1 + len(frame.verdict) :] + (notes or []),
+    )
 
 
 def check_lines(frame: Frame, plan: Plan, source: str | None = None) -> list[str]:

@@ -13,8 +13,11 @@ from console.commands.node import check, example_config, plan, simulate, snapsho
 from console.commands.record import record, replay
 from console.commands.tui import run_tui
 from console.compose import NoAnswer, UsageError
+from console.schemas import KINDS as SCHEMA_KINDS
 from console.sim.formats import FORMATS
 from console.sim.traffic import PROFILES
+
+FORMAT_HELP = "text (default) or json (its schema: inferdeck schema COMMAND)"
 
 
 def _without_defaults(parent: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -108,7 +111,13 @@ def _parser() -> argparse.ArgumentParser:
         help="the whole command ends within S seconds (default: --wait + 8; with --prometheus, "
         "--wait + the query timeout + 2): a source still answering then is named as such",
     )
-    snap.add_argument("--format", choices=("json", "md"), default="json")
+    snap.add_argument(
+        "--format",
+        choices=("json", "md"),
+        default="json",
+        help="json (default; schema: inferdeck schema frame, or fleet-snapshot with --prometheus) "
+        "or md",
+    )
     snap.add_argument(
         "--out", metavar="DIR", help="write a bundle (snapshot.md + frame.json) under DIR instead"
     )
@@ -209,9 +218,11 @@ def _parser() -> argparse.ArgumentParser:
     migsub = mig.add_subparsers(dest="mig_command", required=True)
     mig_common = argparse.ArgumentParser(add_help=False)
     mig_common.add_argument("--demo", action="store_true", help="act on the simulated demo node")
-    migsub.add_parser("show", parents=[mig_common], help="every GPU's MIG mode and layout")
+    show = migsub.add_parser("show", parents=[mig_common], help="every GPU's MIG mode and layout")
+    show.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     lay = migsub.add_parser("layouts", parents=[mig_common], help="the valid layouts of a GPU")
     lay.add_argument("gpu", type=int)
+    lay.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     app_ = migsub.add_parser(
         "apply", parents=[mig_common], help="change a GPU's layout (or disable/enable MIG)"
     )
@@ -267,7 +278,7 @@ def _parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="check that the plan fits, before anything runs")
     plan.add_argument("--config", metavar="FILE", help="config file with the plan")
     plan.add_argument("--demo", action="store_true", help="the demo node's plan")
-    plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     check = sub.add_parser(
         "check",
         parents=[common],
@@ -302,15 +313,30 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--export-token-file", metavar="FILE", help="the bearer token that export requires"
     )
+    check.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: the Nagios plugin's lines (default); json: the same verdict, perfdata and "
+        "exit code as fields (schema: inferdeck schema check, or fleet-check with --prometheus)",
+    )
     sim = sub.add_parser("simulate", help="serve a simulated engine's /metrics until interrupted")
     sim.add_argument("--engine", dest="sim_kind", choices=sorted(FORMATS), default="vllm")
     sim.add_argument("--port", type=int, default=0)
     sim.add_argument("--profile", choices=PROFILES, default="steady")
     sim.add_argument("--rate", type=float, default=4.0, help="mean requests per second")
     sch = sub.add_parser(
-        "schema", help="print the JSON Schema of the config file or of a Frame (snapshot JSON)"
+        "schema",
+        help="print the JSON Schema of the config file, of a Frame (snapshot JSON) or of a "
+        "command's --format json",
     )
-    sch.add_argument("schema_kind", choices=("config", "frame"), metavar="config|frame")
+    sch.add_argument("schema_kind", choices=SCHEMA_KINDS, metavar="|".join(SCHEMA_KINDS))
+    comp = sub.add_parser(
+        "completion",
+        help="print the shell completion script: source <(inferdeck completion bash)",
+    )
+    comp.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="bash|zsh|fish")
+    sub.add_parser("man", help="print the man page (roff): inferdeck man > inferdeck.1")
     sub.add_parser(
         "example-config",
         help="print the commented example config (inferdeck example-config > config.yaml)",
@@ -348,6 +374,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.command == "example-config":
             return example_config()
+        if args.command in ("completion", "man"):
+            from console.completion import script
+
+            shell = "man" if args.command == "man" else args.shell
+            sys.stdout.write(script(shell, _parser(), __version__))
+            return 0
         if args.command == "schema":
             from console.schemas import print_schema
 
@@ -381,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"inferdeck: {exc}", file=sys.stderr)
         return 2
     except NoAnswer as exc:
-        print(str(exc))
+        # with --format json, stdout holds JSON or nothing
+        print(str(exc), file=sys.stderr if getattr(args, "format", "") == "json" else sys.stdout)
         return 3
     except KeyboardInterrupt:
         return 130

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from console.gpucatalog import catalog
+from console.jsondocs import checked
 from console.plan import GIB, Fit, Plan, catalog_capacity, fit, parse_device, shape
 
 
@@ -78,7 +78,7 @@ def plan_json(plan: Plan) -> str:
         "devices": by_device(plan, rows),
         "fits": all(d["fits"] for d in by_device(plan, rows)),
     }
-    return json.dumps(doc, indent=2) + "\n"
+    return checked("plan", doc)
 
 
 def plan_text(plan: Plan) -> str:

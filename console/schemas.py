@@ -9,24 +9,45 @@ bundle's frame.json and each recorded frame (pydantic writes both from the recor
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from console import __version__
 
-KINDS = ("config", "frame")
+KINDS = (
+    "config",
+    "frame",
+    "timeline",
+    "check",
+    "fleet-check",
+    "fleet-snapshot",
+    "mig-show",
+    "mig-layouts",
+    "plan",
+)
 
 
-def schema(kind: Literal["config", "frame"]) -> dict[str, Any]:
+def schema(kind: str) -> dict[str, Any]:
     if kind == "config":
         from console.settings import Settings
 
         out = Settings.model_json_schema()
         title = "inferdeck config file (config.yaml)"
-    else:
+    elif kind == "frame":
         from console.frame import SCHEMA, Frame
 
         out = Frame.model_json_schema(by_alias=True)
         title = f"inferdeck Frame ({SCHEMA}): snapshot --format json, frame.json, recordings"
+    elif kind == "timeline":
+        from console.frame import TIMELINE_SCHEMA, Timeline
+
+        out = Timeline.model_json_schema(by_alias=True)
+        title = f"inferdeck timeline ({TIMELINE_SCHEMA}): timeline --format json"
+    else:
+        from console.jsondocs import DOCS
+
+        record = DOCS[kind]
+        out = record.model_json_schema(by_alias=True)
+        title = f"inferdeck {kind} --format json"
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": title,
@@ -35,6 +56,6 @@ def schema(kind: Literal["config", "frame"]) -> dict[str, Any]:
     }
 
 
-def print_schema(kind: Literal["config", "frame"]) -> int:
+def print_schema(kind: str) -> int:
     print(json.dumps(schema(kind), indent=2))
     return 0

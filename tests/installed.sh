@@ -54,6 +54,12 @@ run "snapshot --demo --out" 0 "$id" snapshot --demo --wait 1 --out "$work/bundle
 run "check --demo" "0 1 2" "$id" check --demo --wait 1
 run "mig show --demo" 0 "$id" mig show --demo
 run "mig layouts --demo" 0 "$id" mig layouts 1 --demo
+run "check --demo --format json" "0 1 2" "$id" check --demo --wait 1 --format json
+for kind in check mig-show plan timeline; do run "schema $kind" 0 "$id" schema "$kind"; done
+run "completion bash" 0 "$id" completion bash
+run "completion bash loads" 0 bash --norc -c "source <('$id' completion bash) && complete -p inferdeck"
+run "completion fish" 0 "$id" completion fish
+run "man" 0 "$id" man
 run "rules" 0 "$id" rules
 run "rules --demo" 0 "$id" rules --demo
 run "rules --alertmanager" 0 "$id" rules --alertmanager

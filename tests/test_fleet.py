@@ -3,6 +3,7 @@ each a simulated DCGM exporter and simulated engines; figures compared with scra
 
 import asyncio
 import io
+import json
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from console.poller import EngineTarget, Poller
 from console.sim.dcgm import start_dcgm
 from console.sim.engine import TrafficSpec, start_engine
 from console.sim.nvml import DeviceLoad, SimNvml
+from tests.test_jsondocs import valid
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -312,8 +314,6 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
 
 
 def test_headless_fleet_snapshot_and_check(fleet, tmp_path):
-    import json
-
     from console.fleet.state import node_row
 
     url, nodes, _ = fleet
@@ -321,6 +321,7 @@ def test_headless_fleet_snapshot_and_check(fleet, tmp_path):
     out = _cli("snapshot", "--prometheus", url, "--format", "json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
+    valid(doc, "fleet-snapshot")
 
     async def screen_rows():
         source = FleetSource(PromClient(url), window_s=60)
@@ -347,6 +348,10 @@ def test_headless_fleet_snapshot_and_check(fleet, tmp_path):
     assert md.returncode == 0 and "| node-b | 1 | 3 | 2/2 |" in md.stdout
     ok = _cli("check", "--prometheus", url)
     assert ok.returncode == 0 and ok.stdout.startswith("INFERDECK OK - ") and "3 nodes" in ok.stdout
+    ok_json = json.loads(_cli("check", "--prometheus", url, "--format", "json").stdout)
+    valid(ok_json, "fleet-check")
+    assert ok_json["status"] == "ok" and ok_json["exit_code"] == 0 and ok_json["nodes"] == 3
+    assert ok_json["first_line"] == ok.stdout.splitlines()[0]
     # node-b's plan pins a service to a MIG device it does not have: critical, exit 2
     node_b_engine = f"127.0.0.1:{nodes[1][2][0].server.port}"
     plan = tmp_path / "node-b.yaml"
@@ -363,8 +368,23 @@ def test_headless_fleet_snapshot_and_check(fleet, tmp_path):
     bad = _cli("check", "--prometheus", url, "--config", str(cfg))
     assert bad.returncode == 2, bad.stdout + bad.stderr
     assert "CRITICAL node-b svc: planned device 0:2g.48gb@6 is not on this node" in bad.stdout
+    bad_json = _cli("check", "--prometheus", url, "--config", str(cfg), "--format", "json")
+    doc = json.loads(bad_json.stdout)
+    valid(doc, "fleet-check")
+    assert bad_json.returncode == doc["exit_code"] == 2 and doc["status"] == "critical"
+    # the same first line (the alert's since is each run's own)
+    assert doc["first_line"].split(", since")[0] == bad.stdout.splitlines()[0].split(", since")[0]
+    assert {"severity": "critical", "node": "node-b", "subject": "svc"}.items() <= (
+        doc["details"][0].items()
+    )
+    assert len(doc["details"]) == len(bad.stdout.splitlines()) - 1 - len(doc["notes"])
     gone = _cli("check", "--prometheus", "http://127.0.0.1:9")
     assert gone.returncode == 3 and gone.stdout.startswith("INFERDECK UNKNOWN - Prometheus at")
+    gone_json = _cli("check", "--prometheus", "http://127.0.0.1:9", "--format", "json")
+    doc = json.loads(gone_json.stdout)
+    valid(doc, "fleet-check")
+    assert gone_json.returncode == doc["exit_code"] == 3 and doc["status"] == "unknown"
+    assert doc["first_line"] == gone.stdout.strip()
     assert "Traceback" not in gone.stderr
 
 
@@ -625,7 +645,6 @@ def test_dcgm_exporter_4_9_names_read_like_4_8(tmp_path):
     Hz, 0-1 ratios), the Hostname label became hostname, and every series of a MIG GPU carries
     GPU_I_ID: a node on it showed no GPUs. Two nodes with the same GPUs, one exporter of each
     generation, in a real Prometheus: every GPU figure agrees, and each says which answered."""
-    import json
 
     if not Path(PROMETHEUS).exists():
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
@@ -705,7 +724,6 @@ def _start_prometheus(tmp_path: Path, config: str) -> tuple[subprocess.Popen[byt
 def _partial_proxy(upstream: str):
     """Prometheus behind a front that says it left something out, as Thanos' querier and a
     federation do ("warnings": ["partial response ..."]): the answers are otherwise Prometheus'."""
-    import json
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -737,7 +755,6 @@ def test_a_node_killed_reads_down_with_when_it_was_last_seen_on_every_fleet_surf
     652 -> 438 tok/s) and then read `Tok/s 0`. Now: the other job's target is mentioned once and
     not counted; a node killed reads `down` with 'last seen N s ago', every figure n/a, never a
     decaying or zero one, at every poll; a partial answer is never a silent OK."""
-    import json
 
     from console.fleet.state import fleet_timeline, node_row
 
@@ -971,7 +988,6 @@ def test_the_range_follows_the_scrape_interval(tmp_path):
     drawn as 0. Now the range is four scrape intervals (from the targets API), said in the
     header, and the rate equals the slope of the raw samples (Prometheus' own, read as a range
     vector and computed here)."""
-    import json
 
     from console.fleet.state import node_row
 
@@ -1080,7 +1096,6 @@ def test_a_60s_scrape_and_an_slo_page_read_on_every_fleet_surface(tmp_path):
     SLO page, reading the node `ok`. Now: the range is 4m (said), tok/s is exactly 100, TTFT p95
     2.5 s (the +Inf rank's last finite bound), and the page from `inferdeck rules --slo` makes the
     node CRITICAL in the fleet row, `check --prometheus` and `snapshot --prometheus`' SLO section."""
-    import json
 
     from console.fleet.state import node_row
 
@@ -1162,7 +1177,6 @@ def test_the_client_keeps_to_the_backends_concurrency_retries_a_503_and_names_it
     """36 queries fired at once exceeded VictoriaMetrics' concurrent-query limit, whose HTTP 503
     read 'did not answer with JSON: is this Prometheus?'. Now at most `concurrency` are in flight,
     a 503 is asked once more after its Retry-After, and one that stays says what it is."""
-    import json
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -1331,7 +1345,6 @@ def test_the_fleet_reads_its_recording_rules_when_prometheus_holds_them(tmp_path
     """`inferdeck rules --fleet` records every windowed figure the fleet shows (promtool accepts
     it); with them loaded the fleet reads the stored series instead of evaluating rates and
     quantiles over every bucket at each refresh, says so, and shows the same figures."""
-    import json
 
     if not Path(PROMETHEUS).exists():
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")

@@ -26,6 +26,7 @@ from console.mig.manager import MigManager
 from console.sim.nvml import SimNvml
 from tests.conftest import ROOT
 from tests.mig_child import MUTATING, persisted_sim
+from tests.test_jsondocs import valid
 
 
 def _layout(model: str, text: str) -> list[tuple[str, int]]:
@@ -434,6 +435,14 @@ def test_a_killed_cli_apply_is_named_by_mig_show_and_check_and_the_offered_apply
     )
     assert "the GPU is still in the old layout" in shown.stdout
     assert f"to bring it to a recorded layout: inferdeck mig apply 2 {target}" in shown.stdout
+    as_json = _inferdeck("mig", "show", "--demo", "--format", "json", env=env)
+    doc = json.loads(as_json.stdout)
+    valid(doc, "mig-show")
+    assert as_json.returncode == 0 and len(doc["interrupted"]) == 1
+    assert {"gpu": 2, "state": "old", "command": f"inferdeck mig apply 2 {target}"}.items() <= (
+        doc["interrupted"][0].items()
+    )
+    assert doc["gpus"][2]["layout"] == "1g.24gb x4"
     check = _inferdeck("check", "--demo", "--wait", "0", env=env)
     assert check.returncode >= 1 and "Traceback" not in check.stderr
     assert "GPU 2: MIG re-cut interrupted: the GPU is still in the old layout" in check.stdout

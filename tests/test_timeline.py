@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -24,6 +25,7 @@ from console.sim.nvml import SimNvml
 from console.snapshot import to_markdown
 from console.timeline import Replayed, flags_diff, lines
 from console.xids import catalog, describe
+from tests.test_jsondocs import valid
 from tests.test_scenarios import STEADY, Node
 
 OVERLOAD = dict(rate_rps=6.0, max_num_seqs=64, kv_capacity_tokens=20_000, prompt_tokens=900,
@@ -389,6 +391,12 @@ async def test_the_poller_records_the_timeline_beside_its_samples(tmp_path):
     with contextlib.redirect_stdout(out):
         assert timeline(args) == 0
     assert "GPU 1: XID 48, hardware fault: double-bit ECC error" in out.getvalue()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert timeline(argparse.Namespace(**{**vars(args), "format": "json"})) == 0
+    doc = json.loads(out.getvalue())
+    valid(doc, "timeline")
+    assert any(e["kind"] == "xid 48" and e["subject"] == "GPU 1" for e in doc["events"])
 
 
 @pytest.mark.slow

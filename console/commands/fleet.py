@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from console.compose import NoAnswer, UsageError, settings_from
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from console.fleet.source import FleetSource
     from console.fleet.state import FleetState, SloRow
     from console.frame import Severity
+    from console.jsondocs import FleetCheckDoc
     from console.plan import Plan
 
 
@@ -134,6 +134,7 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
         partial,
         warnings_line,
     )
+    from console.jsondocs import checked
     from console.timeline import lines as timeline_lines
 
     state, url = fleet_headless(args, args.wait)
@@ -189,7 +190,7 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
             "slo_note": state.slo_note,
             "timeline": tl.model_dump(mode="json", by_alias=True) if tl else None,
         }
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        sys.stdout.write(checked("fleet-snapshot", doc, indent=1))
         return 0
     window = window_label(state.window_s) + (f" ({state.window_note})" if state.window_note else "")
     lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", f"- window: {window}"]
@@ -255,51 +256,99 @@ def slo_line(r: SloRow) -> str:
 
 def fleet_check(args: argparse.Namespace) -> int:
     """Exit by the worst node: 0 ok, 1 warning, 2 critical (3: Prometheus did not answer)."""
+    from console.jsondocs import FleetCheckDoc, dump
+
+    as_json = getattr(args, "format", "text") == "json"
+    try:
+        doc, lines = _fleet_verdict(args)
+    except NoAnswer as exc:
+        if not as_json:
+            raise
+        url = (args.prometheus or "").rstrip("/")
+        doc = FleetCheckDoc(
+            prometheus=url, taken_at=None, status="unknown", exit_code=3,
+            first_line=str(exc), nodes=0,
+        )  # fmt: skip
+        lines = []
+    if as_json:
+        sys.stdout.write(dump(doc))
+    else:
+        print("\n".join(lines))
+    return doc.exit_code
+
+
+def _fleet_verdict(args: argparse.Namespace) -> tuple[FleetCheckDoc, list[str]]:
+    """The fleet check as a record and as the plugin's lines."""
     from console.alerts import SEVERITY_ORDER, worst
     from console.fleet.state import other_down_line, warnings_line
+    from console.jsondocs import FleetCheckDoc, FleetDetail
 
     state, url = fleet_headless(args, args.wait)
+    taken = datetime.fromtimestamp(state.taken_at, tz=UTC).isoformat() if state.taken_at else None
     if not state.nodes:
-        print(f"INFERDECK UNKNOWN - {url}: Prometheus holds no inferdeck-readable node")
-        return 3
-    details, levels = [], []
+        line = f"INFERDECK UNKNOWN - {url}: Prometheus holds no inferdeck-readable node"
+        doc = FleetCheckDoc(
+            prometheus=url, taken_at=taken, status="unknown", exit_code=3, first_line=line,
+            nodes=0,
+        )  # fmt: skip
+        return doc, [line]
+    details: list[tuple[FleetDetail, str]] = []
+    levels = []
     for name, f in sorted(state.nodes.items()):
         active = [a for a in f.alerts if a.state == "active"]
         active.sort(key=lambda a: SEVERITY_ORDER[a.severity])
         details += [
             (
-                a.severity,
+                FleetDetail(
+                    severity=a.severity, node=name, subject=a.subject, message=a.message,
+                    since=a.since.isoformat(timespec="seconds"),
+                ),
                 f"{a.severity.upper()} {name} {a.subject}: {a.message}, since "
                 f"{when_text(a.since.timestamp(), state.taken_at or time.time())}",
             )
             for a in active
-        ]
+        ]  # fmt: skip
         levels.append(worst(active))
     for r in state.slo:  # burning, with no node named by its rules (older rules): still counted
         if r.node is None and r.alert is not None and r.state == "firing":
             sev: Severity = "critical" if r.alert == "page" else "warning"
-            details.append((sev, f"{sev.upper()} {r.service} {r.slo}: {slo_line(r)}"))
+            since = datetime.fromtimestamp(r.since, tz=UTC).isoformat() if r.since else None
+            detail = FleetDetail(
+                severity=sev, node=None, subject=f"{r.service} {r.slo}", message=slo_line(r),
+                since=since,
+            )  # fmt: skip
+            details.append((detail, f"{sev.upper()} {r.service} {r.slo}: {slo_line(r)}"))
             levels.append(sev)
-    level = "critical" if "critical" in levels else "warning" if "warning" in levels else None
-    details.sort(key=lambda d: SEVERITY_ORDER[d[0]])
+    level: Literal["critical", "warning"] | None = (
+        "critical" if "critical" in levels else "warning" if "warning" in levels else None
+    )
+    details.sort(key=lambda d: SEVERITY_ORDER[d[0].severity])
     partial = warnings_line(state)
+    notes = []
+    told = 0  # the partial answer said under a first line of alerts
     if level is None and partial:
         # a partial answer is never a silent OK: the nodes left out may be the ones down
         level = "warning"
-        print(f"INFERDECK WARNING - {partial}")
+        first = f"INFERDECK WARNING - {partial}"
     elif level is None:
-        print(f"INFERDECK OK - {url}: {len(state.nodes)} nodes, no active alerts")
+        first = f"INFERDECK OK - {url}: {len(state.nodes)} nodes, no active alerts"
     else:
         head = details[0][1].split(" ", 1)[1].replace("|", "/")
         more = f" (+{len(details) - 1} more)" if len(details) > 1 else ""
-        print(f"INFERDECK {level.upper()} - {head}{more}")
+        first = f"INFERDECK {level.upper()} - {head}{more}"
         if partial:
-            print(partial)
-    for _, line in details:
-        print(line)
+            notes.append(partial)
+            told = 1
     other = other_down_line(state)
     if other:
-        print(other)
+        notes.append(other)
     if state.window_note:
-        print(f"window {window_label(state.window_s)}: {state.window_note}")
-    return {"critical": 2, "warning": 1}.get(level or "", 0)
+        notes.append(f"window {window_label(state.window_s)}: {state.window_note}")
+    status = level or "ok"
+    code = {"critical": 2, "warning": 1}.get(status, 0)
+    doc = FleetCheckDoc(
+        prometheus=url, taken_at=taken, status=status, exit_code=code, first_line=first,
+        nodes=len(state.nodes), details=[d for d, _ in details], notes=notes,
+    )  # fmt: skip
+    lines = [first, *notes[:told], *(text for _, text in details), *notes[told:]]
+    return doc, lines

@@ -98,8 +98,16 @@ def check(args: argparse.Namespace) -> int:
     follow; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. The verdict is the console's: alerts,
     findings, and conditions that hold but whose hold has not elapsed (pending, a warning), so the
     same state gives the same code however long the check sampled."""
-    from console.checkplugin import check_lines
+    from console.checkplugin import check_doc, check_lines
+    from console.jsondocs import dump
     from console.verdict import EXIT
+
+    def say(frame: Frame, source: str | None = None, notes: tuple[str, ...] = ()) -> int:
+        if getattr(args, "format", "text") == "json":
+            sys.stdout.write(dump(check_doc(frame, settings, source, list(notes))))
+        else:
+            print("\n".join(check_lines(frame, settings, source) + list(notes)))
+        return EXIT[frame.status]
 
     positive(args.wait, "--wait", allow_zero=True)
     if args.prometheus:
@@ -111,8 +119,7 @@ def check(args: argparse.Namespace) -> int:
         if node is not None:
             node.stop()
         asyncio.run(poller.aclose())
-        print("\n".join(check_lines(frame, settings, source)))
-        return EXIT[frame.status]
+        return say(frame, source)
     deadline = deadline_of(args)
     try:
         frame = asyncio.run(sample(poller, args.wait, settings.interval_s, deadline_s=deadline))
@@ -125,8 +132,7 @@ def check(args: argparse.Namespace) -> int:
         if poller.waiting
         else []
     )  # fmt: skip
-    print("\n".join(check_lines(frame, settings) + late + ([why_not] if why_not else [])))
-    return EXIT[frame.status]
+    return say(frame, None, (*late, *([why_not] if why_not else [])))
 
 
 def deadline_of(args: argparse.Namespace) -> float:

@@ -8,6 +8,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.jsondocs import (
+    Interrupted,
+    MigGpu,
+    MigLayout,
+    MigLayoutsDoc,
+    MigShowDoc,
+    Placement,
+    dump,
+)
 from console.mig.layouts import (
     Instance,
     MigError,
@@ -71,28 +80,7 @@ def run_mig(args: argparse.Namespace) -> int:
             )
         cmd = args.mig_command
         if cmd == "show":
-            recoveries = mm.recoveries()
-            for i in range(count):
-                try:
-                    g = mm.read(i)
-                except MigError as exc:
-                    print(f"GPU {i}: {exc}")
-                    continue
-                mode = f"MIG {'on' if g.mode_current else 'off'}" + (
-                    f" (pending {'on' if g.mode_pending else 'off'})"
-                    if g.mode_pending != g.mode_current
-                    else ""
-                )
-                print(
-                    f"GPU {i} {g.model.name if g.model else ''}: {mode}; {describe(g.layout)}"
-                    + (f" [{placements(g.layout)}]" if g.layout else "")
-                    + (f"; NO compute instance on {placements(g.bare)}" if g.bare else "")
-                )
-            for r in recoveries:
-                print(f"INTERRUPTED: {r.sentence}")
-                if r.index is not None:
-                    print(f"  to bring it to a recorded layout: {r.command}")
-            return 2 if any(r.state == "neither" for r in recoveries) else 0
+            return _show(mm, count, getattr(args, "format", "text") == "json")
         if cmd == "layouts":
             g = mm.read(args.gpu)
             if g.spec is None:
@@ -100,10 +88,23 @@ def run_mig(args: argparse.Namespace) -> int:
                     f"GPU {args.gpu}'s MIG profiles are unknown: not in the catalogue and the driver "
                     "did not list placements (needs root)."
                 )
+            rows = [
+                (layout, sorted(layout) == sorted(g.layout)) for layout in valid_layouts(g.spec)
+            ]
+            if getattr(args, "format", "text") == "json":
+                doc = MigLayoutsDoc(
+                    gpu=g.index,
+                    spec_source=g.spec_source,
+                    layouts=[
+                        MigLayout(layout=describe(la), placements=_placed(la), current=now)
+                        for la, now in rows
+                    ],
+                )
+                sys.stdout.write(dump(doc))
+                return 0
             print(f"# profiles and placements from the {g.spec_source}")
-            for layout in valid_layouts(g.spec):
-                mark = "*" if sorted(layout) == sorted(g.layout) else " "
-                print(f"{mark} {describe(layout):<40} {placements(layout)}")
+            for layout, now in rows:
+                print(f"{'*' if now else ' '} {describe(layout):<40} {placements(layout)}")
             return 0
         if cmd == "apply":
             g = mm.read(args.gpu)
@@ -156,6 +157,67 @@ def run_mig(args: argparse.Namespace) -> int:
         if node is not None:
             node.stop()
     return 0
+
+
+def _placed(layout: list[Instance]) -> list[Placement]:
+    return [Placement(profile=n, start=st) for n, st in sorted(layout, key=lambda x: x[1])]
+
+
+def _show(mm: MigManager, count: int, as_json: bool) -> int:
+    """Every GPU's MIG mode and layout, and every re-cut left interrupted (exit 2 when one left
+    its GPU in neither layout)."""
+    recoveries = mm.recoveries()
+    gpus: list[MigGpu] = []
+    lines = []
+    for i in range(count):
+        try:
+            g = mm.read(i)
+        except MigError as exc:
+            gpus.append(MigGpu(index=i, error=str(exc)))
+            lines.append(f"GPU {i}: {exc}")
+            continue
+        gpus.append(
+            MigGpu(
+                index=i,
+                model=g.model.name if g.model else None,
+                mig=g.mode_current,
+                mig_pending=g.mode_pending,
+                layout=describe(g.layout),
+                placements=_placed(g.layout),
+                bare=_placed(g.bare),
+            )
+        )
+        mode = f"MIG {'on' if g.mode_current else 'off'}" + (
+            f" (pending {'on' if g.mode_pending else 'off'})"
+            if g.mode_pending != g.mode_current
+            else ""
+        )
+        lines.append(
+            f"GPU {i} {g.model.name if g.model else ''}: {mode}; {describe(g.layout)}"
+            + (f" [{placements(g.layout)}]" if g.layout else "")
+            + (f"; NO compute instance on {placements(g.bare)}" if g.bare else "")
+        )
+    for r in recoveries:
+        lines.append(f"INTERRUPTED: {r.sentence}")
+        if r.index is not None:
+            lines.append(f"  to bring it to a recorded layout: {r.command}")
+    if as_json:
+        doc = MigShowDoc(
+            gpus=gpus,
+            interrupted=[
+                Interrupted(
+                    gpu=r.index,
+                    state=r.state,
+                    sentence=r.sentence,
+                    command=r.command if r.index is not None else None,
+                )
+                for r in recoveries
+            ],
+        )
+        sys.stdout.write(dump(doc))
+    elif lines:
+        print("\n".join(lines))
+    return 2 if any(r.state == "neither" for r in recoveries) else 0
 
 
 def _write_whole(path: Path, text: str) -> None:
