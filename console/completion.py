@@ -85,6 +85,13 @@ def bash(root: Command) -> str:
     for c in all_cmds[1:]:
         parent = " ".join(c.path[:-1])
         steps.append(f'            "{parent}:{c.path[-1]}") path="{" ".join(c.path)}" ;;')
+    skips = [  # an option's value is never read as a command ('--simulate-gpus demo')
+        f'"{" ".join(c.path)}|{f}"'
+        for c in all_cmds
+        for o in c.options
+        if o.metavar is not None and o.choices is not None or o.metavar in ("FILE", "DIR")
+        for f in o.flags
+    ]
     values = []  # the value of an option
     for c in all_cmds:
         key = " ".join(c.path)
@@ -112,6 +119,9 @@ def bash(root: Command) -> str:
             '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"',
             '    local path="" words="" i',
             "    for ((i = 1; i < COMP_CWORD; i++)); do",
+            '        case "$path|${COMP_WORDS[i]}" in',
+            f"            {'|'.join(skips)}) ((i++)); continue ;;",
+            "        esac",
             '        case "$path:${COMP_WORDS[i]}" in',
             *steps,
             "        esac",

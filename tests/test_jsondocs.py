@@ -131,6 +131,8 @@ def test_bash_completion_loads_and_completes_every_command_and_choice():
 
     bash = script("bash", _parser(), "0")
     assert _bash_complete(bash, "inferdeck", "sn") == ["snapshot"]
+    # an option's value is not a command: 'demo' here is the simulated GPUs', not `inferdeck demo`
+    assert _bash_complete(bash, "inferdeck", "--simulate-gpus", "demo", "sn") == ["snapshot"]
     assert _bash_complete(bash, "inferdeck", "snapshot", "--format", "") == ["json", "md"]
     assert _bash_complete(bash, "inferdeck", "check", "--format", "j") == ["json"]
     assert "layouts" in _bash_complete(bash, "inferdeck", "mig", "")
