@@ -155,6 +155,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="address to serve on (default 127.0.0.1:9464; another only when given)",
     )
+    ex.add_argument(
+        "--otlp",
+        metavar="URL",
+        help="also push each poll's figures over OTLP/HTTP to this receiver (an OpenTelemetry "
+        "Collector: http://127.0.0.1:4318); needs pip install 'inferdeck[otlp]'",
+    )
     ex.add_argument("--token-file", metavar="FILE", help="require this bearer token")
     ex.add_argument(
         "--insecure",

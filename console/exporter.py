@@ -188,28 +188,37 @@ def _num(v: float) -> str:
     return repr(float(v))
 
 
-class _Page:
+class Figures:
+    """The figures of one frame, by family: (labels, value) each, in the order added."""
+
     def __init__(self) -> None:
-        self.rows: dict[str, list[str]] = {}
+        self.samples: dict[str, list[tuple[dict[str, str], float]]] = {}
 
     def add(self, name: str, value: float | None, **labels: str) -> None:
         if value is None or math.isnan(value):
             return  # a figure that could not be read is absent, never 0
-        body = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
-        self.rows.setdefault(name, []).append(
-            f"{PREFIX}{name}{{{body}}} {_num(value)}" if body else f"{PREFIX}{name} {_num(value)}"
-        )
+        self.samples.setdefault(name, []).append((labels, float(value)))
 
     def text(self) -> str:
         out = []
-        for name, rows in self.rows.items():
+        for name, rows in self.samples.items():
             kind, doc = HELP[name]
-            out += [f"# HELP {PREFIX}{name} {doc}", f"# TYPE {PREFIX}{name} {kind}", *rows]
+            out += [f"# HELP {PREFIX}{name} {doc}", f"# TYPE {PREFIX}{name} {kind}"]
+            for labels, value in rows:
+                body = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
+                out.append(f"{PREFIX}{name}{{{body}}} {_num(value)}" if body else
+                           f"{PREFIX}{name} {_num(value)}")  # fmt: skip
         return "\n".join(out) + "\n"
 
 
 def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
-    p = _Page()
+    """The Prometheus page of one frame."""
+    return frame_figures(frame, plan, version).text()
+
+
+def frame_figures(frame: Frame, plan: Plan, version: str) -> Figures:
+    """Every figure the exporter serves for one frame (the Prometheus page and OTLP alike)."""
+    p = Figures()
     p.add("build_info", 1.0, version=version, plan_hash=plan_hash(plan))
     p.add("frame_timestamp_seconds", frame.taken_at.timestamp())
     p.add("status", float(EXIT[frame.status]))
@@ -356,7 +365,7 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
                     gpu=str(g.index),
                     gpu_instance=str(d.gpu_instance_id),
                 )
-    return p.text()
+    return p
 
 
 def alert_rules(plan: Plan) -> str:

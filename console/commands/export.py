@@ -42,6 +42,19 @@ def export(args: argparse.Namespace) -> int:
             ctx.load_cert_chain(args.tls_cert, args.tls_key)
         except (OSError, ssl.SSLError) as exc:
             raise UsageError(f"--tls-cert/--tls-key: cannot load them ({exc}).") from None
+    push = None
+    if getattr(args, "otlp", None):
+        from console.otlp import OtlpPush
+
+        if not args.otlp.startswith(("http://", "https://")):
+            raise UsageError(
+                f"--otlp {args.otlp}: give the receiver's OTLP/HTTP URL, e.g. "
+                "http://127.0.0.1:4318 (an OpenTelemetry Collector's default)."
+            )
+        try:
+            push = OtlpPush(args.otlp, __version__)
+        except RuntimeError as exc:
+            raise UsageError(str(exc)) from None
     poller, node, settings = build(args, args.demo)
     page = {"text": "# no frame yet\n"}
     newest: dict[str, Any] = {"frame": None, "json": None}
@@ -77,7 +90,15 @@ def export(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, halt)
     poller.budget_s = settings.interval_s  # a hung engine never holds the page back
 
+    told = {"n": 0}
+
+    def tell(said: list[str]) -> None:
+        for line in said[told["n"] :]:
+            print(f"inferdeck: {line}", file=sys.stderr, flush=True)
+        told["n"] = len(said)
+
     async def loop() -> None:
+        sending: asyncio.Task[bool] | None = None
         end = time.monotonic() + args.duration if args.duration else None
         try:
             while not stop["now"] and (end is None or time.monotonic() < end):
@@ -85,14 +106,21 @@ def export(args: argparse.Namespace) -> int:
                 frame = await poller.poll()
                 page["text"] = frame_metrics(frame, settings, __version__)
                 newest["frame"] = frame
+                if push is not None and (sending is None or sending.done()):
+                    # off the loop: a slow receiver never holds the polls (a frame is skipped)
+                    sending = asyncio.create_task(asyncio.to_thread(push.send, frame, settings))
+                    sending.add_done_callback(lambda _: tell(push.said))
                 await asyncio.sleep(max(0.0, settings.interval_s - (time.monotonic() - started)))
         finally:
+            if sending is not None:
+                await sending  # the last push is whole
             await poller.aclose()
 
     scheme = "https" if args.tls_cert else "http"
     print(
-        f"serving {scheme}://{args.listen}/metrics, polling every {settings.interval_s:g} s "
-        "(Ctrl-C stops)",
+        f"serving {scheme}://{args.listen}/metrics"
+        + (f" and pushing to {push.url}" if push is not None else "")
+        + f", polling every {settings.interval_s:g} s (Ctrl-C stops)",
         file=sys.stderr,
         flush=True,
     )
@@ -100,6 +128,8 @@ def export(args: argparse.Namespace) -> int:
         asyncio.run(loop())
     finally:
         server.stop()
+        if push is not None:
+            push.close()
         if node is not None:
             node.stop()
     return 0

@@ -1,0 +1,176 @@
+"""``inferdeck export --otlp ENDPOINT``: each poll's figures pushed over OTLP/HTTP (protobuf) through
+the OpenTelemetry SDK and its OTLP exporter — the same figures, from the same call, as the
+Prometheus page of that poll (``exporter.frame_figures``).
+
+Names: inferdeck's own figures keep the exporter's family names under ``inferdeck.`` with their
+unit in the unit field (a Prometheus receiving OTLP writes them back as the page's names); the
+GPU's utilisation and memory follow OpenTelemetry's hardware conventions (``hw.gpu.utilization``,
+``hw.gpu.memory.usage``, ``hw.gpu.memory.limit``, keyed by ``hw.id``; a MIG device is its own
+``hw.id`` with the GPU as ``hw.parent``). Every figure is an observable gauge read at the push: a
+figure that could not be read is absent from that push, never 0, never its last value.
+
+The SDK is an optional extra (``pip install 'inferdeck[otlp]'``): without it ``--otlp`` says what
+to install in one sentence. ``OTEL_EXPORTER_OTLP_HEADERS`` and the other ``OTEL_EXPORTER_OTLP_*``
+variables are the SDK's own and apply as documented there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from console.exporter import frame_figures
+
+if TYPE_CHECKING:
+    from console.frame import Frame
+    from console.plan import Plan
+
+MISSING = (
+    "--otlp needs the OpenTelemetry SDK and its OTLP exporter: pip install 'inferdeck[otlp]' "
+    "(with pipx: pipx inject inferdeck opentelemetry-sdk opentelemetry-exporter-otlp-proto-http)."
+)
+# a family's unit suffix -> the OTLP unit (UCUM)
+UNITS = (
+    ("_requests_per_second", "{request}/s"),
+    ("_timestamp_seconds", "s"),
+    ("_seconds", "s"),
+    ("_bytes", "By"),
+    ("_ratio", "1"),
+    ("_rate", "1"),
+    ("_watts", "W"),
+    ("_celsius", "Cel"),
+    ("_requests", "{request}"),
+    ("_sequences", "{sequence}"),
+    ("_estimates", "{estimate}"),
+    ("_concerns", "{concern}"),
+    ("_active", "{alert}"),
+)
+# families that have a name in OpenTelemetry's conventions: name, unit, the label that is hw.id
+CONVENTIONS = {"gpu_utilization_ratio": ("hw.gpu.utilization", "1", "gpu")}
+
+
+def otlp_name(family: str) -> tuple[str, str]:
+    """The OTLP metric name and unit of an exporter family."""
+    if family in CONVENTIONS:
+        name, unit, _ = CONVENTIONS[family]
+        return name, unit
+    unit = next((u for suffix, u in UNITS if family.endswith(suffix)), "1")
+    return "inferdeck." + family, unit
+
+
+def points(
+    frame: Frame, plan: Plan, version: str
+) -> dict[tuple[str, str], list[tuple[dict[str, str], float]]]:
+    """Every figure of one push: (name, unit) -> [(attributes, value)]."""
+    out: dict[tuple[str, str], list[tuple[dict[str, str], float]]] = {}
+    for family, rows in frame_figures(frame, plan, version).samples.items():
+        key = otlp_name(family)
+        hw = CONVENTIONS.get(family)
+        for labels, value in rows:
+            attrs = dict(labels)
+            if hw is not None:
+                attrs = {"hw.id": f"gpu{attrs.pop(hw[2])}", "hw.type": "gpu", **attrs}
+            out.setdefault(key, []).append((attrs, value))
+    for g in frame.gpus:
+        gpu = f"gpu{g.index}"
+        base = {"hw.id": gpu, "hw.type": "gpu", **({"hw.name": g.name} if g.name else {})}
+        _memory(out, base, g.memory_used_bytes, g.memory_total_bytes)
+        for d in g.mig.devices if g.mig else []:
+            mig = {"hw.id": d.uuid or f"{gpu}/mig{d.gpu_instance_id}", "hw.type": "gpu",
+                   "hw.parent": gpu}  # fmt: skip
+            _memory(out, mig, d.memory_used_bytes, d.memory_total_bytes)
+    return out
+
+
+def _memory(
+    out: dict[tuple[str, str], list[tuple[dict[str, str], float]]],
+    attrs: dict[str, str],
+    used: int | None,
+    total: int | None,
+) -> None:
+    if used is not None:
+        out.setdefault(("hw.gpu.memory.usage", "By"), []).append((attrs, float(used)))
+    if total is not None:
+        out.setdefault(("hw.gpu.memory.limit", "By"), []).append((attrs, float(total)))
+
+
+class OtlpPush:
+    """Pushes one frame's figures per call to ``send``; says in one sentence when the endpoint
+    stops and starts taking them (``said``), never a traceback or a log line per poll."""
+
+    def __init__(self, endpoint: str, version: str, timeout_s: float = 5.0) -> None:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+            from opentelemetry.sdk.metrics import MeterProvider
+            from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        except ImportError:
+            raise RuntimeError(MISSING) from None
+        url = endpoint.rstrip("/")
+        self.url = url if url.endswith("/v1/metrics") else url + "/v1/metrics"
+        self.version = version
+        self._exporter = OTLPMetricExporter(endpoint=self.url, timeout=timeout_s)
+        self._reader = InMemoryMetricReader()
+        self._provider: MeterProvider | None = None  # at the first frame: its host names it
+        self._now: dict[tuple[str, str], list[tuple[dict[str, str], float]]] = {}
+        self._gauges: dict[tuple[str, str], Any] = {}
+        self.failing: str | None = None  # why the last push was refused (None: it was taken)
+        self.said: list[str] = []  # the sentences for the operator, newest last
+        sdk = logging.getLogger("opentelemetry")
+        sdk.addHandler(logging.NullHandler())
+        sdk.propagate = False  # its per-poll warnings: said once here instead
+
+    def _meter(self, host: str) -> Any:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.resources import Resource
+
+        if self._provider is None:
+            resource = Resource.create(
+                {"service.name": "inferdeck", "service.version": self.version, "host.name": host}
+            )
+            self._provider = MeterProvider(
+                metric_readers=[self._reader], resource=resource, shutdown_on_exit=False
+            )
+        return self._provider.get_meter("inferdeck", self.version)
+
+    def _gauge(self, key: tuple[str, str], host: str) -> None:
+        if key in self._gauges:
+            return
+        from opentelemetry.metrics import CallbackOptions, Observation
+
+        def observe(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(v, attrs) for attrs, v in self._now.get(key, [])]
+
+        name, unit = key
+        self._gauges[key] = self._meter(host).create_observable_gauge(
+            name, callbacks=[observe], unit=unit
+        )
+
+    def send(self, frame: Frame, plan: Plan) -> bool:
+        """Push this frame's figures; True when the endpoint took them."""
+        from opentelemetry.sdk.metrics.export import MetricExportResult
+
+        self._now = points(frame, plan, self.version)
+        for key in self._now:
+            self._gauge(key, frame.host)
+        data = self._reader.get_metrics_data()
+        ok = False
+        why = "it refused them"
+        try:
+            ok = data is None or self._exporter.export(data) == MetricExportResult.SUCCESS
+        except Exception as exc:  # the SDK's transport: any failure is the endpoint's, said
+            why = f"{type(exc).__name__}: {exc}"
+        if ok and self.failing is not None:
+            self.said.append(f"OTLP endpoint {self.url} takes the figures again")
+        if not ok and self.failing is None:
+            self.said.append(
+                f"OTLP endpoint {self.url} does not take the figures ({why}); each poll tries "
+                "again (the Prometheus page is unaffected)"
+            )
+        self.failing = None if ok else why
+        return ok
+
+    def close(self) -> None:
+        self._exporter.shutdown()
+        if self._provider is not None:
+            self._provider.shutdown()

@@ -1,0 +1,218 @@
+"""`inferdeck export --otlp`: the OTLP push received by a real HTTP server on 127.0.0.1, decoded with
+opentelemetry-proto, and compared figure by figure with the Prometheus page of the same Frame
+(read back with a parser written here)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+
+from console.exporter import frame_metrics
+from console.frame import Frame
+from console.otlp import OtlpPush
+from console.settings import demo_settings
+from tests.conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden" / "demo-frame.json"
+LINE = re.compile(r"^(inferdeck_\w+)(?:\{(.*)\})? (\S+)$")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+class Receiver:
+    """An OTLP/HTTP receiver: each POST to /v1/metrics decoded, kept in order."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.requests: list[ExportMetricsServiceRequest] = []
+        self.status = status
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path == "/v1/metrics" and outer.status == 200:
+                    req = ExportMetricsServiceRequest()
+                    req.ParseFromString(body)
+                    outer.requests.append(req)
+                self.send_response(outer.status if self.path == "/v1/metrics" else 404)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def prometheus_figures(page: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    out = {}
+    for line in page.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        m = LINE.match(line)
+        assert m, line
+        labels = frozenset((k, v.replace('\\"', '"').replace("\\\\", "\\"))
+                           for k, v in LABEL.findall(m.group(2) or ""))  # fmt: skip
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def otlp_figures(req: ExportMetricsServiceRequest) -> tuple[dict, dict, dict]:
+    """(figures by the exporter's name and labels, their units, the resource's attributes)."""
+    figures, units, resource = {}, {}, {}
+    for rm in req.resource_metrics:
+        resource = {a.key: a.value.string_value for a in rm.resource.attributes}
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                assert m.WhichOneof("data") == "gauge", m.name
+                for dp in m.gauge.data_points:
+                    attrs = {a.key: a.value.string_value for a in dp.attributes}
+                    value = dp.as_double if dp.WhichOneof("value") == "as_double" else dp.as_int
+                    figures[(m.name, frozenset(attrs.items()))] = float(value)
+                units[m.name] = m.unit
+    return figures, units, resource
+
+
+# OpenTelemetry's names for the exporter's families that have one (written here, not imported)
+CONVENTION = {"hw.gpu.utilization": "inferdeck_gpu_utilization_ratio"}
+
+
+def as_prometheus(figures: dict) -> dict:
+    """The OTLP figures under the exporter's names: hw.* back to their family, inferdeck.* as is;
+    the GPU memory (hw.gpu.memory.*, not on the Prometheus page) left out."""
+    out = {}
+    for (name, attrs), v in figures.items():
+        if name.startswith("hw.gpu.memory."):
+            continue
+        if name in CONVENTION:
+            a = dict(attrs)
+            assert a.pop("hw.type") == "gpu"
+            out[(CONVENTION[name], frozenset({("gpu", a.pop("hw.id").removeprefix("gpu"))}))] = v
+            assert not a
+            continue
+        assert name.startswith("inferdeck."), name
+        out[("inferdeck_" + name.removeprefix("inferdeck."), attrs)] = v
+    return out
+
+
+def frames() -> list[Frame]:
+    from tests.frames import node_frame
+
+    return [Frame.model_validate_json(GOLDEN.read_text()), node_frame()]
+
+
+def test_every_figure_pushed_is_the_prometheus_pages_for_the_same_frame(receiver):
+    plan = demo_settings()
+    for k, frame in enumerate(frames()):  # one push a node: its host names the resource
+        push = OtlpPush(receiver.url, "9.9")
+        try:
+            assert push.send(frame, plan) and push.said == []
+            assert len(receiver.requests) == k + 1
+            figures, units, resource = otlp_figures(receiver.requests[-1])
+            page = prometheus_figures(frame_metrics(frame, plan, "9.9"))
+            assert as_prometheus(figures) == page  # every figure, every label, every digit
+            assert len(page) > 20
+            assert resource["host.name"] == frame.host and resource["service.name"] == "inferdeck"
+            if k == 0:
+                assert units["inferdeck.headroom_bytes"] == "By"
+            assert units["inferdeck.status"] == "1" and units["hw.gpu.utilization"] == "1"
+            # the GPU's memory under the hardware conventions, a MIG device with its GPU as parent
+            for g in frame.gpus:
+                attrs = {"hw.id": f"gpu{g.index}", "hw.type": "gpu", "hw.name": g.name}
+                key = ("hw.gpu.memory.usage", frozenset(attrs.items()))
+                assert figures.get(key) == g.memory_used_bytes
+                for d in g.mig.devices if g.mig else []:
+                    mig = {"hw.id": d.uuid, "hw.type": "gpu", "hw.parent": f"gpu{g.index}"}
+                    key = ("hw.gpu.memory.limit", frozenset(mig.items()))
+                    assert figures.get(key) == d.memory_total_bytes
+        finally:
+            push.close()
+
+
+def test_a_figure_that_goes_unread_is_absent_from_the_next_push_never_its_last_value(receiver):
+    plan = demo_settings()
+    frame = frames()[0]
+    push = OtlpPush(receiver.url, "9.9")
+    try:
+        push.send(frame, plan)
+        first, _, _ = otlp_figures(receiver.requests[-1])
+        gpus = [g.model_copy(update={"utilization_gpu_pct": None}) for g in frame.gpus]
+        push.send(frame.model_copy(update={"gpus": gpus}), plan)
+        second, _, _ = otlp_figures(receiver.requests[-1])
+    finally:
+        push.close()
+    assert any(name == "hw.gpu.utilization" for name, _ in first)
+    assert not any(name == "hw.gpu.utilization" for name, _ in second)
+    assert len(second) == len(first) - sum(1 for n, _ in first if n == "hw.gpu.utilization")
+
+
+def test_a_receiver_that_refuses_or_is_gone_is_said_once_and_its_return_said():
+    refusing = Receiver(status=503)
+    push = OtlpPush(refusing.url, "9.9", timeout_s=1.0)
+    frame, plan = frames()[0], demo_settings()
+    try:
+        assert not push.send(frame, plan) and not push.send(frame, plan)
+        assert len(push.said) == 1 and push.said[0].startswith(f"OTLP endpoint {push.url} does not")
+        refusing.status = 200
+        assert push.send(frame, plan)
+        assert push.said[-1] == f"OTLP endpoint {push.url} takes the figures again"
+    finally:
+        push.close()
+        refusing.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_export_otlp_pushes_every_poll_beside_the_prometheus_page(receiver, tmp_path: Path):
+    listen = f"127.0.0.1:{_free_port()}"
+    cmd = [sys.executable, "-m", "console", "export", "--demo", "--duration", "4",
+           "--listen", listen, "--otlp", receiver.url]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert f"and pushing to {receiver.url}/v1/metrics" in out.stderr
+    assert len(receiver.requests) >= 3  # one a poll (1 s)
+    figures, _, resource = otlp_figures(receiver.requests[-1])
+    assert resource["service.name"] == "inferdeck"
+    names = {n for n, _ in figures}
+    assert {"inferdeck.engine_up", "hw.gpu.utilization", "hw.gpu.memory.usage"} <= names
+    # a receiver that is not there: one sentence, the export goes on, exit 0
+    gone = f"http://127.0.0.1:{_free_port()}"
+    cmd[cmd.index(receiver.url)] = gone
+    started = time.monotonic()
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    said = [line for line in out.stderr.splitlines() if "OTLP endpoint" in line]
+    assert len(said) == 1 and said[0].startswith(f"inferdeck: OTLP endpoint {gone}/v1/metrics")
+    assert time.monotonic() - started < 30
+    bad = subprocess.run([*cmd[:-1], "127.0.0.1:4318"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("inferdeck: --otlp 127.0.0.1:4318: give")
