@@ -8,7 +8,7 @@ import os
 import sys
 
 from console import __version__
-from console.commands.export import export, rules
+from console.commands.export import dashboards, export, rules
 from console.commands.node import check, example_config, plan, simulate, snapshot
 from console.commands.record import record, replay
 from console.commands.tui import run_tui
@@ -220,6 +220,15 @@ def _parser() -> argparse.ArgumentParser:
         default="rules",
         help="a Prometheus rule file, or the Prometheus Operator's PrometheusRule resource",
     )
+    dash = sub.add_parser(
+        "dashboards",
+        help="Grafana dashboards (node, SLOs, fleet, one per engine kind) written from the engine "
+        "profiles and the exporter's families",
+    )
+    dash.add_argument("--format", choices=("grafana",), default="grafana")
+    dash.add_argument(
+        "--out", metavar="DIR", help="one JSON file per dashboard there (else a JSON list)"
+    )
     mig = sub.add_parser("mig", help="show, plan and change MIG layouts (root)")
     migsub = mig.add_subparsers(dest="mig_command", required=True)
     mig_common = argparse.ArgumentParser(add_help=False)
@@ -414,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
             return export(args)
         if args.command == "rules":
             return rules(args)
+        if args.command == "dashboards":
+            return dashboards(args)
         return run_tui(args, demo=args.command == "demo")
     except UsageError as exc:
         print(f"inferdeck: {exc}", file=sys.stderr)

@@ -162,3 +162,30 @@ def rules(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(alert_rules(settings))
     return 0
+
+
+def dashboards(args: argparse.Namespace) -> int:
+    """Grafana dashboards from the engine profiles and the exporter's families: one file each
+    under --out (written whole), else a JSON list of them on stdout."""
+    from pathlib import Path
+
+    from console.dashboards import dashboards as all_dashboards
+
+    docs = all_dashboards()
+    if not args.out:
+        sys.stdout.write(json.dumps(list(docs.values()), indent=1) + "\n")
+        return 0
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, doc in docs.items():
+            part = out / f".{name}.part"
+            part.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+            part.replace(out / name)
+    except OSError as exc:
+        raise UsageError(
+            f"--out {args.out}: cannot write the dashboards there ({exc.strerror}); give a "
+            "folder you can write."
+        ) from None
+    print(f"wrote {len(docs)} dashboards under {out}: {', '.join(docs)}", file=sys.stderr)
+    return 0

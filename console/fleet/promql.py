@@ -23,11 +23,11 @@ def _sel(candidate: str, suffix: str = "") -> list[str]:
     return [f"{n}{suffix}{{{body}}}" if body else f"{n}{suffix}" for n in _names(base)]
 
 
-def signal_query(signal: str, how: str, window: str) -> str | None:
+def signal_query(signal: str, how: str, window: str, kind: str | None = None) -> str | None:
     """One PromQL expression covering every engine kind's series for a signal (``or`` between
-    kinds; each instance is matched by the series its engine exports)."""
+    kinds; each instance is matched by the series its engine exports); ``kind``: that one only."""
     parts = []
-    for prof in profiles().values():
+    for prof in _profiles(kind):
         spec = prof.signals.get(signal)
         if spec is None or spec.type == "info" or spec.minus or spec.divide_by:
             continue  # combinations of two signals are left out rather than shown half-done
@@ -71,12 +71,16 @@ def signal_query(signal: str, how: str, window: str) -> str | None:
     return " or ".join(parts) if parts else None
 
 
-def success_query(window: str) -> str | None:
+def _profiles(kind: str | None) -> list[EngineProfile]:
+    return [p for k, p in profiles().items() if kind is None or k == kind]
+
+
+def success_query(window: str, kind: str | None = None) -> str | None:
     """Completed OK / completed over the window per engine, by each profile's outcome recipe
     (finish reasons: good ones over all but aborts; ok vs failed counters). Ensemble steps are
     not told apart here (the node does that from Triton's API)."""
     parts = []
-    for prof in profiles().values():
+    for prof in _profiles(kind):
         spec = prof.success
         if spec is None:
             continue
