@@ -7,7 +7,10 @@ unit in the unit field (a Prometheus receiving OTLP writes them back as the page
 GPU's utilisation and memory follow OpenTelemetry's hardware conventions (``hw.gpu.utilization``,
 ``hw.gpu.memory.usage``, ``hw.gpu.memory.limit``, keyed by ``hw.id``; a MIG device is its own
 ``hw.id`` with the GPU as ``hw.parent``). Every figure is an observable gauge read at the push: a
-figure that could not be read is absent from that push, never 0, never its last value.
+figure that could not be read is absent from that push, never 0, never its last value. The
+timeline's events go as OTLP log records (``/v1/logs``, event name ``inferdeck.timeline.<kind>``,
+body the entry's sentence, its figures as ``inferdeck.evidence.*``): once when an event shows,
+once more when a range ends.
 
 The SDK is an optional extra (``pip install 'inferdeck[otlp]'``): without it ``--otlp`` says what
 to install in one sentence. ``OTEL_EXPORTER_OTLP_HEADERS`` and the other ``OTEL_EXPORTER_OTLP_*``
@@ -109,9 +112,12 @@ class OtlpPush:
         url = endpoint.rstrip("/")
         self.url = url if url.endswith("/v1/metrics") else url + "/v1/metrics"
         self.version = version
+        self._timeout_s = timeout_s
         self._exporter = OTLPMetricExporter(endpoint=self.url, timeout=timeout_s)
         self._reader = InMemoryMetricReader()
         self._provider: MeterProvider | None = None  # at the first frame: its host names it
+        self._logger: Any = None  # the timeline's events as OTLP logs (at the first frame too)
+        self._told: dict[tuple[str, str, float], str] = {}  # each event's last state pushed
         self._now: dict[tuple[str, str], list[tuple[dict[str, str], float]]] = {}
         self._gauges: dict[tuple[str, str], Any] = {}
         self.failing: str | None = None  # why the last push was refused (None: it was taken)
@@ -120,18 +126,72 @@ class OtlpPush:
         sdk.addHandler(logging.NullHandler())
         sdk.propagate = False  # its per-poll warnings: said once here instead
 
-    def _meter(self, host: str) -> Any:
-        from opentelemetry.sdk.metrics import MeterProvider
+    def _resource(self, host: str) -> Any:
         from opentelemetry.sdk.resources import Resource
 
+        return Resource.create(
+            {"service.name": "inferdeck", "service.version": self.version, "host.name": host}
+        )
+
+    def _meter(self, host: str) -> Any:
+        from opentelemetry.sdk.metrics import MeterProvider
+
         if self._provider is None:
-            resource = Resource.create(
-                {"service.name": "inferdeck", "service.version": self.version, "host.name": host}
-            )
             self._provider = MeterProvider(
-                metric_readers=[self._reader], resource=resource, shutdown_on_exit=False
+                metric_readers=[self._reader], resource=self._resource(host), shutdown_on_exit=False
             )
         return self._provider.get_meter("inferdeck", self.version)
+
+    def _events(self, frame: Frame) -> None:
+        """Each timeline event as an OTLP log record when it first shows and when a range ends
+        (never once a poll)."""
+        if frame.timeline is None:
+            return
+        if self._logger is None:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+            from opentelemetry.sdk._logs import LoggerProvider
+            from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+
+            logs = LoggerProvider(resource=self._resource(frame.host), shutdown_on_exit=False)
+            url = self.url.removesuffix("/v1/metrics") + "/v1/logs"
+            self._log_exporter = OTLPLogExporter(endpoint=url, timeout=self._timeout_s)
+            logs.add_log_record_processor(SimpleLogRecordProcessor(self._log_exporter))
+            self._logs = logs
+            self._logger = logs.get_logger("inferdeck.timeline", self.version)
+        now: dict[tuple[str, str, float], str] = {}
+        for e in frame.timeline.events:
+            key = (e.kind, e.subject, e.start.timestamp())
+            state = ("began" if e.ongoing else "ended") if e.range else "point"
+            now[key] = state
+            if self._told.get(key) == state:
+                continue
+            self._emit(e, state)
+        self._told = now
+
+    def _emit(self, e: Any, state: str) -> None:
+        from opentelemetry._logs import SeverityNumber
+
+        when = e.end if state == "ended" and e.end is not None else e.start
+        attrs: dict[str, Any] = {
+            "inferdeck.event.kind": e.kind,
+            "inferdeck.event.subject": e.subject,
+            "inferdeck.event.scope": e.scope,
+            "inferdeck.event.state": state,
+            "inferdeck.event.start": e.start.isoformat(),
+            "inferdeck.event.count": e.count,
+            "inferdeck.event.first_sign": e.first_sign,
+            **({"inferdeck.event.end": e.end.isoformat()} if e.end is not None else {}),
+            **{f"inferdeck.evidence.{k}": v for k, v in e.evidence.items()},
+        }
+        level = {"critical": SeverityNumber.ERROR, "warning": SeverityNumber.WARN}
+        self._logger.emit(
+            timestamp=int(when.timestamp() * 1e9),
+            severity_number=level.get(e.severity, SeverityNumber.INFO),
+            severity_text=e.severity.upper(),
+            body=e.text,
+            attributes=attrs,
+            event_name=f"inferdeck.timeline.{e.kind}",
+        )
 
     def _gauge(self, key: tuple[str, str], host: str) -> None:
         if key in self._gauges:
@@ -168,9 +228,13 @@ class OtlpPush:
                 "again (the Prometheus page is unaffected)"
             )
         self.failing = None if ok else why
+        if ok:
+            self._events(frame)  # an endpoint refusing the figures is told once, above
         return ok
 
     def close(self) -> None:
         self._exporter.shutdown()
+        if self._logger is not None:
+            self._logs.shutdown()
         if self._provider is not None:
             self._provider.shutdown()

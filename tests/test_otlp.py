@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
@@ -34,17 +35,20 @@ class Receiver:
 
     def __init__(self, status: int = 200) -> None:
         self.requests: list[ExportMetricsServiceRequest] = []
+        self.logs: list[ExportLogsServiceRequest] = []
         self.status = status
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.path == "/v1/metrics" and outer.status == 200:
-                    req = ExportMetricsServiceRequest()
+                known = self.path in ("/v1/metrics", "/v1/logs")
+                if known and outer.status == 200:
+                    metrics = self.path == "/v1/metrics"
+                    req = ExportMetricsServiceRequest() if metrics else ExportLogsServiceRequest()
                     req.ParseFromString(body)
-                    outer.requests.append(req)
-                self.send_response(outer.status if self.path == "/v1/metrics" else 404)
+                    (outer.requests if metrics else outer.logs).append(req)
+                self.send_response(outer.status if known else 404)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -216,3 +220,61 @@ def test_export_otlp_pushes_every_poll_beside_the_prometheus_page(receiver, tmp_
     assert time.monotonic() - started < 30
     bad = subprocess.run([*cmd[:-1], "127.0.0.1:4318"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("inferdeck: --otlp 127.0.0.1:4318: give")
+
+
+def _records(receiver: Receiver) -> list[dict]:
+    out = []
+    for req in receiver.logs:
+        for rl in req.resource_logs:
+            for sl in rl.scope_logs:
+                for r in sl.log_records:
+                    attrs = {}
+                    for a in r.attributes:
+                        kind = a.value.WhichOneof("value")
+                        attrs[a.key] = getattr(a.value, kind)
+                    out.append({"body": r.body.string_value, "severity": r.severity_text,
+                                "time": r.time_unix_nano, "event": r.event_name, **attrs})  # fmt: skip
+    return out
+
+
+def test_the_timeline_goes_as_logs_once_when_an_event_shows_and_once_when_its_range_ends(receiver):
+    from datetime import UTC, datetime, timedelta
+
+    from console.frame import Event, Timeline
+
+    t0 = datetime(2026, 12, 6, 2, 0, tzinfo=UTC)
+    kv = Event(kind="kv-full", subject="chat", scope="engine", severity="critical", start=t0,
+               range=True, ongoing=True, text="KV ≥ 90 %", evidence={"kv_pct": 97.5},
+               first_sign=True)  # fmt: skip
+    xid = Event(kind="xid", subject="GPU 1", scope="gpu", severity="warning",
+                start=t0 + timedelta(seconds=5), text="XID 48")  # fmt: skip
+    frame = frames()[0]
+    plan = demo_settings()
+
+    def with_events(*events: Event) -> Frame:
+        tl = Timeline(since=t0, events=list(events))
+        return frame.model_copy(update={"timeline": tl})
+
+    push = OtlpPush(receiver.url, "9.9")
+    try:
+        push.send(with_events(kv, xid), plan)
+        push.send(with_events(kv, xid), plan)  # nothing new: nothing sent
+        ended = kv.model_copy(update={"ongoing": False, "end": t0 + timedelta(seconds=60)})
+        push.send(with_events(ended, xid), plan)
+    finally:
+        push.close()
+    got = _records(receiver)
+    assert [(r["inferdeck.event.kind"], r["inferdeck.event.state"]) for r in got] == [
+        ("kv-full", "began"),
+        ("xid", "point"),
+        ("kv-full", "ended"),
+    ]
+    began, point, end = got
+    assert began["body"] == "KV ≥ 90 %" and began["severity"] == "CRITICAL"
+    assert began["event"] == "inferdeck.timeline.kv-full" and began["inferdeck.event.first_sign"]
+    assert began["inferdeck.evidence.kv_pct"] == 97.5
+    assert began["time"] == int(t0.timestamp() * 1e9)
+    assert end["time"] == int((t0 + timedelta(seconds=60)).timestamp() * 1e9)
+    assert point["inferdeck.event.subject"] == "GPU 1" and point["severity"] == "WARNING"
+    res = receiver.logs[0].resource_logs[0].resource
+    assert {a.key: a.value.string_value for a in res.attributes}["host.name"] == frame.host
