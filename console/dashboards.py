@@ -1,8 +1,9 @@
 """Grafana dashboards written from what the console itself reads: each engine panel's PromQL from
 the engine profiles (``config/engines.yaml``: every kind, both the ``vllm:`` and the ``vllm_``
 forms of a name, each kind's scale), the fleet's from the same queries the fleet view runs
-(``fleet.promql``, DCGM's 4.8 and 4.9 names with their units reconciled), the node's and the
-SLO's from the families ``inferdeck export`` serves. A renamed series in a profile renames it in
+(``fleet.promql``, DCGM's 4.8 and 4.9 names with their units reconciled), the node's from the
+families ``inferdeck export`` serves, the SLO's from those and from the records ``inferdeck rules
+--slo`` keeps. A renamed series in a profile renames it in
 every dashboard: they cannot go blank on a rename the console already reads.
 
 ``inferdeck dashboards --out DIR`` writes one file per dashboard (Grafana's provisioning reads a
@@ -16,6 +17,7 @@ from typing import Any
 from console.engines import profiles
 from console.exporter import PREFIX
 from console.fleet.promql import BY, signal_query, success_query, window_queries
+from console.slorules import BAD, RECORD, REMAINING, TOTAL, WATCHED
 
 WINDOW = "$__rate_interval"  # Grafana's: at least four scrape intervals
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -85,6 +87,20 @@ SLO_PANELS: tuple[tuple[str, list[tuple[str, str]], str], ...] = (
     ("Good share (bounds)", [("slo_good_share_ratio", "{{service}} {{bound}}")], "percentunit"),
     ("Completed OK", [("slo_completion_ratio", "{{service}}")], "percentunit"),
     ("Burn windows watched", [("slo_burn_window_covered_seconds", "{{service}} {{window}}")], "s"),
+)  # fmt: skip
+
+
+# the SLO records `inferdeck rules --slo` keeps in Prometheus (they outlive any inferdeck process)
+SLO_RECORD_PANELS: tuple[tuple[str, list[tuple[str, str]], str], ...] = (
+    ("Error ratio (rules --slo)",
+     [(f"{RECORD}{w}", f"{{{{service}}}} {{{{slo}}}} {w}") for w in ("5m", "1h", "6h")],
+     "percentunit"),
+    ("Error budget left (rules --slo)",
+     [(REMAINING, "{{service}} {{slo}} of {{period}}")], "percentunit"),
+    ("Requests judged, bad of all (rules --slo)",
+     [(f"{TOTAL}5m", "{{service}} {{slo}} all"), (f"{BAD}5m", "{{service}} {{slo}} bad")],
+     "reqps"),
+    ("Budget period watched (rules --slo)", [(WATCHED, "{{service}} {{slo}}")], "s"),
 )  # fmt: skip
 
 
@@ -177,8 +193,9 @@ def dashboards() -> dict[str, dict[str, Any]]:
     out = {
         "inferdeck-node.json": _dashboard("inferdeck-node", "inferdeck: node",
                                           _exported(NODE_PANELS)),
-        "inferdeck-slo.json": _dashboard("inferdeck-slo", "inferdeck: SLOs",
-                                         _exported(SLO_PANELS)),
+        "inferdeck-slo.json": _dashboard(
+            "inferdeck-slo", "inferdeck: SLOs", _exported(SLO_PANELS) + list(SLO_RECORD_PANELS)
+        ),
         "inferdeck-fleet.json": fleet_dashboard(),
     }  # fmt: skip
     for kind in profiles():

@@ -27,6 +27,7 @@ from tests.conftest import ROOT, fixture_text
 from tests.test_fleet import PROMETHEUS, _start_prometheus
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+FORMATS_SORTED = sorted(FORMATS)
 
 
 def _free_port() -> int:
@@ -81,7 +82,7 @@ def test_every_panel_of_every_dashboard_returns_data_and_a_wrong_name_is_caught(
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
     servers = []
     targets = []
-    for i, kind in enumerate(sorted(FORMATS)):
+    for i, kind in enumerate(FORMATS_SORTED):
         eng = start_engine(kind, TrafficSpec(rate_rps=3.0, output_tokens=200, seed=i, warmup_s=60))
         servers.append(eng.server)
         path = METRICS_PATHS[kind][0] if kind in METRICS_PATHS else "/metrics"
@@ -121,12 +122,30 @@ def test_every_panel_of_every_dashboard_returns_data_and_a_wrong_name_is_caught(
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     targets.append((export_port, "node-a", "inferdeck", "/metrics"))
+    # an SLO on the vLLM engine, its records from `inferdeck rules --slo` loaded in Prometheus
+    vllm_url = f"http://127.0.0.1:{servers[FORMATS_SORTED.index('vllm')].port}/metrics"
+    cfg = tmp_path / "node.yaml"
+    cfg.write_text(
+        f"node: {{name: node-a}}\nengines:\n  - {{name: chat, url: '{vllm_url}', kind: vllm}}\n"
+        "services:\n  - {name: chat, engine: chat, device: '0', model: llama-3.1-8b,"
+        " weight_bits: 16, tokens_per_sequence: 4096, concurrent_sequences: 4,"
+        " slo: {ttft_s: 1.0, completion: 0.99}}\n"
+    )
+    rules = subprocess.run(
+        [sys.executable, "-m", "console", "rules", "--slo", "--config", str(cfg)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert rules.returncode == 0 and "record:" in rules.stdout, rules.stderr
+    (tmp_path / "slo.yaml").write_text(rules.stdout)
     jobs = "".join(
         f"  - job_name: {what}\n    metrics_path: {path}\n    static_configs:\n"
         f"      - targets: ['127.0.0.1:{port}']\n        labels: {{node: {node}}}\n"
         for port, node, what, path in targets
     )
-    config = f"global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n{jobs}"
+    config = (
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"rule_files: ['{tmp_path / 'slo.yaml'}']\nscrape_configs:\n{jobs}"
+    )
     prom, url = _start_prometheus(tmp_path, config)
     try:
         deadline = time.time() + 60
@@ -142,6 +161,12 @@ def test_every_panel_of_every_dashboard_returns_data_and_a_wrong_name_is_caught(
         else:
             pytest.fail(f"not every target up: {up}")
         time.sleep(16)
+        deadline = time.time() + 45  # the SLO records' group runs every 30 s
+        while time.time() < deadline:
+            q = {"query": "inferdeck:slo_error_budget:remaining"}
+            if httpx.get(url + "/api/v1/query", params=q).json()["data"]["result"]:
+                break
+            time.sleep(1)
         docs = dashboards()
         assert len(docs) == 3 + len(FORMATS) + 1  # node, SLO, fleet; each simulated kind; NIM
         assert empty_panels(docs, url) == []
