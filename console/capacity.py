@@ -786,6 +786,13 @@ def _tpot_tail(
     return 1.0
 
 
+def _read(value: float | None) -> float:
+    """A figure the caller has checked was read (never a 0 standing in for one that was not)."""
+    if value is None:
+        raise ValueError("a capacity figure used before it was read")
+    return value
+
+
 def service_capacity(
     reports: Mapping[str, CapacityReport], routing: str = "round-robin"
 ) -> CapacityReport | None:
@@ -810,7 +817,11 @@ def service_capacity(
             saturation_slo=worst.saturation_slo,
             saturating=any(r.saturating for r in every),
         )
-    unknown = [f"{n}: {r.cant_tell or r.note}" for n, r in reports.items() if r.room_per_s is None]
+    unknown = [
+        f"{n}: {r.cant_tell or r.note}"
+        for n, r in reports.items()
+        if r.room_per_s is None or r.requests_per_s is None
+    ]
     if unknown:
         return CapacityReport(cant_tell="; ".join(unknown), **extra)
 
@@ -818,11 +829,12 @@ def service_capacity(
         vals = [getattr(r, key) for r in every]
         return None if any(v is None for v in vals) else sum(vals)
 
+    # every replica's rate and room are read here (an unread one returned above)
     if routing == "round-robin":
-        weakest = min(every, key=lambda r: r.requests_per_s or 0.0)
+        weakest = min(every, key=lambda r: _read(r.requests_per_s))
         n = len(every)
         current = total("current_per_s")
-        cap = n * (weakest.requests_per_s or 0.0)
+        cap = n * _read(weakest.requests_per_s)
         return CapacityReport(
             requests_per_s=cap,
             low=n * weakest.low if weakest.low is not None else None,
@@ -835,7 +847,7 @@ def service_capacity(
             note=f"round-robin over {n} replicas: {n} × the weakest's rate",
             **extra,
         )
-    tight = min(every, key=lambda r: r.room_per_s or 0.0)
+    tight = min(every, key=lambda r: _read(r.room_per_s))
     spans = [r for r in every if r.at_least]
     return CapacityReport(
         requests_per_s=total("requests_per_s"),

@@ -57,13 +57,13 @@ def perf_items(frame: Frame, plan: Plan) -> list[Perf]:
 
 def perfdata(frame: Frame, plan: Plan) -> str:
     """'label'=value[UOM];warn;crit;min;max per engine figure, thresholds from the plan."""
-    return " ".join(_perf_text(p) for p in perf_items(frame, plan))
+    return " ".join(perf_text(p) for p in perf_items(frame, plan))
 
 
 _DIGITS = {"tok/s": 6}
 
 
-def _perf_text(p: Perf) -> str:
+def perf_text(p: Perf) -> str:
     digits = _DIGITS.get(p.figure, 4)
     value = _num(p.value, digits) + (p.unit if p.value is not None else "")
     rest = ["" if t is None else _num(t) for t in (p.warn, p.crit, p.min, p.max)]

@@ -11,7 +11,7 @@ from textual.widgets import Input, Static
 
 from console.cost import crossover, serving_goodput
 from console.findings import strays
-from console.frame import CostReport, Frame, Headroom, ServiceStatus, SloReport, TargetReport
+from console.frame import Frame, Headroom, ServiceStatus, SloReport, TargetReport
 from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN, time_to_page_s
 from console.thresholds import at_least
 from console.units import (
@@ -182,20 +182,21 @@ class CostPane(Pane):
             )
         rows = []
         for s in frame.services:
-            k = s.cost or CostReport(device_share=0.0, usd_per_h=0.0)  # no cost: every cell n/a
-            good = k.usd_per_m_compliant_tokens
-            good_text = price_range(good)
+            k = s.cost
+            if k is None:  # no cost figures for it: every cell says so
+                rows.append((f"cost:{s.name}", [Text(s.name[:12]), *(Text(NA) for _ in range(6))]))
+                continue
             jtok = k.joules_per_output_token
             rows.append(
                 (
                     f"cost:{s.name}",
                     [
                         Text(s.name[:12]),
-                        Text(money(k.usd_per_h if s.cost else None)),
+                        Text(money(k.usd_per_h)),
                         Text(money(k.energy.usd_per_h if k.energy else None, 3)),
                         Text(f"{k.occupancy * 100:.0f}%" if k.occupancy is not None else NA),
                         Text(money(k.usd_per_m_output_tokens)),
-                        Text(good_text),
+                        Text(price_range(k.usd_per_m_compliant_tokens)),
                         Text(f"{jtok:.1f}" if jtok else NA, style="" if jtok else c["dim"]),
                     ],
                 )

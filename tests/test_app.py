@@ -1010,3 +1010,19 @@ async def test_a_selected_engine_says_why_room_and_sat_are_unknown():
         assert "Sat n/a: only 4 requests finished" in said, said
         assert said.startswith(" ".join(str(app.query_one(KeyBar).render()).split()))
         assert not app.query_one("#engine-errors").display
+
+
+async def test_a_service_without_cost_figures_reads_n_a_in_every_cost_cell():
+    """No stand-in record with a 0 $/h: a service the node has no cost for says n/a, and the one
+    it has reads its figures."""
+    from screens.widgets import KeyedTable
+
+    frame = node_frame()
+    app = InferdeckApp(StaticSource(frame), interval_s=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.3)
+        table = app.query_one("#cost-table", KeyedTable)
+        keys = ("hourly", "energy", "busy", "out", "good", "jtok")
+        assert [str(table.get_cell("cost:llama-8b-a", k)) for k in keys] == ["n/a"] * 6
+        priced = next(s for s in frame.services if s.cost is not None)
+        assert str(table.get_cell(f"cost:{priced.name}", "hourly")).startswith("$")

@@ -42,7 +42,7 @@ def test_every_schema_is_a_valid_json_schema():
 
 
 def test_check_json_says_what_the_plugin_lines_say_for_the_same_frame():
-    from console.checkplugin import _perf_text, check_doc, check_lines, perfdata
+    from console.checkplugin import check_doc, check_lines, perf_text, perfdata
     from console.frame import Concern
     from console.plan import Plan
     from tests.frames import node_frame
@@ -60,7 +60,7 @@ def test_check_json_says_what_the_plugin_lines_say_for_the_same_frame():
         as_json = json.loads(doc.model_dump_json(by_alias=True))
         valid(as_json, "check")
         assert doc.first_line == lines[0].split(" | ")[0]
-        assert " ".join(_perf_text(p) for p in doc.perfdata) == perfdata(f, plan)
+        assert " ".join(perf_text(p) for p in doc.perfdata) == perfdata(f, plan)
         assert doc.exit_code == {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}[f.status]
         assert [c.message for c in doc.verdict] == [c.message for c in f.verdict]
         assert doc.notes == [*lines[1 + len(f.verdict) :], "a late engine"]
