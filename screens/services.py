@@ -184,7 +184,8 @@ class CostPane(Pane):
         for s in frame.services:
             k = s.cost
             if k is None:  # no cost figures for it: every cell says so
-                rows.append((f"cost:{s.name}", [Text(s.name[:12]), *(Text(NA) for _ in range(6))]))
+                na = [Text(NA) for _ in range(5)] + [Text(NA, style=c["dim"])]
+                rows.append((f"cost:{s.name}", [Text(s.name[:12]), *na]))
                 continue
             jtok = k.joules_per_output_token
             rows.append(
