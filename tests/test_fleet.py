@@ -178,6 +178,18 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
         or sorted(d.profile for d in a.gpus[1].mig.devices) == ["1g.10gb", "2g.20gb", "3g.40gb"]
     )
     assert a.gpus[0].utilization_gpu_pct == 60.0 and a.gpus[1].utilization_gpu_pct is None
+    # a MIG board's memory: DCGM exports its instances' only; the total is the board's (the
+    # catalogue's H100 80GB), not the instances' sum, and the used figure is theirs
+    from console.gpucatalog import catalog
+
+    h100 = catalog()["h100-80gb"]
+    assert a.gpus[1].name == h100.name
+    assert a.gpus[1].memory_total_bytes == h100.memory_total_mib * 2**20
+    used = sum(d.memory_used_bytes or 0 for d in a.gpus[1].mig.devices)
+    assert a.gpus[1].memory_used_bytes == pytest.approx(used, abs=2**20 * 3)
+    assert a.gpus[1].memory_total_bytes > sum(
+        d.memory_total_bytes or 0 for d in a.gpus[1].mig.devices
+    )
     assert (
         len(state.nodes["node-b"].gpus[0].mig.devices) == 3 and len(state.nodes["node-c"].gpus) == 2
     )

@@ -47,6 +47,7 @@ from console.frame import (
     Percentiles,
     Severity,
 )
+from console.gpucatalog import catalog
 from console.headroom import HeadroomState, evaluate
 from console.plan import Plan
 from console.slorules import REMAINING, WATCHED
@@ -855,6 +856,17 @@ class FleetSource:
                 sum(m.get("FB_FREE", 0) for m in migs.get((node, gpu), {}).values()) or None,
             )
             na = {}
+            total = int((used + free) * MIB) if used is not None and free is not None else None
+            if "FB_USED" not in v and devices:
+                # only the instances' memory is exported: their sum leaves out what no instance
+                # holds, so the board's total is its model's (the catalogue), or unknown
+                board = next((m for m in catalog().values() if m.name == v.get("name")), None)
+                total = board.memory_total_mib * MIB if board is not None else None
+                if board is None:
+                    na["memory_total_bytes"] = (
+                        "MIG: DCGM exports the instances' memory only, and the model is not in the "
+                        "GPU catalogue"
+                    )
             if "GPU_UTIL" not in v:
                 na["utilization_gpu_pct"] = "n/a under MIG" if devices else "not in Prometheus"
             if v.get("XID_ERRORS"):
@@ -865,9 +877,7 @@ class FleetSource:
                     uuid=v.get("uuid"),
                     name=v.get("name"),
                     memory_used_bytes=int(used * MIB) if used is not None else None,
-                    memory_total_bytes=int((used + free) * MIB)
-                    if used is not None and free is not None
-                    else None,
+                    memory_total_bytes=total,
                     utilization_gpu_pct=v.get("GPU_UTIL"),
                     power_w=v.get("POWER_USAGE"),
                     temperature_c=v.get("GPU_TEMP"),
