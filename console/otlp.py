@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from console.exporter import frame_figures
+from console.redact import redact
 
 if TYPE_CHECKING:
     from console.frame import Frame
@@ -122,6 +123,7 @@ class OtlpPush:
         self._gauges: dict[tuple[str, str], Any] = {}
         self.failing: str | None = None  # why the last push was refused (None: it was taken)
         self.said: list[str] = []  # the sentences for the operator, newest last
+        self.secrets: list[str] = []  # never sent: the engines' tokens (the timeline's words)
         sdk = logging.getLogger("opentelemetry")
         sdk.addHandler(logging.NullHandler())
         sdk.propagate = False  # its per-poll warnings: said once here instead
@@ -183,12 +185,13 @@ class OtlpPush:
             **({"inferdeck.event.end": e.end.isoformat()} if e.end is not None else {}),
             **{f"inferdeck.evidence.{k}": v for k, v in e.evidence.items()},
         }
+        attrs = {k: redact(v, self.secrets) if isinstance(v, str) else v for k, v in attrs.items()}
         level = {"critical": SeverityNumber.ERROR, "warning": SeverityNumber.WARN}
         self._logger.emit(
             timestamp=int(when.timestamp() * 1e9),
             severity_number=level.get(e.severity, SeverityNumber.INFO),
             severity_text=e.severity.upper(),
-            body=e.text,
+            body=redact(e.text, self.secrets),
             attributes=attrs,
             event_name=f"inferdeck.timeline.{e.kind}",
         )

@@ -247,7 +247,8 @@ def test_the_timeline_goes_as_logs_once_when_an_event_shows_and_once_when_its_ra
                range=True, ongoing=True, text="KV ≥ 90 %", evidence={"kv_pct": 97.5},
                first_sign=True)  # fmt: skip
     xid = Event(kind="xid", subject="GPU 1", scope="gpu", severity="warning",
-                start=t0 + timedelta(seconds=5), text="XID 48")  # fmt: skip
+                start=t0 + timedelta(seconds=5), text="XID 48 (token s3cr3t-t0ken)",
+                evidence={"url": "http://h/?key=s3cr3t-t0ken"})  # fmt: skip
     frame = frames()[0]
     plan = demo_settings()
 
@@ -256,6 +257,7 @@ def test_the_timeline_goes_as_logs_once_when_an_event_shows_and_once_when_its_ra
         return frame.model_copy(update={"timeline": tl})
 
     push = OtlpPush(receiver.url, "9.9")
+    push.secrets = ["s3cr3t-t0ken"]  # an engine's token: never sent
     try:
         push.send(with_events(kv, xid), plan)
         push.send(with_events(kv, xid), plan)  # nothing new: nothing sent
@@ -276,5 +278,6 @@ def test_the_timeline_goes_as_logs_once_when_an_event_shows_and_once_when_its_ra
     assert began["time"] == int(t0.timestamp() * 1e9)
     assert end["time"] == int((t0 + timedelta(seconds=60)).timestamp() * 1e9)
     assert point["inferdeck.event.subject"] == "GPU 1" and point["severity"] == "WARNING"
+    assert "s3cr3t" not in str(got) and point["body"].startswith("XID 48 (token ")
     res = receiver.logs[0].resource_logs[0].resource
     assert {a.key: a.value.string_value for a in res.attributes}["host.name"] == frame.host

@@ -59,6 +59,8 @@ def export(args: argparse.Namespace) -> int:
     page = {"text": "# no frame yet\n"}
     newest: dict[str, Any] = {"frame": None, "json": None}
     secrets = secrets_of(poller)
+    if push is not None:
+        push.secrets = list(secrets)
 
     def verdict() -> str:
         """The newest frame for `inferdeck check` (built when asked, once per frame)."""
