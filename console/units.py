@@ -213,12 +213,17 @@ def capacity_text(c: CapacityReport | None) -> str:
     out = f"{room} before {why} ({c.requests_per_s:.1f} req/s"
     if c.low is not None and c.high is not None:
         out += f", {c.low:.1f}–{c.high:.1f}"
-    out += f"; now {now:.1f})" if now is not None else f"; now {NA})"
+    out += f"; now {num(now, 1)})"
     if c.next_limit and c.next_per_s is not None:
         out += (
             f"; {c.next_limit.upper() if c.next_limit in ('kv', 'tpot') else c.next_limit} next at "
         )
-        out += f"+{max(0.0, c.next_per_s - now):.1f}" if now is not None else f"{c.next_per_s:.1f}"
+        # with the load unread, the rate itself (no room to say), its unit beside it
+        out += (
+            f"+{max(0.0, c.next_per_s - now):.1f}"
+            if now is not None
+            else f"{c.next_per_s:.1f} req/s"
+        )
     return out
 
 

@@ -239,7 +239,7 @@ def test_every_surface_says_the_room_and_its_binding_slo():
     unread = cap.model_copy(update={"current_per_s": None, "room_per_s": None})
     assert room_cell(unread) == "n/a"  # the load unread: no room, never +0.0
     assert capacity_text(unread) == (
-        "room n/a before TPOT p95 crosses its SLO (5.4 req/s, 4.9–6.0; now n/a); KV next at 7.1"
+        "room n/a before TPOT p95 crosses its SLO (5.4 req/s, 4.9–6.0; now n/a); KV next at 7.1 req/s"
     )
     unread_floor = unread.model_copy(update={"at_least": True, "note": "past the load seen"})
     assert room_cell(unread_floor) == "≥5/s"
