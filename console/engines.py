@@ -310,6 +310,8 @@ class Extract:
     counters: dict[str, dict[Labels, Vector]] = field(default_factory=dict)
     histograms: dict[str, dict[Labels, Vector]] = field(default_factory=dict)
     bounds: dict[str, dict[Labels, tuple[float, ...]]] = field(default_factory=dict)
+    # each histogram's _sum (in the bounds' unit), for the OTLP export's histograms; never recorded
+    sums: dict[str, dict[Labels, float]] = field(default_factory=dict, compare=False, repr=False)
     info: dict[str, Labels] = field(default_factory=dict)
     model: str | None = None
     hints: list[str] = field(default_factory=list)
@@ -469,6 +471,9 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                         ex.problems[signal] = f"{cand} has no +Inf bucket (truncated page?)"
                     continue
                 ex.histograms[signal], ex.bounds[signal] = got
+                base = parse_selector(cand)[0]
+                sums = dict(_select(page.get(base + "_sum"), parse_selector(cand)[1]))
+                ex.sums[signal] = {lab: v * spec.scale for lab, v in sums.items()}
             else:
                 base, sel = parse_selector(cand)
                 rows = _select(page.get(base), sel)

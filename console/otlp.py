@@ -6,7 +6,10 @@ Names: inferdeck's own figures keep the exporter's family names under ``inferdec
 unit in the unit field (a Prometheus receiving OTLP writes them back as the page's names); the
 GPU's utilisation and memory follow OpenTelemetry's hardware conventions (``hw.gpu.utilization``,
 ``hw.gpu.memory.usage``, ``hw.gpu.memory.limit``, keyed by ``hw.id``; a MIG device is its own
-``hw.id`` with the GPU as ``hw.parent``). Every figure is an observable gauge read at the push: a
+``hw.id`` with the GPU as ``hw.parent``). The engines' TTFT, TPOT and request duration go as their pages hold
+them, cumulative histograms under the GenAI server conventions (``gen_ai.server.time_to_first_token``,
+``…time_per_output_token``, ``…request.duration``, with ``gen_ai.provider.name`` the engine kind,
+``gen_ai.request.model``, ``server.address``/``port``). Every figure is an observable gauge read at the push: a
 figure that could not be read is absent from that push, never 0, never its last value. The
 timeline's events go as OTLP log records (``/v1/logs``, event name ``inferdeck.timeline.<kind>``,
 body the entry's sentence, its figures as ``inferdeck.evidence.*``): once when an event shows,
@@ -22,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from console.exporter import frame_figures
 from console.redact import redact
@@ -29,6 +33,7 @@ from console.redact import redact
 if TYPE_CHECKING:
     from console.frame import Frame
     from console.plan import Plan
+    from console.sample import Sample
 
 MISSING = (
     "--otlp needs the OpenTelemetry SDK and its OTLP exporter: pip install 'inferdeck[otlp]' "
@@ -85,6 +90,68 @@ def points(
                    "hw.parent": gpu}  # fmt: skip
             _memory(out, mig, d.memory_used_bytes, d.memory_total_bytes)
     return out
+
+
+# the engines' histograms under OpenTelemetry's GenAI server conventions (seconds)
+GENAI = {
+    "ttft": ("gen_ai.server.time_to_first_token", "Time to generate the first token."),
+    "tpot": ("gen_ai.server.time_per_output_token", "Time per output token after the first."),
+    "e2e": ("gen_ai.server.request.duration", "Request duration, first byte to last."),
+}
+
+
+def engine_histograms(sample: Sample, when_ns: int) -> list[Any]:
+    """Each engine's TTFT, TPOT and request duration as its page holds them: cumulative since the
+    engine started, one point per labelled series, with its buckets, count and sum as read (a
+    series without its _sum is left out: no sum is made up)."""
+    from opentelemetry.sdk.metrics.export import (
+        AggregationTemporality,
+        Histogram,
+        HistogramDataPoint,
+        Metric,
+    )
+
+    points: dict[str, list[Any]] = {}
+    for es in sample.engines:
+        ex = es.extract
+        if not es.up or ex is None:
+            continue
+        where = urlsplit(es.url)
+        base: dict[str, Any] = {"gen_ai.provider.name": es.kind or "unknown", "inferdeck.engine": es.label,
+                "server.address": where.hostname or "", **({"server.port": where.port}
+                                                           if where.port else {})}  # fmt: skip
+        start = next(iter(ex.gauges.get("process_start", {}).values()), None)
+        for signal in GENAI:
+            sums = ex.sums.get(signal, {})
+            for labels, vec in ex.histograms.get(signal, {}).items():
+                total, bounds = sums.get(labels), ex.bounds[signal][labels]
+                if total is None:
+                    continue
+                cum = [int(round(v)) for v in vec[:-1]]
+                labs = dict(labels)
+                model = labs.get("model_name") or labs.get("model") or es.model
+                attrs: dict[str, Any] = {**labs, **base}
+                if model:
+                    attrs["gen_ai.request.model"] = model
+                points.setdefault(signal, []).append(
+                    HistogramDataPoint(
+                        attributes=attrs,
+                        start_time_unix_nano=int(start * 1e9) if start else 0,  # 0: unknown
+                        time_unix_nano=when_ns,
+                        count=int(round(vec[-1])),
+                        sum=total,
+                        bucket_counts=[cum[0]]
+                        + [b - a for a, b in zip(cum, cum[1:], strict=False)],
+                        explicit_bounds=list(bounds[:-1]),  # +Inf is implied
+                        min=None,  # type: ignore[arg-type]  # not on the page: left unset
+                        max=None,  # type: ignore[arg-type]
+                    )
+                )
+    return [
+        Metric(name=GENAI[sig][0], description=GENAI[sig][1], unit="s",
+               data=Histogram(pts, AggregationTemporality.CUMULATIVE))
+        for sig, pts in points.items()
+    ]  # fmt: skip
 
 
 def _memory(
@@ -209,14 +276,17 @@ class OtlpPush:
             name, callbacks=[observe], unit=unit
         )
 
-    def send(self, frame: Frame, plan: Plan) -> bool:
-        """Push this frame's figures; True when the endpoint took them."""
+    def send(self, frame: Frame, plan: Plan, sample: Sample | None = None) -> bool:
+        """Push this frame's figures (and, given the poll's sample, its engines' histograms);
+        True when the endpoint took them."""
         from opentelemetry.sdk.metrics.export import MetricExportResult
 
         self._now = points(frame, plan, self.version)
         for key in self._now:
             self._gauge(key, frame.host)
         data = self._reader.get_metrics_data()
+        if data is not None and sample is not None:
+            data = self._with_histograms(data, sample, frame)
         ok = False
         why = "it refused them"
         try:
@@ -234,6 +304,18 @@ class OtlpPush:
         if ok:
             self._events(frame)  # an endpoint refusing the figures is told once, above
         return ok
+
+    def _with_histograms(self, data: Any, sample: Sample, frame: Frame) -> Any:
+        from opentelemetry.sdk.metrics.export import MetricsData, ResourceMetrics, ScopeMetrics
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        metrics = engine_histograms(sample, int(frame.taken_at.timestamp() * 1e9))
+        if not metrics or not data.resource_metrics:
+            return data
+        scope = ScopeMetrics(InstrumentationScope("inferdeck.engines", self.version), metrics, "")
+        rm = data.resource_metrics[0]
+        first = ResourceMetrics(rm.resource, [*rm.scope_metrics, scope], rm.schema_url)
+        return MetricsData([first, *data.resource_metrics[1:]])
 
     def close(self) -> None:
         self._exporter.shutdown()

@@ -4,6 +4,7 @@ opentelemetry-proto, and compared figure by figure with the Prometheus page of t
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 import subprocess
@@ -92,6 +93,9 @@ def otlp_figures(req: ExportMetricsServiceRequest) -> tuple[dict, dict, dict]:
         resource = {a.key: a.value.string_value for a in rm.resource.attributes}
         for sm in rm.scope_metrics:
             for m in sm.metrics:
+                if m.name.startswith("gen_ai."):  # the engines' histograms: their own test
+                    assert m.WhichOneof("data") == "histogram", m.name
+                    continue
                 assert m.WhichOneof("data") == "gauge", m.name
                 for dp in m.gauge.data_points:
                     attrs = {a.key: a.value.string_value for a in dp.attributes}
@@ -209,6 +213,9 @@ def test_export_otlp_pushes_every_poll_beside_the_prometheus_page(receiver, tmp_
     assert resource["service.name"] == "inferdeck"
     names = {n for n, _ in figures}
     assert {"inferdeck.engine_up", "hw.gpu.utilization", "hw.gpu.memory.usage"} <= names
+    genai = {m.name for rm in receiver.requests[-1].resource_metrics
+             for sm in rm.scope_metrics for m in sm.metrics}  # fmt: skip
+    assert "gen_ai.server.time_to_first_token" in genai  # the demo engines' histograms, each poll
     # a receiver that is not there: one sentence, the export goes on, exit 0
     gone = f"http://127.0.0.1:{_free_port()}"
     cmd[cmd.index(receiver.url)] = gone
@@ -281,3 +288,79 @@ def test_the_timeline_goes_as_logs_once_when_an_event_shows_and_once_when_its_ra
     assert "s3cr3t" not in str(got) and point["body"].startswith("XID 48 (token ")
     res = receiver.logs[0].resource_logs[0].resource
     assert {a.key: a.value.string_value for a in res.attributes}["host.name"] == frame.host
+
+
+def _page_histogram(page: str, base: str) -> dict[frozenset, dict]:
+    """A histogram read off a page here: per label set its cumulative buckets, count and sum."""
+    out: dict[frozenset, dict] = {}
+    for line in page.splitlines():
+        m = re.match(rf"^{re.escape(base)}_(bucket|count|sum)\{{(.*)\}} (\S+)$", line)
+        if not m:
+            continue
+        labels = dict(LABEL.findall(m.group(2)))
+        le = labels.pop("le", None)
+        h = out.setdefault(frozenset(labels.items()), {"buckets": {}})
+        if m.group(1) == "bucket":
+            h["buckets"][float(le)] = float(m.group(3))
+        else:
+            h[m.group(1)] = float(m.group(3))
+    return out
+
+
+def test_engine_histograms_go_under_the_genai_conventions_as_the_page_holds_them(receiver):
+    """TTFT, TPOT and request duration of a real vLLM page (captured), through the reader and the
+    push: every bucket, count and sum equal to the page's, cumulative, in seconds."""
+    import asyncio
+
+    from console.poller import EngineTarget, Poller
+    from console.sim.engine import MetricsServer
+    from tests.conftest import fixture_text
+
+    page = fixture_text("vllm-live.prom")
+    server = MetricsServer(lambda: page).start()
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    poller = Poller([EngineTarget(url=url, name="chat")], None)
+    push = OtlpPush(receiver.url, "9.9")
+
+    async def poll_once():
+        try:
+            return await poller.poll()
+        finally:
+            await poller.aclose()
+
+    try:
+        frame = asyncio.run(poll_once())
+        assert push.send(frame, demo_settings(), poller.last_sample)
+    finally:
+        push.close()
+        server.stop()
+    got: dict[str, list] = {}
+    for rm in receiver.requests[-1].resource_metrics:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                if m.name.startswith("gen_ai."):
+                    assert m.unit == "s" and m.histogram.aggregation_temporality == 2  # cumulative
+                    got[m.name] = list(m.histogram.data_points)
+    pairs = {
+        "gen_ai.server.time_to_first_token": "vllm:time_to_first_token_seconds",
+        "gen_ai.server.time_per_output_token": "vllm:request_time_per_output_token_seconds",
+        "gen_ai.server.request.duration": "vllm:e2e_request_latency_seconds",
+    }
+    assert sorted(got) == sorted(pairs)
+    for name, base in pairs.items():
+        want = _page_histogram(page, base)
+        assert len(got[name]) == len(want) >= 1
+        for dp in got[name]:
+            attrs = {a.key: a.value.string_value or a.value.int_value for a in dp.attributes}
+            assert attrs["gen_ai.provider.name"] == "vllm" and attrs["inferdeck.engine"] == "chat"
+            assert attrs["gen_ai.request.model"] == attrs["model_name"]
+            assert attrs["server.address"] == "127.0.0.1" and attrs["server.port"] == server.port
+            h = want[
+                frozenset({"engine": attrs["engine"], "model_name": attrs["model_name"]}.items())
+            ]
+            assert dp.count == h["count"] and dp.sum == h["sum"]
+            bounds = sorted(b for b in h["buckets"] if not math.isinf(b))
+            assert list(dp.explicit_bounds) == bounds
+            cumulative = [sum(dp.bucket_counts[: i + 1]) for i in range(len(dp.bucket_counts))]
+            assert cumulative == [h["buckets"][b] for b in [*bounds, math.inf]]
+            assert not dp.HasField("min") and not dp.HasField("max")  # not on the page: unset

@@ -110,7 +110,9 @@ def export(args: argparse.Namespace) -> int:
                 newest["frame"] = frame
                 if push is not None and (sending is None or sending.done()):
                     # off the loop: a slow receiver never holds the polls (a frame is skipped)
-                    sending = asyncio.create_task(asyncio.to_thread(push.send, frame, settings))
+                    sending = asyncio.create_task(
+                        asyncio.to_thread(push.send, frame, settings, poller.last_sample)
+                    )
                     sending.add_done_callback(lambda _: tell(push.said))
                 await asyncio.sleep(max(0.0, settings.interval_s - (time.monotonic() - started)))
         finally:
