@@ -60,6 +60,11 @@ run "completion bash" 0 "$id" completion bash
 run "completion bash loads" 0 bash --norc -c "source <('$id' completion bash) && complete -p inferdeck"
 run "completion fish" 0 "$id" completion fish
 run "man" 0 "$id" man
+run "dashboards --out" 0 "$id" dashboards --out "$work/dashboards"
+ls "$work"/dashboards/inferdeck-engine-vllm.json >/dev/null || fail "dashboards wrote no vLLM dashboard"
+# the OpenTelemetry SDK is an extra: without it --otlp says what to install, in one sentence
+run "export --otlp without the SDK" 2 "$id" export --demo --otlp http://127.0.0.1:9 --duration 1
+grep -q "pip install 'inferdeck\[otlp\]'" "$work/out" || fail "export --otlp did not say what to install"
 run "rules" 0 "$id" rules
 run "rules --demo" 0 "$id" rules --demo
 run "rules --alertmanager" 0 "$id" rules --alertmanager
