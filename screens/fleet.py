@@ -358,8 +358,8 @@ class FleetApp(App[None]):
         Binding("o", "sort", "Sort"),
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("escape", "clear", "Clear", show=False),
-        Binding("left_square_bracket", "scrub(-300)", "-5 min", key_display="["),
-        Binding("right_square_bracket", "scrub(300)", "+5 min", key_display="]"),
+        Binding("left_square_bracket", "scrub(-300)", "-5m", key_display="["),
+        Binding("right_square_bracket", "scrub(300)", "+5m", key_display="]"),
         Binding("0", "live", "Live"),
         Binding("t", "timeline", "Timeline"),
     ]
