@@ -12,6 +12,7 @@ from console.commands.export import dashboards, export, rules
 from console.commands.node import check, example_config, plan, simulate, snapshot
 from console.commands.record import record, replay
 from console.commands.tui import run_tui
+from console.completion import SHELLS
 from console.compose import NoAnswer, UsageError
 from console.schemas import KINDS as SCHEMA_KINDS
 from console.sim.formats import FORMATS
@@ -350,7 +351,7 @@ def _parser() -> argparse.ArgumentParser:
         "completion",
         help="print the shell completion script: source <(inferdeck completion bash)",
     )
-    comp.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="bash|zsh|fish")
+    comp.add_argument("shell", choices=SHELLS, metavar="|".join(SHELLS))
     sub.add_parser("man", help="print the man page (roff): inferdeck man > inferdeck.1")
     sub.add_parser(
         "example-config",

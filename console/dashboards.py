@@ -121,7 +121,7 @@ def _panel(n: int, title: str, targets: list[tuple[str, str]], unit: str) -> dic
                 "datasource": DATASOURCE,
             }
             for i, (expr, legend) in enumerate(targets)
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -146,7 +146,7 @@ def _dashboard(
                     "query": "prometheus",
                 }
             ]
-        },  # fmt: skip
+        },
         "panels": [_panel(n, *p) for n, p in enumerate(panels)],
     }
 

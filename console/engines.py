@@ -471,9 +471,9 @@ def extract(page: Page, profile: EngineProfile, t: float) -> Extract:
                         ex.problems[signal] = f"{cand} has no +Inf bucket (truncated page?)"
                     continue
                 ex.histograms[signal], ex.bounds[signal] = got
-                base = parse_selector(cand)[0]
-                sums = dict(_select(page.get(base + "_sum"), parse_selector(cand)[1]))
-                ex.sums[signal] = {lab: v * spec.scale for lab, v in sums.items()}
+                base, matchers = parse_selector(cand)
+                sums = _select(page.get(base + "_sum"), matchers)
+                ex.sums[signal] = {lab: v * spec.scale for lab, v in sums}
             else:
                 base, sel = parse_selector(cand)
                 rows = _select(page.get(base), sel)

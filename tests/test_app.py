@@ -1020,8 +1020,8 @@ async def test_a_service_without_cost_figures_reads_n_a_in_every_cost_cell():
     frame = node_frame()
     app = InferdeckApp(StaticSource(frame), interval_s=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.pause(0.3)
         table = app.query_one("#cost-table", KeyedTable)
+        await _until(pilot, lambda: len(table.rows) == len(frame.services))
         keys = ("hourly", "energy", "busy", "out", "good", "jtok")
         assert [str(table.get_cell("cost:llama-8b-a", k)) for k in keys] == ["n/a"] * 6
         priced = next(s for s in frame.services if s.cost is not None)

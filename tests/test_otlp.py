@@ -38,11 +38,13 @@ class Receiver:
         self.requests: list[ExportMetricsServiceRequest] = []
         self.logs: list[ExportLogsServiceRequest] = []
         self.status = status
+        self.delay_s = 0.0  # a slow receiver: each answer held this long
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                time.sleep(outer.delay_s)
                 known = self.path in ("/v1/metrics", "/v1/logs")
                 if known and outer.status == 200:
                     metrics = self.path == "/v1/metrics"
@@ -364,3 +366,93 @@ def test_engine_histograms_go_under_the_genai_conventions_as_the_page_holds_them
             cumulative = [sum(dp.bucket_counts[: i + 1]) for i in range(len(dp.bucket_counts))]
             assert cumulative == [h["buckets"][b] for b in [*bounds, math.inf]]
             assert not dp.HasField("min") and not dp.HasField("max")  # not on the page: unset
+
+
+def test_an_engine_restart_starts_its_histograms_again_from_its_new_start(receiver):
+    """Killed and back between two polls: the page's counters start from 0 and its process start
+    moves; the pushed histograms say so (their start time), never a negative bucket."""
+    import asyncio
+
+    from console.poller import EngineTarget, Poller
+    from console.sim.engine import MetricsServer
+    from tests.conftest import fixture_text
+
+    before = fixture_text("vllm-live.prom")
+    started = float(re.search(r"^process_start_time_seconds (\S+)$", before, re.M).group(1))
+    after = re.sub(r"^(vllm:time_to_first_token_seconds_(?:bucket|count|sum)\{.*\}) \S+$",
+                   r"\1 0.0", before, flags=re.M)  # fmt: skip
+    after = re.sub(r"^process_start_time_seconds \S+$",
+                   f"process_start_time_seconds {started + 600}", after, flags=re.M)  # fmt: skip
+    page = {"text": before}
+    server = MetricsServer(lambda: page["text"]).start()
+    poller = Poller([EngineTarget(url=f"http://127.0.0.1:{server.port}/metrics", name="chat")],
+                    None)  # fmt: skip
+    push = OtlpPush(receiver.url, "9.9")
+
+    async def two_polls() -> None:
+        try:
+            for text in (before, after):
+                page["text"] = text
+                frame = await poller.poll()
+                assert push.send(frame, demo_settings(), poller.last_sample)
+        finally:
+            await poller.aclose()
+
+    try:
+        asyncio.run(two_polls())
+    finally:
+        push.close()
+        server.stop()
+
+    def ttft(req):
+        return next(m.histogram.data_points[0] for rm in req.resource_metrics
+                    for sm in rm.scope_metrics for m in sm.metrics
+                    if m.name == "gen_ai.server.time_to_first_token")  # fmt: skip
+
+    first, second = ttft(receiver.requests[0]), ttft(receiver.requests[1])
+    assert first.count == 6 and first.start_time_unix_nano == int(started * 1e9)
+    assert (
+        second.count == 0
+        and second.sum == 0
+        and list(second.bucket_counts) == [0] * len(second.bucket_counts)
+    )
+    assert second.start_time_unix_nano == int((started + 600) * 1e9)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_receiver_that_hangs_never_holds_the_polls_or_the_prometheus_page(receiver):
+    """Each push held 4 s: the export still polls every second and its /metrics page moves on."""
+    import httpx
+
+    receiver.delay_s = 4.0
+    listen = f"127.0.0.1:{_free_port()}"
+    cmd = [sys.executable, "-m", "console", "export", "--demo", "--duration", "7",
+           "--listen", listen, "--otlp", receiver.url]  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+
+    def stamp() -> float:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                text = httpx.get(f"http://{listen}/metrics", timeout=2).text
+                m = re.search(r"^inferdeck_frame_timestamp_seconds (\S+)$", text, re.M)
+                if m:
+                    return float(m.group(1))
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("the export served no frame")
+
+    try:
+        first = stamp()
+        time.sleep(3)
+        second = stamp()
+    finally:
+        _, err = proc.communicate(timeout=60)
+    assert second - first >= 2.0  # polls went on while the push hung
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert time.monotonic() - started < 7 + 5 + 10  # the last push waited at most its timeout
+    assert receiver.requests  # the held pushes did arrive
