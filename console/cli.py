@@ -159,8 +159,14 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument(
         "--otlp",
         metavar="URL",
-        help="also push each poll's figures over OTLP/HTTP to this receiver (an OpenTelemetry "
-        "Collector: http://127.0.0.1:4318); needs pip install 'inferdeck[otlp]'",
+        help="also push each poll's figures over OTLP to this receiver (an OpenTelemetry "
+        "Collector: http://127.0.0.1:4318, or http://127.0.0.1:4317 with --otlp-protocol grpc); "
+        "needs pip install 'inferdeck[otlp]' (or 'inferdeck[otlp-grpc]')",
+    )
+    ex.add_argument(
+        "--otlp-protocol",
+        choices=("http/protobuf", "grpc"),
+        help="how --otlp pushes (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
     )
     ex.add_argument("--token-file", metavar="FILE", help="require this bearer token")
     ex.add_argument(

@@ -1,5 +1,5 @@
-"""``inferdeck export --otlp ENDPOINT``: each poll's figures pushed over OTLP/HTTP (protobuf) through
-the OpenTelemetry SDK and its OTLP exporter — the same figures, from the same call, as the
+"""``inferdeck export --otlp ENDPOINT``: each poll's figures pushed over OTLP — HTTP/protobuf, or gRPC
+with ``--otlp-protocol grpc`` — through the OpenTelemetry SDK and its OTLP exporters — the same figures, from the same call, as the
 Prometheus page of that poll (``exporter.frame_figures``).
 
 Names: inferdeck's own figures keep the exporter's family names under ``inferdeck.`` with their
@@ -11,17 +11,18 @@ them, cumulative histograms under the GenAI server conventions (``gen_ai.server.
 ``…time_per_output_token``, ``…request.duration``, with ``gen_ai.provider.name`` the engine kind,
 ``gen_ai.request.model``, ``server.address``/``port``). Every figure is an observable gauge read at the push: a
 figure that could not be read is absent from that push, never 0, never its last value. The
-timeline's events go as OTLP log records (``/v1/logs``, event name ``inferdeck.timeline.<kind>``,
+timeline's events go as OTLP log records (``/v1/logs``, or the gRPC logs service; event name ``inferdeck.timeline.<kind>``,
 body the entry's sentence, its figures as ``inferdeck.evidence.*``): once when an event shows,
 once more when a range ends.
 
-The SDK is an optional extra (``pip install 'inferdeck[otlp]'``): without it ``--otlp`` says what
-to install in one sentence. ``OTEL_EXPORTER_OTLP_HEADERS`` and the other ``OTEL_EXPORTER_OTLP_*``
+The SDK is an optional extra (``pip install 'inferdeck[otlp]'``, ``'inferdeck[otlp-grpc]'`` for gRPC):
+without it ``--otlp`` says what to install in one sentence. ``OTEL_EXPORTER_OTLP_HEADERS`` and the other ``OTEL_EXPORTER_OTLP_*``
 variables are the SDK's own and apply as documented there.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -35,10 +36,18 @@ if TYPE_CHECKING:
     from console.plan import Plan
     from console.sample import Sample
 
-MISSING = (
-    "--otlp needs the OpenTelemetry SDK and its OTLP exporter: pip install 'inferdeck[otlp]' "
-    "(with pipx: pipx inject inferdeck opentelemetry-sdk opentelemetry-exporter-otlp-proto-http)."
-)
+PROTOCOLS = ("http/protobuf", "grpc")  # OTEL_EXPORTER_OTLP_PROTOCOL's names for them
+MISSING = {
+    "http/protobuf": (
+        "--otlp needs the OpenTelemetry SDK and its OTLP exporter: pip install 'inferdeck[otlp]' "
+        "(with pipx: pipx inject inferdeck opentelemetry-sdk opentelemetry-exporter-otlp-proto-http)."
+    ),
+    "grpc": (
+        "--otlp-protocol grpc needs the OpenTelemetry SDK and its OTLP/gRPC exporter: pip install "
+        "'inferdeck[otlp-grpc]' (with pipx: pipx inject inferdeck opentelemetry-sdk "
+        "opentelemetry-exporter-otlp-proto-grpc)."
+    ),
+}
 # a family's unit suffix -> the OTLP unit (UCUM)
 UNITS = (
     ("_requests_per_second", "{request}/s"),
@@ -170,20 +179,39 @@ class OtlpPush:
     """Pushes one frame's figures per call to ``send``; says in one sentence when the endpoint
     stops and starts taking them (``said``), never a traceback or a log line per poll."""
 
-    def __init__(self, endpoint: str, version: str, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        version: str,
+        timeout_s: float = 5.0,
+        protocol: str = "http/protobuf",
+    ) -> None:
+        package = "opentelemetry.exporter.otlp.proto." + ("grpc" if protocol == "grpc" else "http")
         try:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-            from opentelemetry.sdk.metrics import MeterProvider
             from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+            metrics: Any = importlib.import_module(package + ".metric_exporter")
+            logs: Any = importlib.import_module(package + "._log_exporter")
         except ImportError:
-            raise RuntimeError(MISSING) from None
+            raise RuntimeError(MISSING[protocol]) from None
         url = endpoint.rstrip("/")
-        self.url = url if url.endswith("/v1/metrics") else url + "/v1/metrics"
+        self.protocol = protocol
         self.version = version
         self._timeout_s = timeout_s
-        self._exporter = OTLPMetricExporter(endpoint=self.url, timeout=timeout_s)
+        self._log_exporter_type = logs.OTLPLogExporter
+        if protocol == "grpc":  # one address for both services; http:// is a plain channel
+            self.url = url
+            plain = url.startswith("http://")
+            self._exporter = metrics.OTLPMetricExporter(
+                endpoint=url, insecure=plain, timeout=timeout_s
+            )
+            self._logs_at: dict[str, Any] = {"endpoint": url, "insecure": plain}
+        else:
+            self.url = url if url.endswith("/v1/metrics") else url + "/v1/metrics"
+            self._exporter = metrics.OTLPMetricExporter(endpoint=self.url, timeout=timeout_s)
+            self._logs_at = {"endpoint": self.url.removesuffix("/v1/metrics") + "/v1/logs"}
         self._reader = InMemoryMetricReader()
-        self._provider: MeterProvider | None = None  # at the first frame: its host names it
+        self._provider: Any = None  # a MeterProvider, at the first frame: its host names it
         self._logger: Any = None  # the timeline's events as OTLP logs (at the first frame too)
         self._told: dict[tuple[str, str, float], str] = {}  # each event's last state pushed
         self._now: dict[tuple[str, str], list[tuple[dict[str, str], float]]] = {}
@@ -217,13 +245,11 @@ class OtlpPush:
         if frame.timeline is None:
             return
         if self._logger is None:
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
             from opentelemetry.sdk._logs import LoggerProvider
             from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
             logs = LoggerProvider(resource=self._resource(frame.host), shutdown_on_exit=False)
-            url = self.url.removesuffix("/v1/metrics") + "/v1/logs"
-            self._log_exporter = OTLPLogExporter(endpoint=url, timeout=self._timeout_s)
+            self._log_exporter = self._log_exporter_type(**self._logs_at, timeout=self._timeout_s)
             logs.add_log_record_processor(SimpleLogRecordProcessor(self._log_exporter))
             self._logs = logs
             self._logger = logs.get_logger("inferdeck.timeline", self.version)

@@ -65,6 +65,8 @@ ls "$work"/dashboards/inferdeck-engine-vllm.json >/dev/null || fail "dashboards 
 # the OpenTelemetry SDK is an extra: without it --otlp says what to install, in one sentence
 run "export --otlp without the SDK" 2 "$id" export --demo --otlp http://127.0.0.1:9 --duration 1
 grep -q "pip install 'inferdeck\[otlp\]'" "$work/out" || fail "export --otlp did not say what to install"
+run "export --otlp-protocol grpc without the SDK" 2 "$id" export --demo --otlp http://127.0.0.1:9 --otlp-protocol grpc --duration 1
+grep -q "pip install 'inferdeck\[otlp-grpc\]'" "$work/out" || fail "--otlp-protocol grpc did not say what to install"
 run "rules" 0 "$id" rules
 run "rules --demo" 0 "$id" rules --demo
 run "rules --alertmanager" 0 "$id" rules --alertmanager

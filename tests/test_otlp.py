@@ -1,5 +1,5 @@
-"""`inferdeck export --otlp`: the OTLP push received by a real HTTP server on 127.0.0.1, decoded with
-opentelemetry-proto, and compared figure by figure with the Prometheus page of the same Frame
+"""`inferdeck export --otlp`: the OTLP push received by a real HTTP server (and, for
+--otlp-protocol grpc, a real gRPC server) on 127.0.0.1, decoded with opentelemetry-proto, and compared figure by figure with the Prometheus page of the same Frame
 (read back with a parser written here)."""
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 class Receiver:
     """An OTLP/HTTP receiver: each POST to /v1/metrics decoded, kept in order."""
+
+    protocol = "http/protobuf"
 
     def __init__(self, status: int = 200) -> None:
         self.requests: list[ExportMetricsServiceRequest] = []
@@ -68,8 +70,64 @@ class Receiver:
         self.server.server_close()
 
 
+class GrpcReceiver:
+    """An OTLP/gRPC receiver: the collector's metrics and logs services (opentelemetry-proto's
+    own service definitions) on a grpcio server; ``status`` a gRPC code to refuse with."""
+
+    protocol = "grpc"
+
+    def __init__(self, status: object = None) -> None:
+        from concurrent import futures
+
+        import grpc
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+        from opentelemetry.proto.collector.metrics.v1 import (
+            metrics_service_pb2,
+            metrics_service_pb2_grpc,
+        )
+
+        self.requests: list[ExportMetricsServiceRequest] = []
+        self.logs: list[ExportLogsServiceRequest] = []
+        self.status = status
+        self.delay_s = 0.0
+        outer = self
+
+        def take(kept: list, request: object, context: grpc.ServicerContext) -> None:
+            time.sleep(outer.delay_s)
+            if outer.status is not None:
+                context.abort(outer.status, "refused here")
+            kept.append(request)
+
+        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+            def Export(self, request, context):  # noqa: N802
+                take(outer.requests, request, context)
+                return metrics_service_pb2.ExportMetricsServiceResponse()
+
+        class Logs(logs_service_pb2_grpc.LogsServiceServicer):
+            def Export(self, request, context):  # noqa: N802
+                take(outer.logs, request, context)
+                return logs_service_pb2.ExportLogsServiceResponse()
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self.server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        self.url = f"http://127.0.0.1:{port}"
+
+    def close(self) -> None:
+        self.server.stop(grace=None)
+
+
+@pytest.fixture(params=["http/protobuf", "grpc"])
+def receiver(request):
+    r = Receiver() if request.param == "http/protobuf" else GrpcReceiver()
+    yield r
+    r.close()
+
+
 @pytest.fixture
-def receiver():
+def http_receiver():
     r = Receiver()
     yield r
     r.close()
@@ -138,7 +196,7 @@ def frames() -> list[Frame]:
 def test_every_figure_pushed_is_the_prometheus_pages_for_the_same_frame(receiver):
     plan = demo_settings()
     for k, frame in enumerate(frames()):  # one push a node: its host names the resource
-        push = OtlpPush(receiver.url, "9.9")
+        push = OtlpPush(receiver.url, "9.9", protocol=receiver.protocol)
         try:
             assert push.send(frame, plan) and push.said == []
             assert len(receiver.requests) == k + 1
@@ -166,7 +224,7 @@ def test_every_figure_pushed_is_the_prometheus_pages_for_the_same_frame(receiver
 def test_a_figure_that_goes_unread_is_absent_from_the_next_push_never_its_last_value(receiver):
     plan = demo_settings()
     frame = frames()[0]
-    push = OtlpPush(receiver.url, "9.9")
+    push = OtlpPush(receiver.url, "9.9", protocol=receiver.protocol)
     try:
         push.send(frame, plan)
         first, _, _ = otlp_figures(receiver.requests[-1])
@@ -195,6 +253,34 @@ def test_a_receiver_that_refuses_or_is_gone_is_said_once_and_its_return_said():
         refusing.close()
 
 
+def test_a_grpc_receiver_that_refuses_or_is_gone_is_said_once_and_its_return_said():
+    import grpc
+
+    frame, plan = frames()[0], demo_settings()
+    for code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INVALID_ARGUMENT):
+        refusing = GrpcReceiver(status=code)  # the first retried to the timeout, the second not
+        push = OtlpPush(refusing.url, "9.9", timeout_s=1.0, protocol="grpc")
+        try:
+            started = time.monotonic()
+            assert not push.send(frame, plan) and not push.send(frame, plan)
+            assert time.monotonic() - started < 2 * 1.0 + 2  # each push within its timeout
+            assert push.said == [
+                f"OTLP endpoint {refusing.url} does not take the figures (it refused them); "
+                "each poll tries again (the Prometheus page is unaffected)"
+            ]
+            refusing.status = None
+            assert push.send(frame, plan) and len(refusing.requests) == 1
+            assert push.said[-1] == f"OTLP endpoint {refusing.url} takes the figures again"
+        finally:
+            push.close()
+            refusing.close()
+    gone = OtlpPush(f"http://127.0.0.1:{_free_port()}", "9.9", timeout_s=1.0, protocol="grpc")
+    try:
+        assert not gone.send(frame, plan) and len(gone.said) == 1
+    finally:
+        gone.close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -203,7 +289,8 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_export_otlp_pushes_every_poll_beside_the_prometheus_page(receiver, tmp_path: Path):
+def test_export_otlp_pushes_every_poll_beside_the_prometheus_page(http_receiver, tmp_path: Path):
+    receiver = http_receiver
     listen = f"127.0.0.1:{_free_port()}"
     cmd = [sys.executable, "-m", "console", "export", "--demo", "--duration", "4",
            "--listen", listen, "--otlp", receiver.url]  # fmt: skip
@@ -229,6 +316,40 @@ def test_export_otlp_pushes_every_poll_beside_the_prometheus_page(receiver, tmp_
     assert time.monotonic() - started < 30
     bad = subprocess.run([*cmd[:-1], "127.0.0.1:4318"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("inferdeck: --otlp 127.0.0.1:4318: give")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_export_otlp_over_grpc_and_the_protocol_from_the_sdks_variable(tmp_path: Path):
+    import os
+
+    receiver = GrpcReceiver()
+    listen = f"127.0.0.1:{_free_port()}"
+    cmd = [sys.executable, "-m", "console", "export", "--demo", "--duration", "3",
+           "--listen", listen, "--otlp", receiver.url]  # fmt: skip
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}  # the SDK's variable picks it
+    try:
+        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    finally:
+        receiver.close()
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert f"and pushing to {receiver.url}," in out.stderr
+    assert len(receiver.requests) >= 2
+    figures, _, resource = otlp_figures(receiver.requests[-1])
+    assert resource["service.name"] == "inferdeck" and (
+        "inferdeck.engine_up" in {n for n, _ in figures}
+    )
+    # a protocol the SDK names but --otlp does not push: one sentence, exit 2
+    env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/json"
+    bad = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode == 2 and bad.stderr == (
+        "inferdeck: OTEL_EXPORTER_OTLP_PROTOCOL=http/json: --otlp pushes http/protobuf or grpc; "
+        "set one of them or give --otlp-protocol.\n"
+    )
+    flag = subprocess.run([*cmd, "--otlp-protocol", "http/protobuf"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert flag.returncode == 0, flag.stderr  # the flag over the variable (nothing takes it: said)
+    assert f"OTLP endpoint {receiver.url}/v1/metrics does not take" in flag.stderr
 
 
 def _records(receiver: Receiver) -> list[dict]:
@@ -265,7 +386,7 @@ def test_the_timeline_goes_as_logs_once_when_an_event_shows_and_once_when_its_ra
         tl = Timeline(since=t0, events=list(events))
         return frame.model_copy(update={"timeline": tl})
 
-    push = OtlpPush(receiver.url, "9.9")
+    push = OtlpPush(receiver.url, "9.9", protocol=receiver.protocol)
     push.secrets = ["s3cr3t-t0ken"]  # an engine's token: never sent
     try:
         push.send(with_events(kv, xid), plan)
@@ -322,7 +443,7 @@ def test_engine_histograms_go_under_the_genai_conventions_as_the_page_holds_them
     server = MetricsServer(lambda: page).start()
     url = f"http://127.0.0.1:{server.port}/metrics"
     poller = Poller([EngineTarget(url=url, name="chat")], None)
-    push = OtlpPush(receiver.url, "9.9")
+    push = OtlpPush(receiver.url, "9.9", protocol=receiver.protocol)
 
     async def poll_once():
         try:
@@ -387,7 +508,7 @@ def test_an_engine_restart_starts_its_histograms_again_from_its_new_start(receiv
     server = MetricsServer(lambda: page["text"]).start()
     poller = Poller([EngineTarget(url=f"http://127.0.0.1:{server.port}/metrics", name="chat")],
                     None)  # fmt: skip
-    push = OtlpPush(receiver.url, "9.9")
+    push = OtlpPush(receiver.url, "9.9", protocol=receiver.protocol)
 
     async def two_polls() -> None:
         try:
@@ -421,10 +542,11 @@ def test_an_engine_restart_starts_its_histograms_again_from_its_new_start(receiv
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_a_receiver_that_hangs_never_holds_the_polls_or_the_prometheus_page(receiver):
+def test_a_receiver_that_hangs_never_holds_the_polls_or_the_prometheus_page(http_receiver):
     """Each push held 4 s: the export still polls every second and its /metrics page moves on."""
     import httpx
 
+    receiver = http_receiver
     receiver.delay_s = 4.0
     listen = f"127.0.0.1:{_free_port()}"
     cmd = [sys.executable, "-m", "console", "export", "--demo", "--duration", "7",

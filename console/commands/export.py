@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -44,15 +45,26 @@ def export(args: argparse.Namespace) -> int:
             raise UsageError(f"--tls-cert/--tls-key: cannot load them ({exc}).") from None
     push = None
     if getattr(args, "otlp", None):
-        from console.otlp import OtlpPush
+        from console.otlp import PROTOCOLS, OtlpPush
 
+        protocol = args.otlp_protocol
+        if protocol is None:  # the SDK's own variables, metrics' first, as documented there
+            named = ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+            var = next((v for v in named if os.environ.get(v)), None)
+            protocol = os.environ[var].strip() if var else "http/protobuf"
+            if protocol not in PROTOCOLS:
+                raise UsageError(
+                    f"{var}={protocol}: --otlp pushes {' or '.join(PROTOCOLS)}; set one of them "
+                    "or give --otlp-protocol."
+                )
         if not args.otlp.startswith(("http://", "https://")):
+            usual = "4317" if protocol == "grpc" else "4318"
             raise UsageError(
-                f"--otlp {args.otlp}: give the receiver's OTLP/HTTP URL, e.g. "
-                "http://127.0.0.1:4318 (an OpenTelemetry Collector's default)."
+                f"--otlp {args.otlp}: give the receiver's URL, e.g. http://127.0.0.1:{usual} "
+                f"(an OpenTelemetry Collector's default for {protocol})."
             )
         try:
-            push = OtlpPush(args.otlp, __version__)
+            push = OtlpPush(args.otlp, __version__, protocol=protocol)
         except RuntimeError as exc:
             raise UsageError(str(exc)) from None
     poller, node, settings = build(args, args.demo)
