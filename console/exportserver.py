@@ -49,6 +49,7 @@ def is_loopback(host: str) -> bool:
 
 
 VERDICT_PATH = "/verdict.json"
+HEALTH_PATH = "/healthz"  # without the token: a kubelet's probe has none, and it tells no figure
 
 
 def serve(
@@ -59,14 +60,18 @@ def serve(
     max_connections: int = MAX_CONNECTIONS,
     timeout_s: float = TIMEOUT_S,
     verdict: Callable[[], str] | None = None,
+    health: Callable[[], str] | None = None,
 ) -> TextServer:
     """Start serving ``page()`` at /metrics on a daemon thread; returns the server (stop()).
-    ``verdict()``: the newest frame as JSON at /verdict.json, which `inferdeck check` reads."""
+    ``verdict()``: the newest frame as JSON at /verdict.json, which `inferdeck check` reads;
+    ``health()``: whether the polls go on, at /healthz for anyone (raises Unavailable: 503)."""
     paths: dict[str, tuple[Callable[[], str | bytes], str]] = {
         "/metrics": (page, "text/plain; version=0.0.4; charset=utf-8")
     }
     if verdict is not None:
         paths[VERDICT_PATH] = (verdict, "application/json")
+    if health is not None:
+        paths[HEALTH_PATH] = (health, "text/plain; charset=utf-8")
     return TextServer(
         address,
         paths,
@@ -75,4 +80,5 @@ def serve(
         max_connections=max_connections,
         timeout_s=timeout_s,
         not_found=b"inferdeck export serves /metrics\n",
+        open_paths=frozenset({HEALTH_PATH}),
     ).start()

@@ -34,6 +34,7 @@ Pure: settings in, rule groups out (a dict ready for YAML)."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -428,21 +429,61 @@ def rule_groups(
 
 
 def to_yaml(
-    doc: dict[str, Any], skipped: list[str], fmt: str = "rules", name: str = "inferdeck-slo"
+    doc: dict[str, Any],
+    skipped: list[str],
+    fmt: str = "rules",
+    name: str = "inferdeck-slo",
+    per_service: bool = False,
 ) -> str:
     """The rule file (``rules``) or the Prometheus Operator's ``PrometheusRule`` resource, with a
-    comment for each objective left out."""
+    comment for each objective left out. ``per_service``: one ``PrometheusRule`` per service (the
+    SLO rules), so no resource nears the 256 KiB that ``kubectl apply`` keeps of it in an
+    annotation however many services the node serves."""
     import yaml
 
     head = "".join(f"# left out: {line}\n" for line in skipped)
-    if fmt == "prometheusrule":
-        doc = {
+    if fmt != "prometheusrule":
+        return head + yaml.safe_dump(doc, sort_keys=False, width=10_000, allow_unicode=True)
+    parts = {name: doc}
+    if per_service:
+        parts = {}
+        for service in dict.fromkeys(
+            r["labels"]["service"] for g in doc["groups"] for r in g["rules"]
+        ):
+            resource = f"{name}-{k8s_name(service)}"
+            groups = [
+                {
+                    **g,
+                    "name": g["name"].replace(name, resource, 1),
+                    "rules": [r for r in g["rules"] if r["labels"]["service"] == service],
+                }
+                for g in doc["groups"]
+            ]
+            parts[resource] = {"groups": [g for g in groups if g["rules"]]}
+    resources = [
+        {
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "PrometheusRule",
-            "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "inferdeck"}},
-            "spec": doc,
+            "metadata": {"name": n, "labels": {"app.kubernetes.io/name": "inferdeck"}},
+            "spec": spec,
         }
-    return head + yaml.safe_dump(doc, sort_keys=False, width=10_000, allow_unicode=True)
+        for n, spec in parts.items()
+    ]
+    return head + yaml.safe_dump_all(
+        resources, sort_keys=False, width=10_000, allow_unicode=True, explicit_start=per_service
+    )
+
+
+def k8s_name(text: str) -> str:
+    """A service's name as part of a Kubernetes object's name (lower-case letters, digits and
+    '-'), with a short digest of the original when anything had to change, so two services
+    never share one."""
+    import hashlib
+
+    plain = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40] or "service"
+    if plain == text:
+        return plain
+    return f"{plain}-{hashlib.sha256(text.encode()).hexdigest()[:6]}"
 
 
 MINUTES = 65  # the generated tests feed an hour and five minutes of one-minute samples

@@ -12,7 +12,10 @@ engines and exporters. It cannot be wedged by its clients:
   token checked (no slot: 503 at once), and an idle or slow reader is dropped after
   ``timeout_s`` per read;
 * GET and HEAD (the same headers, no body: load balancers' health checks);
-* a bearer token, when set, compared in constant time, the scheme in any case (RFC 7235);
+* a bearer token, when set, compared in constant time, the scheme in any case (RFC 7235); the
+  ``open`` paths (a health check a kubelet's probe asks without credentials) are served without it
+  and say nothing a token guards;
+* a route that cannot answer now raises ``Unavailable``: 503 with its sentence;
 * ``stop`` closes the listener and cuts the open keep-alive connections, as a dying process does.
 """
 
@@ -34,6 +37,11 @@ PER_ADDRESS = 32  # connections one address may have waiting for their request h
 
 # path -> (the body, made at each request; its content type)
 Route = tuple[Callable[[], str | bytes], str]
+
+
+class Unavailable(Exception):
+    """Raised by a route that cannot answer now (a health check before the first poll): 503 with
+    the message as the body."""
 
 
 def token_ok(header: str | None, token: str) -> bool:
@@ -148,8 +156,10 @@ class TextServer:
         max_connections: int | None = None,
         timeout_s: float | None = None,
         not_found: bytes = b"Not Found",
+        open_paths: frozenset[str] = frozenset(),
     ) -> None:
         self.address, self.routes = address, routes
+        self.open_paths = open_paths
         self.token, self.tls, self.timeout_s = token, tls, timeout_s
         self.slots = threading.BoundedSemaphore(max_connections) if max_connections else None
         self.heads = _Heads(max_connections, timeout_s)
@@ -198,9 +208,12 @@ class TextServer:
 
             def _answer(self, body: bool) -> None:
                 outer.heads.done(self.connection)  # the head is read: no deadline on it now
-                route = outer.routes.get(self.path.split("?", 1)[0])
-                if outer.token is not None and not token_ok(
-                    self.headers.get("Authorization"), outer.token
+                path = self.path.split("?", 1)[0]
+                route = outer.routes.get(path)
+                if (
+                    outer.token is not None
+                    and path not in outer.open_paths
+                    and not token_ok(self.headers.get("Authorization"), outer.token)
                 ):
                     self._send(401, b"unauthorized\n", "text/plain", body)
                 elif route is None:
@@ -213,6 +226,8 @@ class TextServer:
                         page = route[0]()
                         data = page.encode() if isinstance(page, str) else page
                         self._send(200, data, route[1], body)
+                    except Unavailable as exc:
+                        self._send(503, f"{exc}\n".encode(), "text/plain", body)
                     finally:
                         if outer.slots is not None:
                             outer.slots.release()

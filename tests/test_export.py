@@ -254,6 +254,13 @@ def test_export_refuses_a_bad_listen_address_and_needs_the_token(tmp_path):
         ok = httpx.get(base, headers={"Authorization": "Bearer s3cret"}, timeout=5)
         assert ok.status_code == 200 and "inferdeck_build_info" in ok.text
         assert "s3cret" not in ok.text
+        # the health check answers a probe without the token and tells no figure; the verdict
+        # (every figure) keeps the token
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+        assert health.status_code == 200 and health.text.startswith("ok: last poll ")
+        assert "inferdeck_" not in health.text and "s3cret" not in health.text
+        verdict = httpx.get(f"http://127.0.0.1:{port}/verdict.json", timeout=5)
+        assert verdict.status_code == 401
     finally:
         proc.terminate()
         proc.wait(10)

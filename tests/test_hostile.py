@@ -108,6 +108,33 @@ def test_the_token_scheme_is_case_insensitive_and_compared_whole():
     assert not token_ok(None, "s3cret") and not token_ok("", "s3cret")
 
 
+def test_an_open_path_is_served_without_the_token_and_a_route_may_say_unavailable():
+    from console.textserver import TextServer, Unavailable
+
+    state = {"up": False}
+
+    def health() -> str:
+        if not state["up"]:
+            raise Unavailable("starting: no poll yet")
+        return "ok\n"
+
+    routes = {"/metrics": (lambda: "x 1\n", "text/plain"), "/healthz": (health, "text/plain")}
+    server = TextServer(
+        ("127.0.0.1", 0), routes, token="s3cret", open_paths=frozenset({"/healthz", "/nothing"})
+    ).start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        down = httpx.get(base + "/healthz?probe=1", timeout=5)
+        assert (down.status_code, down.text) == (503, "starting: no poll yet\n")
+        state["up"] = True
+        assert httpx.get(base + "/healthz", timeout=5).text == "ok\n"
+        assert httpx.head(base + "/healthz", timeout=5).status_code == 200
+        assert httpx.get(base + "/metrics", timeout=5).status_code == 401  # the rest keeps it
+        assert httpx.get(base + "/nothing", timeout=5).status_code == 404
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize(
     "text,want",
     [("127.0.0.1:9464", ("127.0.0.1", 9464)), ("[::1]:9464", ("::1", 9464)),

@@ -69,7 +69,8 @@ def export(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     poller, node, settings = build(args, args.demo)
     page = {"text": "# no frame yet\n"}
-    newest: dict[str, Any] = {"frame": None, "json": None}
+    newest: dict[str, Any] = {"frame": None, "json": None, "at": None}
+    stale_s = max(30.0, 10 * settings.interval_s)  # no poll this long: /healthz says 503
     secrets = secrets_of(poller)
     if push is not None:
         push.secrets = list(secrets)
@@ -89,8 +90,21 @@ def export(args: argparse.Namespace) -> int:
             newest["json"] = (frame, redact(json.dumps(doc), secrets))
         return str(newest["json"][1])
 
+    def health() -> str:
+        """Whether the polls go on (for a kubelet's probe: no token, no figure)."""
+        from console.textserver import Unavailable
+
+        if newest["at"] is None:
+            raise Unavailable("starting: no poll yet")
+        age = time.monotonic() - newest["at"]
+        if age > stale_s:
+            raise Unavailable(f"no poll for {age:.0f} s (every {settings.interval_s:g} s asked)")
+        return f"ok: last poll {age:.1f} s ago\n"
+
     try:
-        server = serve((host, port), lambda: page["text"], token, ctx, verdict=verdict)
+        server = serve(
+            (host, port), lambda: page["text"], token, ctx, verdict=verdict, health=health
+        )
     except OSError as exc:
         if node is not None:
             node.stop()
@@ -119,7 +133,7 @@ def export(args: argparse.Namespace) -> int:
                 started = time.monotonic()
                 frame = await poller.poll()
                 page["text"] = frame_metrics(frame, settings, __version__)
-                newest["frame"] = frame
+                newest["frame"], newest["at"] = frame, time.monotonic()
                 if push is not None and (sending is None or sending.done()):
                     # off the loop: a slow receiver never holds the polls (a frame is skipped)
                     sending = asyncio.create_task(
@@ -170,7 +184,7 @@ def rules(args: argparse.Namespace) -> int:
         sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=10_000))
     elif args.slo:
         doc, skipped = rule_groups(settings, args.period_days)
-        sys.stdout.write(to_yaml(doc, skipped, args.format))
+        sys.stdout.write(to_yaml(doc, skipped, args.format, per_service=True))
     elif args.format == "prometheusrule":
         sys.stdout.write(
             to_yaml(yaml.safe_load(alert_rules(settings)), [], args.format, "inferdeck")
