@@ -229,10 +229,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     dash = sub.add_parser(
         "dashboards",
-        help="Grafana dashboards (node, SLOs, fleet, one per engine kind) written from the engine "
-        "profiles and the exporter's families",
+        help="Grafana (or Perses) dashboards (node, SLOs, fleet, one per engine kind) written from "
+        "the engine profiles and the exporter's families",
     )
-    dash.add_argument("--format", choices=("grafana",), default="grafana")
+    dash.add_argument(
+        "--format",
+        choices=("grafana", "perses"),
+        default="grafana",
+        help="grafana (default), or perses (needs pip install 'inferdeck[perses]')",
+    )
     dash.add_argument(
         "--out", metavar="DIR", help="one JSON file per dashboard there (else a JSON list)"
     )

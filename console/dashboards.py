@@ -7,7 +7,9 @@ families ``inferdeck export`` serves, the SLO's from those and from the records 
 every dashboard: they cannot go blank on a rename the console already reads.
 
 ``inferdeck dashboards --out DIR`` writes one file per dashboard (Grafana's provisioning reads a
-folder of them); without ``--out`` a JSON list of all of them. Pure: no I/O.
+folder of them); without ``--out`` a JSON list of all of them. ``--format perses`` writes the same
+panels and queries as Perses dashboards, through the ``perses`` package's own records (an optional
+extra: ``inferdeck[perses]``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from console.exporter import PREFIX
 from console.fleet.promql import BY, signal_query, success_query, window_queries
 from console.slorules import BAD, RECORD, REMAINING, TOTAL, WATCHED
 
-WINDOW = "$__rate_interval"  # Grafana's: at least four scrape intervals
+Panels = list[tuple[str, list[tuple[str, str]], str]]  # title, [(expr, legend)], Grafana unit
+WINDOW = "$__rate_interval"  # Grafana's and Perses'; Grafana's: at least four scrape intervals
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 # an engine dashboard's panels: title, signal, how, unit, legend suffix
@@ -125,9 +128,7 @@ def _panel(n: int, title: str, targets: list[tuple[str, str]], unit: str) -> dic
     }
 
 
-def _dashboard(
-    uid: str, title: str, panels: list[tuple[str, list[tuple[str, str]], str]]
-) -> dict[str, Any]:
+def _dashboard(uid: str, title: str, panels: Panels) -> dict[str, Any]:
     return {
         "uid": uid,
         "title": title,
@@ -151,13 +152,11 @@ def _dashboard(
     }
 
 
-def _exported(
-    rows: tuple[tuple[str, list[tuple[str, str]], str], ...],
-) -> list[tuple[str, list[tuple[str, str]], str]]:
+def _exported(rows: tuple[tuple[str, list[tuple[str, str]], str], ...]) -> Panels:
     return [(t, [(PREFIX + fam, legend) for fam, legend in targets], u) for t, targets, u in rows]
 
 
-def engine_dashboard(kind: str) -> dict[str, Any]:
+def engine_panels(kind: str) -> Panels:
     """One engine kind's panels, each only where its profile has the signal."""
     prof = profiles()[kind]
     panels = []
@@ -171,10 +170,10 @@ def engine_dashboard(kind: str) -> dict[str, Any]:
     ok = success_query(WINDOW, kind)
     if ok is not None:
         panels.append(("Completed OK", [(ok, "{{node}} {{instance}}")], "percentunit"))
-    return _dashboard(f"inferdeck-engine-{kind}", f"inferdeck: {kind} engines", panels)
+    return panels
 
 
-def fleet_dashboard() -> dict[str, Any]:
+def fleet_panels() -> Panels:
     queries = window_queries(WINDOW)
     panels = []
     for title, name, unit in FLEET_PANELS:
@@ -185,19 +184,123 @@ def fleet_dashboard() -> dict[str, Any]:
         scaled = f" * {factor:g}" if factor != 1 else ""
         expr = f"max by ({GPU_BY}) ({old}) or max by ({GPU_BY}) ({new}){scaled}"
         panels.append((title, [(expr, "{{node}} GPU {{gpu}} {{GPU_I_ID}}")], unit))
-    return _dashboard("inferdeck-fleet", "inferdeck: fleet", panels)
+    return panels
 
 
-def dashboards() -> dict[str, dict[str, Any]]:
-    """Every dashboard by file name."""
+def specs() -> dict[str, tuple[str, str, Panels]]:
+    """Every dashboard by its uid: (uid, title, panels)."""
     out = {
-        "inferdeck-node.json": _dashboard("inferdeck-node", "inferdeck: node",
-                                          _exported(NODE_PANELS)),
-        "inferdeck-slo.json": _dashboard(
-            "inferdeck-slo", "inferdeck: SLOs", _exported(SLO_PANELS) + list(SLO_RECORD_PANELS)
-        ),
-        "inferdeck-fleet.json": fleet_dashboard(),
-    }  # fmt: skip
+        "inferdeck-node": ("inferdeck: node", _exported(NODE_PANELS)),
+        "inferdeck-slo": ("inferdeck: SLOs", _exported(SLO_PANELS) + list(SLO_RECORD_PANELS)),
+        "inferdeck-fleet": ("inferdeck: fleet", fleet_panels()),
+    }
     for kind in profiles():
-        out[f"inferdeck-engine-{kind}.json"] = engine_dashboard(kind)
-    return out
+        out[f"inferdeck-engine-{kind}"] = (f"inferdeck: {kind} engines", engine_panels(kind))
+    return {uid: (uid, title, panels) for uid, (title, panels) in out.items()}
+
+
+FORMATS = ("grafana", "perses")
+PERSES_MISSING = (
+    "--format perses needs the perses package (Perses' dashboard records): pip install "
+    "'inferdeck[perses]' (with pipx: pipx inject inferdeck perses; it installs on Python 3.10-3.12)."
+)
+# Grafana's unit -> Perses' (None: Perses has no such unit; the axis is labelled with it instead)
+PERSES_UNITS: dict[str, tuple[str, str | None]] = {
+    "short": ("decimal", None),
+    "percentunit": ("percent-decimal", None),
+    "percent": ("percent", None),
+    "s": ("seconds", None),
+    "reqps": ("requests/sec", None),
+    "bytes": ("bytes", None),
+    "decmbytes": ("decimal", "MiB"),
+    "watt": ("decimal", "W"),
+    "celsius": ("decimal", "°C"),
+    "currencyUSD": ("decimal", "USD"),
+}
+
+
+def perses_dashboard(uid: str, title: str, panels: Panels) -> dict[str, Any]:
+    """One dashboard as Perses takes it (``percli apply -f``, project ``inferdeck``): each panel a
+    TimeSeriesChart of PrometheusTimeSeriesQuery on the project's default Prometheus datasource,
+    laid out on the same 24-column grid as the Grafana one. Raises RuntimeError (one sentence)
+    without the perses package."""
+    try:
+        from perses.model.common import Display, JSONRef, ObjectMetadata, Unit
+        from perses.model.dashboard import (
+            Dashboard,
+            DashboardSpec,
+            GridItem,
+            GridLayout,
+            GridLayoutDisplay,
+            GridLayoutSpec,
+        )
+        from perses.model.panel import (
+            Format,
+            Legend,
+            LegendPosition,
+            Panel,
+            PanelSpec,
+            TimeSeriesChart,
+            TimeSeriesChartSpec,
+            YAxis,
+        )
+        from perses.model.query import (
+            PrometheusTimeSeriesQuery,
+            PrometheusTimeSeriesQuerySpec,
+            TimeSeriesQuery,
+            TimeSeriesQuerySpec,
+        )
+    except ImportError:
+        raise RuntimeError(PERSES_MISSING) from None
+    charts: dict[str, Panel] = {}
+    items = []
+    for n, (name, targets, unit) in enumerate(panels):
+        key = f"panel{n + 1}"
+        perses_unit, label = PERSES_UNITS[unit]
+        chart = TimeSeriesChartSpec(
+            legend=Legend(position=LegendPosition.bottom),
+            y_axis=YAxis(format=Format(unit=Unit(perses_unit)), label=label),
+        )
+        queries = [
+            TimeSeriesQuery(
+                spec=TimeSeriesQuerySpec(
+                    plugin=PrometheusTimeSeriesQuery(
+                        spec=PrometheusTimeSeriesQuerySpec(query=expr, series_name_format=legend)
+                    )
+                )
+            )
+            for expr, legend in targets
+        ]
+        charts[key] = Panel(
+            spec=PanelSpec(
+                display=Display(name=name),
+                plugin=TimeSeriesChart(spec=chart),
+                queries=queries,  # type: ignore[arg-type]
+            )
+        )
+        items.append(
+            GridItem(
+                x=(n % 2) * 12,
+                y=(n // 2) * 8,
+                width=12,
+                height=8,
+                content=JSONRef(ref=f"#/spec/panels/{key}"),
+            )
+        )
+    doc = Dashboard(
+        metadata=ObjectMetadata(name=uid, project="inferdeck"),
+        spec=DashboardSpec(
+            display=Display(name=title),
+            panels=charts,
+            layouts=[GridLayout(spec=GridLayoutSpec(display=GridLayoutDisplay(), items=items))],
+            duration="1h",
+            refresh_interval="30s",
+        ),
+    )
+    return doc.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def dashboards(fmt: str = "grafana") -> dict[str, dict[str, Any]]:
+    """Every dashboard by file name, as Grafana (or Perses) takes it."""
+    render = perses_dashboard if fmt == "perses" else _dashboard
+    return {f"{uid}.json": render(*spec) for uid, spec in specs().items()}

@@ -62,6 +62,8 @@ run "completion fish" 0 "$id" completion fish
 run "man" 0 "$id" man
 run "dashboards --out" 0 "$id" dashboards --out "$work/dashboards"
 ls "$work"/dashboards/inferdeck-engine-vllm.json >/dev/null || fail "dashboards wrote no vLLM dashboard"
+run "dashboards --format perses without the package" 2 "$id" dashboards --format perses
+grep -q "pip install 'inferdeck\[perses\]'" "$work/out" || fail "--format perses did not say what to install"
 # the OpenTelemetry SDK is an extra: without it --otlp says what to install, in one sentence
 run "export --otlp without the SDK" 2 "$id" export --demo --otlp http://127.0.0.1:9 --duration 1
 grep -q "pip install 'inferdeck\[otlp\]'" "$work/out" || fail "export --otlp did not say what to install"

@@ -199,3 +199,42 @@ def test_every_panel_of_every_dashboard_returns_data_and_a_wrong_name_is_caught(
         export.kill()
         for s in servers:
             s.stop()
+
+
+def test_the_perses_dashboards_hold_the_grafana_ones_panels_and_queries_and_parse_as_perses():
+    """`--format perses`: the same panels, titles, queries and legends as the Grafana dashboards
+    (whose queries the test above runs against a real Prometheus), each document read back by the
+    perses package's own records (unknown fields refused), every grid item naming a panel."""
+    perses = pytest.importorskip("perses.model.dashboard")
+    grafana, docs = dashboards("grafana"), dashboards("perses")
+    assert sorted(docs) == sorted(grafana)
+    for name, doc in docs.items():
+        perses.Dashboard.model_validate(doc)
+        spec = doc["spec"]
+        want = [(p["title"], [(t["expr"], t["legendFormat"]) for t in p["targets"]])
+                for p in grafana[name]["panels"]]  # fmt: skip
+        got = []
+        for item in spec["layouts"][0]["spec"]["items"]:
+            panel = spec["panels"][item["content"]["$ref"].removeprefix("#/spec/panels/")]["spec"]
+            queries = [q["spec"]["plugin"]["spec"] for q in panel["queries"]]
+            assert all(q["spec"]["plugin"]["kind"] == "PrometheusTimeSeriesQuery"
+                       for q in panel["queries"])  # fmt: skip
+            got.append((panel["display"]["name"],
+                        [(q["query"], q["seriesNameFormat"]) for q in queries]))  # fmt: skip
+        assert got == want, name
+        assert doc["metadata"]["name"] == grafana[name]["uid"]
+        assert spec["display"]["name"] == grafana[name]["title"]
+    units = {p["spec"]["plugin"]["spec"]["yAxis"]["format"]["unit"]
+             for d in docs.values() for p in d["spec"]["panels"].values()}  # fmt: skip
+    assert {"seconds", "percent-decimal", "bytes"} <= units
+
+
+def test_dashboards_format_perses_on_the_command_line(tmp_path: Path):
+    pytest.importorskip("perses")
+    out = subprocess.run([sys.executable, "-m", "console", "dashboards", "--format", "perses",
+                          "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == sorted(dashboards("grafana"))
+    doc = json.loads((tmp_path / "inferdeck-fleet.json").read_text())
+    assert doc["kind"] == "Dashboard" and doc["metadata"]["project"] == "inferdeck"

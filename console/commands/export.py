@@ -195,13 +195,16 @@ def rules(args: argparse.Namespace) -> int:
 
 
 def dashboards(args: argparse.Namespace) -> int:
-    """Grafana dashboards from the engine profiles and the exporter's families: one file each
-    under --out (written whole), else a JSON list of them on stdout."""
+    """Grafana (or Perses) dashboards from the engine profiles and the exporter's families: one
+    file each under --out (written whole), else a JSON list of them on stdout."""
     from pathlib import Path
 
     from console.dashboards import dashboards as all_dashboards
 
-    docs = all_dashboards()
+    try:
+        docs = all_dashboards(args.format)
+    except RuntimeError as exc:  # --format perses without its package
+        raise UsageError(str(exc)) from None
     if not args.out:
         sys.stdout.write(json.dumps(list(docs.values()), indent=1) + "\n")
         return 0
