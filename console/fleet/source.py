@@ -55,6 +55,7 @@ from console.timeline import EventBook, note
 from console.windowed import window_label
 
 MIB = 1024 * 1024
+USUAL_SCRAPES = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300)  # seconds
 RANGE_SCRAPES = 4  # a PromQL range holds at least this many scrape intervals
 DCGM_INTERVAL_S = 30.0  # dcgm-exporter's default collection interval (its activity averages)
 
@@ -205,24 +206,43 @@ class FleetSource:
         self.window_s = float(math.ceil(max(self.asked_s, RANGE_SCRAPES * (self.scrape_s or 0.0))))
 
     async def _counted_intervals(self) -> list[tuple[str, float]]:
-        """Each target's scrape interval from its `up` samples: 60 s / the count in the last
-        minute where it holds two or more, else 600 s / the count in the last 10 minutes (a 1m
-        or 2m scrape). A target younger than a minute (both counts alike) is left out and
+        """Each target's scrape interval from its `up` samples. A target up 10 minutes ago: from
+        its count over the last 10 minutes, whose span ends at its newest sample, asked too
+        (VictoriaMetrics hides its newest 30 s from queries, and a series that stopped a while
+        ago has its last samples further back: a count over the whole range read a 15 s scrape
+        as 16 s, a 60 s one as 67 s). k samples whose newest is ``a`` old lie ``I`` apart with
+        (W - a)/k < I <= (W - a)/(k - 1): the middle is taken and, within 10 %, the usual
+        interval it is. A younger target: 60 s / its count in the last minute (two or more),
+        else 600 s / its count; younger than a minute (both counts alike), it is left out and
         asked again at the next poll, not read slow."""
         try:
             short = await self.client.query("count_over_time(up[1m])", self.at)
             long = await self.client.query("count_over_time(up[10m])", self.at)
+            age = await self.client.query("time() - timestamp(up)", self.at)
+            old = await self.client.query("timestamp(up offset 10m)", self.at)
         except PromError:
             return []
-        c1 = {(lab.get("job", ""), lab.get("instance", "")): n for lab, n in short}
+
+        def by_target(rows: list[tuple[dict[str, str], float]]) -> dict[tuple[str, str], float]:
+            return {(lab.get("job", ""), lab.get("instance", "")): n for lab, n in rows}
+
+        c1, ages, older = by_target(short), by_target(age), by_target(old)
         out = []
-        for lab, n in long:
-            key = (lab.get("job", ""), lab.get("instance", ""))
+        for key, n in by_target(long).items():
             recent = c1.get(key, 0.0)
             if recent >= n:  # younger than the minute: its count says nothing of its pace yet
                 self._scrape_at = 0.0
                 continue
-            every = 60 / recent if recent >= 2 else 600 / n if n >= 2 else None
+            every: float | None = None
+            span = 600.0 - max(0.0, ages.get(key, 0.0))
+            if key in older and n >= 2 and span > 0:
+                guess = span / (n - 0.5)
+                usual = min(USUAL_SCRAPES, key=lambda u: abs(u - guess))
+                every = usual if abs(usual - guess) <= 0.1 * usual else guess
+            elif recent >= 2:
+                every = 60 / recent
+            elif n >= 2:
+                every = 600 / n
             if every is not None:
                 out.append((key[0], float(max(1, round(every)))))
         return out
