@@ -9,7 +9,7 @@ timeline for the same samples); the screens, bundles and ``inferdeck timeline`` 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -94,6 +94,10 @@ class EventBook:
         self.engines_seen: dict[str, tuple[datetime | None, list[str], str | None]] = {}
         self.counts: dict[int, tuple[int | None, ...]] = {}
         self.fired: dict[str, str] = {}
+        self.look_again = 0  # polls until an engine's command line not found is looked for again
+        # each alert's, pending condition's and finding's state as last made, by what it says: a
+        # poll that says the same again reuses it (they are read, never changed, downstream)
+        self.said: dict[tuple[object, ...], _State] = {}
         self.since: datetime | None = None
         self.dropped = 0
         self.folded = 0
@@ -176,8 +180,8 @@ class EventBook:
             again.end, again.event = None, None
             again.count += 1
             self.folded += 1
-            if _worse(again, s):
-                again.severity, again.text, again.evidence = s.severity, s.text, s.evidence
+            if _worse(again, s):  # (its own copy: a state may be said again, unchanged)
+                again.severity, again.text, again.evidence = s.severity, s.text, dict(s.evidence)
             self.open[key] = again
         else:
             r = _Range(s.kind, s.subject, s.scope, s.severity, s.start or t, s.text, s.evidence)
@@ -338,43 +342,64 @@ class EventBook:
                 return "mig" if " MIG " in subject else "gpu"
             return scopes.get(subject, "node")
 
+        said, self.said = self.said, {}
+
+        def state(key: tuple[object, ...], make: Callable[[], _State]) -> _State:
+            s = said.get(key)
+            if s is None:
+                s = make()
+            self.said[key] = s
+            return s
+
         for v in frame.verdict:
             if v.source == "pending":
-                yield _State(
-                    "alert",
-                    f"pending {v.rule} {v.subject}",
-                    v.subject,
-                    scope_of(v.subject),
-                    v.severity,
-                    v.message if "pending" in v.message else f"{v.message} (pending)",
-                    {"rule": v.rule},
-                    v.since,
+                scope = scope_of(v.subject)
+                yield state(
+                    ("pending", v.rule, v.subject, scope, v.severity, v.message, v.since),
+                    lambda v=v, scope=scope: _State(  # type: ignore[misc]
+                        "alert",
+                        f"pending {v.rule} {v.subject}",
+                        v.subject,
+                        scope,
+                        v.severity,
+                        v.message if "pending" in v.message else f"{v.message} (pending)",
+                        {"rule": v.rule},
+                        v.since,
+                    ),
                 )
         active = [a for a in frame.alerts if a.state == "active"]
         # an alert gone and raised again later fires at its own time
         self.fired = {a.key: self.fired.get(a.key) or f"{t:%H:%M:%S}Z" for a in active}
         for a in active:
             fired = self.fired[a.key]
-            yield _State(
-                "alert",
-                a.key,
-                a.subject,
-                scope_of(a.subject),
-                a.severity,
-                a.message,
-                {"rule": a.rule, "fired": str(fired)},
-                a.since,
+            scope = scope_of(a.subject)
+            yield state(
+                ("alert", a.key, a.subject, scope, a.severity, a.message, a.rule, fired, a.since),
+                lambda a=a, fired=fired, scope=scope: _State(  # type: ignore[misc]
+                    "alert",
+                    a.key,
+                    a.subject,
+                    scope,
+                    a.severity,
+                    a.message,
+                    {"rule": a.rule, "fired": str(fired)},
+                    a.since,
+                ),
             )
         for v in frame.verdict:
             if v.source == "finding":
-                yield _State(
-                    "finding",
-                    f"{v.subject} {_gist(v.message)}",
-                    v.subject,
-                    scope_of(v.subject),
-                    v.severity,
-                    v.message,
-                    {"rule": v.rule},
+                scope = scope_of(v.subject)
+                yield state(
+                    ("finding", v.rule, v.subject, scope, v.severity, v.message),
+                    lambda v=v, scope=scope: _State(  # type: ignore[misc]
+                        "finding",
+                        f"{v.subject} {_gist(v.message)}",
+                        v.subject,
+                        scope,
+                        v.severity,
+                        v.message,
+                        {"rule": v.rule},
+                    ),
                 )
 
     def _points(self, frame: Frame, first: bool) -> Iterator[_State]:
@@ -385,11 +410,15 @@ class EventBook:
         # still wanted (an engine new, without one yet, or restarted: a new process)
         wanted = any(
             (was := seen.get(e.name)) is None
-            or was[2] is None
             or (e.restarted_at is not None and e.restarted_at != was[0])
             for e in frame.engines
             if e.up
         )
+        if not wanted and any(seen[e.name][2] is None for e in frame.engines if e.up):
+            # one not found yet (its process may link later): looked for every LOOK_EVERY polls
+            self.look_again -= 1
+            if self.look_again <= 0:
+                wanted, self.look_again = True, LOOK_EVERY
         commands = (
             {
                 p.engine: p.command
@@ -619,6 +648,7 @@ FINDING_TOPICS = {
     "saturated": ("saturation",),
     "clock held back": CLOCKS,
 }
+LOOK_EVERY = 10  # polls between looks for an engine's command line that was not found
 KEPT_OPEN = {"kv-full", "saturation", "queue"}  # (an engine's recovery is not its outage)
 SAID_BY_ALERT = {"engine-down"}  # facts an alert alone states (the fleet's view of a node)
 
