@@ -127,15 +127,7 @@ def fleet(tmp_path_factory):
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    else:
+    if not wait_ready(url):
         prom.kill()
         pytest.fail(f"{PROMETHEUS} did not become ready")
     started["t"] = time.time()
@@ -720,6 +712,19 @@ def test_dcgm_exporter_4_9_names_read_like_4_8(tmp_path):
             s.stop()
 
 
+def wait_ready(url: str, path: str = "/-/ready", seconds: float = 30) -> bool:
+    """Until a server started here answers ``path`` with 200 (False if it never does)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            if httpx.get(url + path, timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
 def _start_prometheus(tmp_path: Path, config: str) -> tuple[subprocess.Popen[bytes], str]:
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text(config)
@@ -1090,14 +1095,7 @@ def _backfilled_prometheus(tmp_path: Path, series: dict[str, Any], rules: str | 
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
+    wait_ready(url)
     return prom, url
 
 
@@ -1115,14 +1113,7 @@ def _imported_victoriametrics(tmp_path: Path, series: dict[str, Any], rules: str
          f"-vmalert.proxyURL=http://127.0.0.1:{alert_port}"],
         **quiet,
     )]  # fmt: skip
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
+    wait_ready(url, "/health")
     lines = []
     for name, rows in series.items():
         for labels, samples in rows:

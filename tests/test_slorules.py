@@ -502,6 +502,8 @@ def test_the_alertmanager_example_parses_and_one_saturation_sends_one_page(tmp_p
 
     import httpx
 
+    from tests.test_fleet import wait_ready
+
     amtool = shutil.which("amtool") or "/usr/bin/amtool"
     for tool in (amtool, ALERTMANAGER):
         if not os.access(tool, os.X_OK):
@@ -544,14 +546,7 @@ def test_the_alertmanager_example_parses_and_one_saturation_sends_one_page(tmp_p
     )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        wait_ready(url)
         node = {"instance": "10.0.0.5:9464", "job": "inferdeck", "node": "n1"}
         svc = {**node, "service": "chat"}
         fired = [
