@@ -199,7 +199,6 @@ def specs() -> dict[str, tuple[str, str, Panels]]:
     return {uid: (uid, title, panels) for uid, (title, panels) in out.items()}
 
 
-FORMATS = ("grafana", "perses")
 PERSES_MISSING = (
     "--format perses needs the perses package (Perses' dashboard records): pip install "
     "'inferdeck[perses]' (with pipx: pipx inject inferdeck perses; it installs on Python 3.10-3.12)."

@@ -1,6 +1,6 @@
-"""``inferdeck export --otlp ENDPOINT``: each poll's figures pushed over OTLP — HTTP/protobuf, or gRPC
-with ``--otlp-protocol grpc`` — through the OpenTelemetry SDK and its OTLP exporters — the same figures, from the same call, as the
-Prometheus page of that poll (``exporter.frame_figures``).
+"""``inferdeck export --otlp ENDPOINT``: each poll's figures pushed over OTLP (HTTP/protobuf, or gRPC
+with ``--otlp-protocol grpc``) through the OpenTelemetry SDK and its OTLP exporters: the same
+figures, from the same call, as the Prometheus page of that poll (``exporter.frame_figures``).
 
 Names: inferdeck's own figures keep the exporter's family names under ``inferdeck.`` with their
 unit in the unit field (a Prometheus receiving OTLP writes them back as the page's names); the
@@ -11,13 +11,13 @@ them, cumulative histograms under the GenAI server conventions (``gen_ai.server.
 ``…time_per_output_token``, ``…request.duration``, with ``gen_ai.provider.name`` the engine kind,
 ``gen_ai.request.model``, ``server.address``/``port``). Every figure is an observable gauge read at the push: a
 figure that could not be read is absent from that push, never 0, never its last value. The
-timeline's events go as OTLP log records (``/v1/logs``, or the gRPC logs service; event name ``inferdeck.timeline.<kind>``,
-body the entry's sentence, its figures as ``inferdeck.evidence.*``): once when an event shows,
-once more when a range ends.
+timeline's events go as OTLP log records (``/v1/logs``, or the gRPC logs service; event name
+``inferdeck.timeline.<kind>``, body the entry's sentence, its figures as ``inferdeck.evidence.*``):
+once when an event shows, once more when a range ends.
 
-The SDK is an optional extra (``pip install 'inferdeck[otlp]'``, ``'inferdeck[otlp-grpc]'`` for gRPC):
-without it ``--otlp`` says what to install in one sentence. ``OTEL_EXPORTER_OTLP_HEADERS`` and the other ``OTEL_EXPORTER_OTLP_*``
-variables are the SDK's own and apply as documented there.
+The SDK is an optional extra (``pip install 'inferdeck[otlp]'``, ``'inferdeck[otlp-grpc]'`` for
+gRPC): without it ``--otlp`` says what to install in one sentence. ``OTEL_EXPORTER_OTLP_HEADERS``
+and the other ``OTEL_EXPORTER_OTLP_*`` variables are the SDK's own and apply as documented there.
 """
 
 from __future__ import annotations
