@@ -1222,7 +1222,8 @@ def test_a_60s_scrape_and_an_slo_page_read_on_every_fleet_surface(tmp_path, back
         assert row["ttft"] == pytest.approx(2.5) and row["worst"] == "critical", row
         page = [a for a in st.nodes["n1"].alerts if a.rule == "slo_burn"]
         assert page and page[0].severity == "critical" and page[0].subject == "chat"
-        assert "(Prometheus' InferdeckSLOBurnPage; left " in page[0].message
+        ruler = "Prometheus'" if backend == "prometheus" else "vmalert's"  # whose rule it is
+        assert f"({ruler} InferdeckSLOBurnPage; left " in page[0].message
         assert "since" not in page[0].message  # the time is the alert's own, shown once
         res = _cli("check", "--prometheus", url)
         assert res.returncode == 2, res.stdout + res.stderr

@@ -489,6 +489,9 @@ class FleetSource:
             if row.alert is None or row.state != "firing":
                 continue
             since = datetime.fromtimestamp(row.since or time.time(), tz=UTC)
+            # whose rule it is: VictoriaMetrics' alerts are vmalert's, proxied
+            vm = (self.backend or "").startswith("VictoriaMetrics")
+            ruler = "vmalert's" if vm else "Prometheus'"
             out.append(
                 Alert(
                     key=f"slo-burn:{row.service}:{row.slo}",
@@ -497,7 +500,7 @@ class FleetSource:
                     subject=row.service,
                     # the time is the alert's activeAt (since), shown once by the pane
                     message=f"{row.slo} error budget burning too fast to last its period "
-                    f"(Prometheus' InferdeckSLOBurn{row.alert.capitalize()}"
+                    f"({ruler} InferdeckSLOBurn{row.alert.capitalize()}"
                     + (f"; left {budget_text(row)})" if row.remaining is not None else ")"),
                     since=since,
                 )
