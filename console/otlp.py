@@ -314,7 +314,8 @@ class OtlpPush:
         if data is not None and sample is not None:
             data = self._with_histograms(data, sample, frame)
         ok = False
-        why = "it refused them"
+        # (the gRPC exporter returns a failure, refused or unreachable alike, where HTTP raises)
+        why = "it refused them, or is not there" if self.protocol == "grpc" else "it refused them"
         try:
             ok = data is None or self._exporter.export(data) == MetricExportResult.SUCCESS
         except Exception as exc:  # the SDK's transport: any failure is the endpoint's, said

@@ -265,8 +265,8 @@ def test_a_grpc_receiver_that_refuses_or_is_gone_is_said_once_and_its_return_sai
             assert not push.send(frame, plan) and not push.send(frame, plan)
             assert time.monotonic() - started < 2 * 1.0 + 2  # each push within its timeout
             assert push.said == [
-                f"OTLP endpoint {refusing.url} does not take the figures (it refused them); "
-                "each poll tries again (the Prometheus page is unaffected)"
+                f"OTLP endpoint {refusing.url} does not take the figures (it refused them, or is "
+                "not there); each poll tries again (the Prometheus page is unaffected)"
             ]
             refusing.status = None
             assert push.send(frame, plan) and len(refusing.requests) == 1
