@@ -57,9 +57,17 @@ async def test_pilot_drives_the_demo_node():
     app = InferdeckApp(poller, interval_s=0.2)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            await pilot.pause(1.5)
             gpu_table = app.query_one("#gpu-table", KeyedTable)
             engine_table = app.query_one("#engine-table", KeyedTable)
+            big = "eng:" + node.engines["llama-70b"].url
+            await _until(
+                pilot,
+                lambda: (
+                    gpu_table.row_count == 4 + 2 + 4
+                    and engine_table.row_count == 3
+                    and str(engine_table.get_cell(big, "run")) != "n/a"
+                ),
+            )
             assert gpu_table.row_count == 4 + 2 + 4
             assert engine_table.row_count == 3
             assert (
@@ -80,9 +88,9 @@ async def test_pilot_drives_the_demo_node():
             engine_table.focus()
             await pilot.press("enter")
             assert isinstance(app.screen, EngineDetailScreen)
-            await pilot.pause(0.5)
             latency = app.screen.query_one("#detail-latency")
-            assert latency.row_count == 5
+            await _until(pilot, lambda: latency.row_count == 5)
+            await _until(pilot, lambda: "ms" in str(latency.get_cell("TTFT", "p95")))
             assert "ms" in str(latency.get_cell("TTFT", "p95"))
             body = str(app.screen.query_one("#detail-body").render())
             assert "vllm:time_to_first_token_seconds" in body and "completion rate" in body
@@ -90,14 +98,12 @@ async def test_pilot_drives_the_demo_node():
             assert not isinstance(app.screen, EngineDetailScreen)
             # w cycles the window: 1m -> 5m
             await pilot.press("w")
-            await pilot.pause(0.5)
-            assert poller.window_s == 300 and app.frame.window_s == 300
+            await _until(pilot, lambda: poller.window_s == 300 and app.frame.window_s == 300)
             assert app.frame.engines[0].ttft_s.window in ("5m", "since_start")
             # an engine going away shows down with the reason, the app keeps running
             node.engines["llama-8b-b"].server.stop()
-            await pilot.pause(1.0)
-            row = engine_table.get_cell("eng:" + node.engines["llama-8b-b"].url, "run")
-            assert "down" in str(row)
+            gone = "eng:" + node.engines["llama-8b-b"].url
+            await _until(pilot, lambda: "down" in str(engine_table.get_cell(gone, "run")))
             errors = str(app.query_one("#engine-errors").render())
             assert "llama-8b-b" in errors and "connection refused" in errors
             await pilot.press("q")
@@ -116,7 +122,8 @@ async def test_poll_errors_are_counted_not_fatal():
 
     app = InferdeckApp(Flaky(node_frame()), interval_s=0.05)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.5)
+        await _until(pilot, lambda: app.poll_errors >= 2 and app.frame is not None)
+        await _until(pilot, lambda: "poll errors" in str(app.query_one("#status").render()))
         assert app.poll_errors >= 2
         assert app.frame is not None
         assert "poll errors" in str(app.query_one("#status").render())
@@ -129,13 +136,14 @@ async def test_gpu_detail_screen_sorts_and_filters():
     app = InferdeckApp(poller, interval_s=0.2)
     try:
         async with app.run_test(size=(100, 40)) as pilot:
-            await pilot.pause(0.8)
             table = app.query_one("#gpu-table", KeyedTable)
+            await _until(pilot, lambda: table.row_count == 4 + 2 + 4)
             table.focus()
             table.move_cursor(row=1)  # GPU 1, cut into 2 x 2g.48gb
             await pilot.press("enter")
             assert isinstance(app.screen, GpuDetailScreen)
-            await pilot.pause(0.5)
+            detail = app.screen
+            await _until(pilot, lambda: detail.query_one("#proc-table", KeyedTable).row_count == 2)
             mig = str(app.screen.query_one("#gpu-mig").render())
             assert (
                 "GI 1" in mig
@@ -153,11 +161,10 @@ async def test_gpu_detail_screen_sorts_and_filters():
             assert str(procs.get_row_at(0)[1]) < str(procs.get_row_at(1)[1])
             await pilot.press("slash")
             await pilot.press(*"8b-b")
-            await pilot.pause(0.3)
-            assert procs.row_count == 1 and str(procs.get_row_at(0)[5]) == "llama-8b-b"
+            await _until(pilot, lambda: procs.row_count == 1)
+            assert str(procs.get_row_at(0)[5]) == "llama-8b-b"
             await pilot.press("escape")  # clears the filter
-            await pilot.pause(0.3)
-            assert procs.row_count == 2
+            await _until(pilot, lambda: procs.row_count == 2)
             await pilot.press("escape")
             assert not isinstance(app.screen, GpuDetailScreen)
     finally:
@@ -172,14 +179,15 @@ async def test_service_detail_and_what_if():
     app = InferdeckApp(poller, interval_s=0.2)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
-            await pilot.pause(1.0)
-            await pilot.press("v")  # budget -> SLO
             table = app.query_one("#slo-table", KeyedTable)
+            await _until(pilot, lambda: table.row_count == 3)
+            await pilot.press("v")  # budget -> SLO
             assert table.display and table.row_count == 3
             table.focus()
             await pilot.press("enter")
             assert isinstance(app.screen, ServiceDetailScreen)
-            await pilot.pause(0.3)
+            svc = app.screen
+            await _until(pilot, lambda: "per million" in str(svc.query_one("#svc-body").render()))
             body = str(app.screen.query_one("#svc-body").render())
             assert (
                 "SLO over 5m at p95" in body
@@ -188,7 +196,9 @@ async def test_service_detail_and_what_if():
             )
             app.screen.query_one("#whatif").focus()
             await pilot.press(*"30000")
-            await pilot.pause(0.2)
+            await _until(
+                pilot, lambda: "G_R / G_L" in str(svc.query_one("#whatif-result").render())
+            )
             result = str(app.screen.query_one("#whatif-result").render())
             # $30,000 against this service's share of the node's $48,000, at equal busy shares
             got = re.search(
@@ -211,7 +221,8 @@ async def test_enter_works_at_once_and_the_new_keys():
     app = InferdeckApp(poller, interval_s=1.0)
     try:
         async with app.run_test(size=(100, 40)) as pilot:
-            await pilot.pause(1.5)
+            gpus = app.query_one("#gpu-table", KeyedTable)
+            await _until(pilot, lambda: gpus.row_count > 0 and app.frame is not None)
             await pilot.press("enter")  # the GPU table has focus and its first row selected
             assert isinstance(app.screen, GpuDetailScreen)
             await pilot.press("escape")
@@ -221,8 +232,9 @@ async def test_enter_works_at_once_and_the_new_keys():
             assert app.interval_s == 5.0  # 0.5 -> 1 -> 2 -> 5
             await pilot.press("F")
             assert isinstance(app.screen, FindingsScreen)
-            await pilot.pause(0.3)
-            assert "Findings&#160;(" in app.export_screenshot()  # SVG text: spaces as &#160;
+            await _until(
+                pilot, lambda: "Findings&#160;(" in app.export_screenshot()
+            )  # SVG text: spaces as &#160;
             await pilot.press("escape")
             assert not isinstance(app.screen, FindingsScreen)
     finally:
