@@ -542,15 +542,16 @@ def test_an_engine_restart_starts_its_histograms_again_from_its_new_start(receiv
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_a_receiver_that_hangs_never_holds_the_polls_or_the_prometheus_page(http_receiver):
-    """Each push held 4 s: the export still polls every second and its /metrics page moves on."""
+def test_a_receiver_that_hangs_never_holds_the_polls_or_the_prometheus_page(receiver):
+    """Each push held 4 s (over HTTP and over gRPC): the export still polls every second and its
+    /metrics page moves on."""
     import httpx
 
-    receiver = http_receiver
     receiver.delay_s = 4.0
     listen = f"127.0.0.1:{_free_port()}"
     cmd = [sys.executable, "-m", "console", "export", "--demo", "--duration", "7",
-           "--listen", listen, "--otlp", receiver.url]  # fmt: skip
+           "--listen", listen, "--otlp", receiver.url,
+           "--otlp-protocol", receiver.protocol]  # fmt: skip
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip

@@ -161,10 +161,14 @@ class FleetSource:
             self.state.errors[name] = str(exc)
             return None
 
+    @property
+    def victoriametrics(self) -> bool:
+        return (self.backend or "").startswith("VictoriaMetrics")
+
     def rate_semantics(self) -> str:
         """How the backend's rate() reads, said beside the rates: the two differ by up to a
         quarter at a 1m window on the same samples."""
-        if self.backend and self.backend.startswith("VictoriaMetrics"):
+        if self.victoriametrics:
             return (
                 "VictoriaMetrics' rate(): not extrapolated (the increase since the sample "
                 "before the range, over the time it spans)"
@@ -478,6 +482,7 @@ class FleetSource:
         a page critical, a ticket a warning. Each row placed says where."""
         out: list[Alert] = []
         instances = {e.name for e in engines}
+        ruler = "vmalert's" if self.victoriametrics else "Prometheus'"  # VictoriaMetrics proxies
         for i, row in enumerate(self.state.slo):
             where = row.where
             here = where.get("node") == node or (
@@ -489,9 +494,6 @@ class FleetSource:
             if row.alert is None or row.state != "firing":
                 continue
             since = datetime.fromtimestamp(row.since or time.time(), tz=UTC)
-            # whose rule it is: VictoriaMetrics' alerts are vmalert's, proxied
-            vm = (self.backend or "").startswith("VictoriaMetrics")
-            ruler = "vmalert's" if vm else "Prometheus'"
             out.append(
                 Alert(
                     key=f"slo-burn:{row.service}:{row.slo}",
