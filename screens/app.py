@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -141,6 +141,7 @@ class InferdeckApp(Flashing, App[None]):
         self.keys = replay.history if replay is not None else KeySeries()
         self.interval_s = interval_s
         self._focused = False  # the first table gets focus once, when its rows arrive
+        self._last_input = self._last_full_pass = time.monotonic()
         self.title = title
         self.paused = False
         self.frame: Frame | None = None
@@ -217,6 +218,7 @@ class InferdeckApp(Flashing, App[None]):
         if self.freeze_startup:
             self.call_after_refresh(_freeze_startup)
         self.poll_loop()
+        self.set_interval(1.0, self._full_pass_when_idle)
         # a dropped SSH session: exit on SIGHUP, and when the terminal stops being one (no spin)
         self._had_tty = _stdin_is_tty()
         if self._had_tty:
@@ -247,6 +249,25 @@ class InferdeckApp(Flashing, App[None]):
         if self.mig is not None and not self.mig.applying.is_set() and self._quit_after_recut:
             result, return_code, message = self._quit_after_recut
             super().exit(result, return_code, message)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.InputEvent):
+            self._last_input = time.monotonic()
+        await super().on_event(event)
+
+    def _full_pass_when_idle(self) -> None:
+        """The collector's full pass, which walks every object the console keeps (a 15-minute
+        history and the widgets: 30 ms alone, 300-450 ms beside two busy processes, the screen
+        held all the while), runs here rather than at an allocation count that may fall on a
+        key: a minute at least after the last one, once no key or click came for 3 s, or after
+        10 minutes whatever the keys. Start-up turns the automatic one off (GC_THRESHOLDS); the
+        young passes go on, and reference counting frees all but cycles meanwhile."""
+        now = time.monotonic()
+        since = now - self._last_full_pass
+        idle = now - self._last_input >= FULL_PASS_IDLE_S
+        if since >= FULL_PASS_EVERY_S and (idle or since >= FULL_PASS_AT_LEAST_S):
+            gc.collect()
+            self._last_full_pass = time.monotonic()
 
     def _check_terminal(self) -> None:
         if not _stdin_is_tty():
@@ -725,7 +746,10 @@ class InferdeckApp(Flashing, App[None]):
             self.draw_status()
 
 
-GC_THRESHOLDS = (10_000, 10, 10)  # a young collection every 10,000 allocations, not 700
+# a young collection every 10,000 allocations, not 700; the full pass never by count: the app
+# runs it while the operator is not typing (InferdeckApp._full_pass_when_idle)
+GC_THRESHOLDS = (10_000, 10, 1_000_000_000)
+FULL_PASS_EVERY_S, FULL_PASS_IDLE_S, FULL_PASS_AT_LEAST_S = 60.0, 3.0, 600.0
 # the code of the views a key opens, loaded once the first frame is drawn rather than at the
 # operator's first press of that key (50-100 ms of imports in the way of the screen)
 VIEW_MODULES = (
@@ -740,12 +764,12 @@ VIEW_MODULES = (
 def _freeze_startup() -> None:
     """The views' code loaded, start-up's objects out of the garbage collector's passes, and the
     collector on (the command held it off while starting): a full pass walks every tracked
-    object (a 15-minute history and Textual's widgets: 100-200 ms, a frozen screen), and what
-    start-up built lives as long as the console does. Garbage is collected first, so none is
-    kept for good. Young collections come every 10,000 allocations rather than every 700: a poll
-    allocates tens of thousands of short-lived objects, nearly all freed by their reference
-    counts, and each collection walks what is still young (a tenth of a poll's time on 32
-    engines)."""
+    object, and what start-up built lives as long as the console does. Garbage is collected
+    first, so none is kept for good. Full passes from then on come while the operator is idle
+    (``InferdeckApp._full_pass_when_idle``), never at an allocation count. Young collections
+    come every 10,000 allocations rather than every 700: a poll allocates tens of thousands of
+    short-lived objects, nearly all freed by their reference counts, and each collection walks
+    what is still young (a tenth of a poll's time on 32 engines)."""
     for name in VIEW_MODULES:
         importlib.import_module(name)
     gc.collect()

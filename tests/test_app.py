@@ -1038,3 +1038,42 @@ async def test_a_service_without_cost_figures_reads_n_a_in_every_cost_cell():
         assert [str(table.get_cell("cost:llama-8b-a", k)) for k in keys] == ["n/a"] * 6
         priced = next(s for s in frame.services if s.cost is not None)
         assert str(table.get_cell(f"cost:{priced.name}", "hourly")).startswith("$")
+
+
+async def test_the_collectors_full_pass_waits_for_the_operator_to_stop_typing():
+    """A full pass walks everything the console keeps (300-450 ms of held screen beside two busy
+    processes): it never comes at an allocation count once start-up is frozen, and the app runs
+    it a minute apart once no key came for 3 s, or after 10 minutes whatever the keys."""
+    import gc
+    import time
+
+    from screens.app import FULL_PASS_AT_LEAST_S, FULL_PASS_EVERY_S, GC_THRESHOLDS
+
+    assert GC_THRESHOLDS[2] >= 10**8  # no full pass by count
+    full: list[int] = []
+
+    def count(phase, info):
+        if phase == "stop" and info["generation"] == 2:
+            full.append(1)
+
+    def passes() -> int:  # full passes made by one call of the app's timer
+        before = len(full)
+        app._full_pass_when_idle()
+        return len(full) - before
+
+    app = InferdeckApp(StaticSource(node_frame()), interval_s=1.0)
+    gc.callbacks.append(count)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _until(pilot, lambda: app.frame is not None)
+            app._last_full_pass = time.monotonic() - FULL_PASS_EVERY_S - 1
+            await pilot.press("p", "p")  # keys: the operator is at it
+            assert passes() == 0
+            app._last_input -= 3.1  # quiet for 3 s
+            assert passes() == 1
+            assert passes() == 0  # not again within the minute
+            app._last_full_pass = time.monotonic() - FULL_PASS_AT_LEAST_S - 1
+            await pilot.press("p", "p")
+            assert passes() == 1  # ten minutes of keys: it runs anyway
+    finally:
+        gc.callbacks.remove(count)
