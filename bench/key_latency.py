@@ -90,7 +90,8 @@ class Clock:
 class Stopwatch:
     """Times a key to the end of the first screen update (the compositor's render of the top
     screen) once the key's effect holds. A key whose effect changes nothing on screen (sorting a
-    table of one row) is timed to its effect: the next update then comes with the next poll."""
+    table of one row, paging a view already at its top: done with nothing on screen waiting to be
+    updated) is timed to its effect: the next update then comes with the next poll or clock."""
 
     def __init__(self, app: InferdeckApp, profile: str | None = None) -> None:
         self.app = app
@@ -136,6 +137,11 @@ class Stopwatch:
                 await asyncio.sleep(0.001)
                 if self.effect is None and self.waiting is not None and self.waiting():
                     self.effect = (time.perf_counter(), self.app.frame)
+                    screen = self.app.screen
+                    if not (
+                        screen._layout_required or screen._repaint_required or screen._dirty_widgets
+                    ):  # done, and nothing on screen to update: the key changed nothing visible
+                        self.took, self.waiting = self.effect[0] - self.start, None
                 if time.perf_counter() - self.start > 10:
                     self.waiting = None
                     return float("inf")
@@ -318,6 +324,13 @@ async def run(
         lag.cancel()
     for line in slow_presses:
         print("slow press:", line)
+    for gen in (0, 1, 2):
+        took = sorted(1000 * (b - a) for what, a, b in spans if what == f"gc gen {gen}")
+        if took:
+            print(
+                f"collector passes of generation {gen}: {len(took)}, median {took[len(took) // 2]:.1f} ms, "
+                f"slowest {took[-1]:.1f} ms"
+            )
     if profile:
         pstats.Stats(watch.profiler).sort_stats("cumulative").print_stats(40)
     slow = {f"{v} {k}": [round(t) for t in times] for (v, k, w), times in rows.items()
