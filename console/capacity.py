@@ -335,15 +335,18 @@ def _trend(
     return slope, base + slope * ts[-1], 1.4826 * noise
 
 
-BEND_T = 3.0  # the curvature must stand this many standard errors above 0 to be used
+BEND_SHRINK = 4.0  # the curvature used is c·c²/(c² + BEND_SHRINK·se²): as much as it stands out
 REACH = 4.0  # never extrapolate a trend past this multiple of the rise it showed
 
 
 def _bend(pts: Sequence[tuple[float, float]]) -> tuple[float, float, float, float] | None:
-    """(level now, slope now, curvature, the readings' swing about it) of a least-squares parabola through the readings when
-    it bends upward beyond its noise (BEND_T standard errors), else None: a ramp of arrivals
-    fills a pool faster than a line through the window says (the running count grows with the
-    arrivals and with each sequence's time, which grows with the count)."""
+    """(level now, slope now, curvature, the readings' swing about it) of the readings' upward
+    bend, else None: a ramp of arrivals fills a pool faster than a line through the window says
+    (the running count grows with the arrivals and with each sequence's time, which grows with
+    the count). The least-squares parabola's curvature is used in the share it stands out of its
+    noise, c²/(c² + BEND_SHRINK·se²) — not all or nothing at a threshold: a bend fitted from
+    noise counts little, a clear one almost whole — and the level and slope are fitted again
+    under it."""
     n = len(pts)
     if n < 10:
         return None
@@ -376,8 +379,12 @@ def _bend(pts: Sequence[tuple[float, float]]) -> tuple[float, float, float, floa
     rho = sum(res[i] * res[i - 1] for i in range(1, n)) / s2 if s2 > 0 else 0.0
     widen = (1 + rho) / (1 - rho) if 0 < rho < 1 else 1.0
     se_c = math.sqrt(s2 / max(1, n - 3) * (m[0][0] * m[1][1] - m[0][1] ** 2) / d * widen)
-    if c <= 0 or c < BEND_T * se_c:
+    if c <= 0:
         return None
+    c *= c * c / (c * c + BEND_SHRINK * se_c * se_c)
+    # the line under the kept curvature: y - c·x² on (1, x), x centred (s[1] = 0)
+    a = (r[0] - c * s[2]) / n
+    b = (r[1] - c * s[3]) / s[2]
     x = xs[-1]
     swing = 1.4826 * sorted(abs(e) for e in res)[n // 2]
     return a + b * x + c * x * x, b + 2 * c * x, c, swing
@@ -420,7 +427,10 @@ def time_to(pts: Sequence[tuple[float, float]], limit: float) -> float | None:
     target = limit - swing if level < limit - swing else limit
     if level >= target:
         return 0.0
-    return max(0.0, (-rate + math.sqrt(max(0.0, rate * rate + 4 * c * (target - level)))) / (2 * c))
+    # the root of level + rate·x + c·x² = target, in the form that keeps its digits when c is small
+    return (
+        2 * (target - level) / (rate + math.sqrt(max(0.0, rate * rate + 4 * c * (target - level))))
+    )
 
 
 def _readings(
