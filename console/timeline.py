@@ -9,7 +9,7 @@ timeline for the same samples); the screens, bundles and ``inferdeck timeline`` 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -122,8 +122,10 @@ class EventBook:
         now = {(s.kind, s.id): s for s in self._merged(list(self._states(frame, t)), frame, t)}
         now.update({(s.kind, s.id): s for s in states})
         for (kind, ident), s in now.items():  # an alert raised goes on from its pending range
+            if kind != "alert" or (kind, ident) in self.open or ident.startswith("pending "):
+                continue
             was = ("alert", f"pending {s.evidence.get('rule')} {s.subject}")
-            if kind == "alert" and was in self.open and (kind, ident) not in self.open:
+            if was in self.open:
                 self.open[(kind, ident)] = self.open.pop(was)
         for key, s in now.items():
             self._hold(key, s, t)
@@ -336,71 +338,55 @@ class EventBook:
             return
         scopes: dict[str, Scope] = {s.name: "service" for s in frame.services}
         scopes.update({e.name: "engine" for e in frame.engines})
-
-        def scope_of(subject: str) -> Scope:
-            if subject.startswith("GPU "):
-                return "mig" if " MIG " in subject else "gpu"
-            return scopes.get(subject, "node")
-
+        # each alert's, pending condition's and finding's state as last made: a poll that says the
+        # same again reuses it. An alert's or pending condition's message is not compared (its
+        # figures move every poll): the state kept takes the new text (a range copies what it
+        # reads of a state, never holds it). A finding's message stays in: its gist is its id
         said, self.said = self.said, {}
-
-        def state(key: tuple[object, ...], make: Callable[[], _State]) -> _State:
-            s = said.get(key)
-            if s is None:
-                s = make()
-            self.said[key] = s
-            return s
-
+        kept = self.said
+        pending: list[_State] = []
+        findings: list[_State] = []
         for v in frame.verdict:
+            if v.source != "pending" and v.source != "finding":
+                continue
+            subject = v.subject
+            scope = _scope(subject, scopes)
             if v.source == "pending":
-                scope = scope_of(v.subject)
-                yield state(
-                    ("pending", v.rule, v.subject, scope, v.severity, v.message, v.since),
-                    lambda v=v, scope=scope: _State(  # type: ignore[misc]
-                        "alert",
-                        f"pending {v.rule} {v.subject}",
-                        v.subject,
-                        scope,
-                        v.severity,
-                        v.message if "pending" in v.message else f"{v.message} (pending)",
-                        {"rule": v.rule},
-                        v.since,
-                    ),
-                )
+                key: tuple[object, ...] = ("pending", v.rule, subject, scope, v.severity, v.since)
+                text = v.message if "pending" in v.message else f"{v.message} (pending)"
+                st = said.get(key)
+                if st is None:
+                    st = _State("alert", f"pending {v.rule} {subject}", subject, scope,
+                                v.severity, text, {"rule": v.rule}, v.since)  # fmt: skip
+                else:
+                    st.text = text
+                pending.append(st)
+            else:
+                key = ("finding", v.rule, subject, scope, v.severity, v.message)
+                st = said.get(key)
+                if st is None:
+                    st = _State("finding", f"{subject} {_gist(v.message)}", subject, scope,
+                                v.severity, v.message, {"rule": v.rule})  # fmt: skip
+                findings.append(st)
+            kept[key] = st
+        yield from pending
         active = [a for a in frame.alerts if a.state == "active"]
         # an alert gone and raised again later fires at its own time
-        self.fired = {a.key: self.fired.get(a.key) or f"{t:%H:%M:%S}Z" for a in active}
+        fired_at = self.fired
+        self.fired = {a.key: fired_at.get(a.key) or f"{t:%H:%M:%S}Z" for a in active}
         for a in active:
             fired = self.fired[a.key]
-            scope = scope_of(a.subject)
-            yield state(
-                ("alert", a.key, a.subject, scope, a.severity, a.message, a.rule, fired, a.since),
-                lambda a=a, fired=fired, scope=scope: _State(  # type: ignore[misc]
-                    "alert",
-                    a.key,
-                    a.subject,
-                    scope,
-                    a.severity,
-                    a.message,
-                    {"rule": a.rule, "fired": str(fired)},
-                    a.since,
-                ),
-            )
-        for v in frame.verdict:
-            if v.source == "finding":
-                scope = scope_of(v.subject)
-                yield state(
-                    ("finding", v.rule, v.subject, scope, v.severity, v.message),
-                    lambda v=v, scope=scope: _State(  # type: ignore[misc]
-                        "finding",
-                        f"{v.subject} {_gist(v.message)}",
-                        v.subject,
-                        scope,
-                        v.severity,
-                        v.message,
-                        {"rule": v.rule},
-                    ),
-                )
+            scope = _scope(a.subject, scopes)
+            key = ("alert", a.key, a.subject, scope, a.severity, a.rule, fired, a.since)
+            st = said.get(key)
+            if st is None:
+                st = _State("alert", a.key, a.subject, scope, a.severity, a.message,
+                            {"rule": a.rule, "fired": str(fired)}, a.since)  # fmt: skip
+            else:
+                st.text = a.message
+            kept[key] = st
+            yield st
+        yield from findings
 
     def _points(self, frame: Frame, first: bool) -> Iterator[_State]:
         """Edges: what changed since the last frame (nothing at the first: a state the console
@@ -447,6 +433,12 @@ class EventBook:
             self.counts[g.index] = now
             if before is not None and not first and before != now:
                 yield from _gpu_points(g, before, now)
+
+
+def _scope(subject: str, scopes: dict[str, Scope]) -> Scope:
+    if subject.startswith("GPU "):
+        return "mig" if " MIG " in subject else "gpu"
+    return scopes.get(subject, "node")
 
 
 # --- the conditions, one function each ---------------------------------------------------------
