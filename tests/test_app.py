@@ -27,8 +27,23 @@ def _planned_demo():
     return node, Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
 
 
+def _marked(app) -> bool:
+    """The first frame drawn and each pane's title marked after the layout: it says the rows
+    the terminal cuts off exactly where the table has them (the 160x48 snapshot once caught
+    the title before its "(1 more ↓, scroll)")."""
+    return (
+        app.frame is not None
+        and bool(app._pane_tables)
+        and all(
+            any("scroll" in m for m in pane.marks) == any(table.hidden_rows())
+            for pane, table in app._pane_tables
+        )
+    )
+
+
 async def _settle(pilot):
-    await pilot.pause(0.3)
+    await _until(pilot, lambda: _marked(pilot.app))
+    await pilot.pause()
 
 
 SCENARIOS = {
@@ -281,13 +296,15 @@ DETAILS = {
 @pytest.mark.parametrize("detail", list(DETAILS))
 def test_detail_chart_snapshot(snap_compare, detail, size):
     async def open_detail(pilot):
-        await pilot.pause(0.3)
         app = pilot.app
+        await _until(pilot, lambda: _marked(app))
         app.paused = True  # no further frame lands in the history: the charts hold still
         app.keys.points.clear()
         _history(app)
         DETAILS[detail](app)
-        await pilot.pause(0.5)
+        await _until(pilot, lambda: detail == "dashboard" or app.screen is not app.screen_stack[0])
+        await pilot.pause()
+        await pilot.pause()
 
     assert snap_compare(
         InferdeckApp(StaticSource(node_frame())), terminal_size=size, run_before=open_detail
@@ -383,24 +400,21 @@ async def test_detail_views_scroll_on_open(view):
     app = InferdeckApp(poller, interval_s=0.5)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            await pilot.pause(1.2)
+            await _until(pilot, lambda: _marked(app))
             await _open_view(view)(pilot)
-            await pilot.pause(0.5)
+            await _until(pilot, lambda: bool(app.screen.query("#detail")))
             app.paused = True  # the view holds still: a new frame may add a line
-            await pilot.pause(0.2)
+            await pilot.pause()
             box = app.screen.query_one("#detail", VerticalScroll)
             if view == "findings" and box.max_scroll_y == 0:
                 pytest.skip("the demo's findings fit on one screen")
-            assert box.max_scroll_y > 0 and app.screen.focused is box
+            await _until(pilot, lambda: box.max_scroll_y > 0 and app.screen.focused is box)
             await pilot.press("pagedown")
-            await pilot.pause(0.2)
-            assert box.scroll_y > 0
+            await _until(pilot, lambda: box.scroll_y > 0)
             await pilot.press("end")
-            await pilot.pause(0.2)
-            assert box.scroll_y == box.max_scroll_y
+            await _until(pilot, lambda: box.scroll_y == box.max_scroll_y)
             await pilot.press("home")
-            await pilot.pause(0.2)
-            assert box.scroll_y == 0
+            await _until(pilot, lambda: box.scroll_y == 0)
     finally:
         node.stop()
 
@@ -463,25 +477,26 @@ async def test_filter_sort_and_cut_rows_on_the_dashboard():
     app = InferdeckApp(poller, interval_s=0.5)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            await pilot.pause(1.5)
             gpus = app.query_one("#gpu-table", KeyedTable)
-            assert "more ↓, scroll" in str(app.query_one("#gpus").border_title)
             engines = app.query_one("#engine-table", KeyedTable)
+            await _until(
+                pilot, lambda: "more ↓, scroll" in str(app.query_one("#gpus").border_title)
+            )
             await pilot.press("slash", *"8b-a", "enter")
-            await pilot.pause(1.0)
+            await _until(
+                pilot, lambda: "'8b-a': 2 hidden" in str(app.query_one("#engines").border_title)
+            )
             assert [str(r.value) for r in engines.rows] == [
                 f"eng:{e.url}" for e in app.frame.engines if e.name == "llama-8b-a"
             ]
-            assert "'8b-a': 2 hidden" in str(app.query_one("#engines").border_title)
             await pilot.press("escape")
-            await pilot.pause(0.3)
+            await _until(pilot, lambda: "hidden" not in str(app.query_one("#engines").border_title))
             assert engines.row_count == len(app.frame.engines)
-            assert "hidden" not in str(app.query_one("#engines").border_title)
             # sort the GPU table by memory: GPUs biggest first, each GPU's slices under it
             assert app.focused is gpus
             await pilot.press("o", "o", "o")
             assert gpus.sort_column == "memory"
-            await pilot.pause(0.6)
+            await _until(pilot, lambda: "by Memory ↓" in str(app.query_one("#gpus").border_title))
             keys = [str(r.value) for r in gpus.rows]
             tops = [k for k in keys if k.startswith("gpu:")]
             used = {f"gpu:{g.index}": g.memory_used_bytes for g in app.frame.gpus}
@@ -493,26 +508,26 @@ async def test_filter_sort_and_cut_rows_on_the_dashboard():
             assert "by Memory ↓" in str(app.query_one("#gpus").border_title)
             # O turns it round (the least used first); < steps back a column, > forward again
             await pilot.press("O")
-            await pilot.pause(0.6)
+            await _until(pilot, lambda: "by Memory ↑" in str(app.query_one("#gpus").border_title))
             tops = [str(r.value) for r in gpus.rows if str(r.value).startswith("gpu:")]
             assert [used[k] for k in tops] == sorted(used.values())
             assert "by Memory ↑" in str(app.query_one("#gpus").border_title)
             await pilot.press("less_than_sign")
-            await pilot.pause(0.3)
-            assert gpus.sort_column == "device" and not gpus.sort_reverse
+            await _until(pilot, lambda: gpus.sort_column == "device" and not gpus.sort_reverse)
             await pilot.press("greater_than_sign")
-            await pilot.pause(0.3)
-            assert gpus.sort_column == "memory"
+            await _until(pilot, lambda: gpus.sort_column == "memory")
             # the cut rows are counted on the side they are on: the view scrolled to the last row
             gpus.move_cursor(row=gpus.row_count - 1)
-            await pilot.pause(1.2)
+            await _until(
+                pilot, lambda: "more ↑, scroll" in str(app.query_one("#gpus").border_title)
+            )
             title = str(app.query_one("#gpus").border_title)
             above, below = gpus.hidden_rows()
             assert above > 0 and below == 0 and f"{above} more ↑, scroll" in title, title
             assert above == gpus.row_count - (gpus.scrollable_content_region.height - 1)
             # what an operator types is text, never markup: "[/b]" neither breaks nor styles
             await pilot.press("slash", *"[/b]x", "enter")
-            await pilot.pause(0.8)
+            await _until(pilot, lambda: "x': " in str(app.query_one("#engines").border_title))
             assert app.is_running and "draw" not in (app.last_poll_error or "")
             assert "x': " in str(app.query_one("#engines").border_title)
     finally:
