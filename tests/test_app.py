@@ -16,6 +16,7 @@ from screens.help import HelpScreen
 from screens.services import ServiceDetailScreen
 from screens.widgets import KeyBar, KeyedTable
 from tests.frames import StaticSource, no_driver_frame, node_frame, whole_gpus_frame
+from tests.waits import until as _until
 
 
 def _planned_demo():
@@ -916,16 +917,6 @@ async def test_quitting_during_a_mig_re_cut_waits_for_it(tmp_path):
             assert app._exit  # quit once the re-cut was done
     finally:
         node.stop()
-
-
-async def _until(pilot, ready, deadline_s: float = 20.0) -> None:
-    """Wait on the app until ``ready()`` holds (no fixed sleep: under load it races the app)."""
-    import time
-
-    end = time.monotonic() + deadline_s
-    while not ready():
-        assert time.monotonic() < end, "the app never got there"
-        await pilot.pause()
 
 
 @pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)])

@@ -23,6 +23,7 @@ from console.sim.dcgm import start_dcgm
 from console.sim.engine import TrafficSpec, start_engine
 from console.sim.nvml import DeviceLoad, SimNvml
 from tests.test_jsondocs import valid
+from tests.waits import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -438,47 +439,46 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
     settle(18)
     app = FleetApp(FleetSource(PromClient(url, timeout_s=1.0), window_s=15), interval_s=0.5)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(1.5)
         table = app.query_one("#fleet-table", KeyedTable)
+        await until(pilot, lambda: table.row_count == 3)
         assert [str(r.value) for r in table.rows] == ["node:node-a", "node:node-b", "node:node-c"]
         assert str(table.get_cell("node:node-a", "engines")) == "3/3"
         assert str(table.get_cell("node:node-b", "mig")) == "3"
         assert str(table.get_cell("node:node-a", "slo")).endswith("%")
         assert "window 15s" in str(app.query_one("#status").render())
         await pilot.press("question_mark")  # the fleet's own keys
-        await pilot.pause(0.2)
+        await until(pilot, lambda: app.screen is not app.screen_stack[0])
         assert "every query 5 minutes back" in app.screen.text
         await pilot.press("escape")
         await pilot.resize_terminal(80, 24)  # the optional columns go first, said so
-        await pilot.pause(0.5)
+        await until(pilot, lambda: "3 columns hidden" in str(app.query_one("#status").render()))
         assert [str(k.value) for k in table.columns][-1] == "alerts"
-        assert "3 columns hidden" in str(app.query_one("#status").render())
         await pilot.resize_terminal(120, 36)
-        await pilot.pause(0.5)
+        await until(pilot, lambda: "hidden" not in str(app.query_one("#status").render()))
         await pilot.press("o")  # sort by alerts, then ttft
         assert app.sort == "alerts"
         await pilot.press("slash", *"node-c")
-        await pilot.pause(0.2)
-        assert [str(r.value) for r in table.rows] == ["node:node-c"]
+        await until(pilot, lambda: [str(r.value) for r in table.rows] == ["node:node-c"])
         await pilot.press("escape")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: table.row_count == 3)
         table.focus()
         table.move_cursor(row=[str(r.value) for r in table.rows].index("node:node-b"))
         await pilot.press("enter")
-        await pilot.pause(0.6)
-        assert isinstance(app.screen, NodeScreen)
+        await until(pilot, lambda: isinstance(app.screen, NodeScreen))
+        await until(pilot, lambda: app.screen.query_one("#engine-table", KeyedTable).row_count == 2)
         engines = app.screen.query_one("#engine-table", KeyedTable)
         assert engines.row_count == 2
         assert "inferdeck mig show" in str(app.screen.query_one("#node-note").render())
         engines.focus()  # enter on an engine row opens what Prometheus holds of it
         await pilot.press("enter")
-        await pilot.pause(0.3)
-        assert isinstance(app.screen, FleetEngineScreen)
+        await until(pilot, lambda: isinstance(app.screen, FleetEngineScreen))
+        await until(
+            pilot, lambda: "TTFT p50" in str(app.screen.query_one("#fleet-engine").render())
+        )
         shown = str(app.screen.query_one("#fleet-engine").render())
         assert "on node-b" in shown and "tok/s over 15s" in shown and "TTFT p50" in shown
         await pilot.press("escape")
-        await pilot.pause(0.2)
-        assert isinstance(app.screen, NodeScreen)
+        await until(pilot, lambda: isinstance(app.screen, NodeScreen))
         prom.send_signal(19)
         try:
             await pilot.press("escape")

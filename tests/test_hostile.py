@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from console.exportserver import ListenError, parse_listen, serve
 from console.textserver import token_ok
+from tests.waits import until
 
 
 def _port(server) -> int:
@@ -235,7 +236,8 @@ async def test_no_control_character_reaches_the_screen():
     assert isinstance(engines[0], Engine)
     app = InferdeckApp(StaticSource(frame.model_copy(update={"engines": engines})))
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.pause(0.3)
+        await until(pilot, lambda: app.frame is not None)
+        await pilot.pause()
         assert _clean(app.export_screenshot())
 
 
@@ -257,10 +259,18 @@ async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(se
     app = InferdeckApp(poller, interval_s=0.3)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.pause(2.0)
+            field = "requests_waiting" if "waiting" in series else "kv_cache_usage"
+            await until(
+                pilot,
+                lambda: (
+                    app.frame is not None
+                    and bool(app.frame.engines)
+                    and field in app.frame.engines[0].unavailable
+                ),
+            )
+            await pilot.pause()
             assert app.is_running and not app.last_poll_error
             e = poller.last_frame.engines[0]
-            field = "requests_waiting" if "waiting" in series else "kv_cache_usage"
             assert getattr(e, field) is None
             assert "not a finite number" in e.unavailable[field]
             assert _clean(app.export_screenshot())

@@ -13,6 +13,7 @@ from console.mig.layouts import MigError, parse_layout, valid_layouts
 from console.mig.manager import MigManager
 from console.mig.parted import export_mig_parted, import_mig_parted
 from console.sim.nvml import SimNvml
+from tests.waits import until
 
 MIG_MODELS = [k for k, m in sorted(catalog().items()) if m.mig]
 
@@ -313,37 +314,37 @@ async def test_menu_walk_preview_cancel_then_apply(tmp_path):
     )
     try:
         async with app.run_test(size=(110, 36)) as pilot:
-            await pilot.pause(0.6)
+            await until(pilot, lambda: app.frame is not None)
             await pilot.press("m")
-            await pilot.pause(0.5)
-            assert isinstance(app.screen, MigScreen)
+            await until(pilot, lambda: isinstance(app.screen, MigScreen))
+            await pilot.pause()
             await pilot.press("down", "down", "enter")  # GPU 2: 4 x 1g.24gb
-            await pilot.pause(0.4)
+            await pilot.pause()
             await pilot.press("down", "down", "enter")  # 2g.48gb + 1g.24gb x2 (2g at 6)
-            await pilot.pause(0.3)
-            preview = str(app.screen.query_one("#mig-preview").render())
+            shown = lambda: str(app.screen.query_one("#mig-preview").render())  # noqa: E731
+            await until(pilot, lambda: "create   2g.48gb@6" in shown())
+            preview = shown()
             assert "destroy  1g.24gb@6,1g.24gb@9" in preview and "create   2g.48gb@6" in preview
             assert "nvidia-smi mig -i 2 -cgi 5:6 -C" in preview
             await pilot.press("c")  # the commands for a change ticket (OSC 52)
             assert "nvidia-smi mig -i 2 -cgi 5:6 -C\n" in app.clipboard
             await pilot.press("a")
-            await pilot.pause(0.2)
-            assert isinstance(app.screen, ConfirmApply)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmApply))
             await pilot.press("enter")  # empty: Cancel is the default
-            await pilot.pause(0.2)
-            assert isinstance(app.screen, MigScreen)
+            await until(pilot, lambda: isinstance(app.screen, MigScreen))
             assert len(node.nvml.gpus[2].gis) == 4  # nothing changed
             await pilot.press("a")
-            await pilot.pause(0.2)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmApply))
             await pilot.press("2", "enter")
-            await pilot.pause(0.8)
-            assert "applied" in str(app.screen.query_one("#mig-log").render())
+            await until(pilot, lambda: "applied" in str(app.screen.query_one("#mig-log").render()))
+            gpus = app.screen.query_one("#mig-gpus")
+            await until(pilot, lambda: "2g.48gb" in str(gpus.get_cell("2", "layout")))
             # the menu's own GPU list says what GPU 2 holds now (it used to keep 1g.24gb x4)
             gpus = app.screen.query_one("#mig-gpus")
             assert "2g.48gb" in str(gpus.get_cell("2", "layout")), gpus.get_cell("2", "layout")
             await pilot.press("escape")
-            await pilot.pause(0.8)
             table = app.query_one("#gpu-table", KeyedTable)
+            await until(pilot, lambda: "mig:2:3" not in [str(r.value) for r in table.rows])
             keys = [str(r.value) for r in table.rows]
             assert "mig:2:2" in keys and "mig:2:3" not in keys  # the GPU pane shows the new layout
             assert str(table.get_cell("mig:2:2", "device")).startswith("└ 2g.48gb@6")

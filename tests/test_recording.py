@@ -22,6 +22,7 @@ from console.settings import demo_settings
 from console.sim.demo import start_demo
 from tests.conftest import ROOT
 from tests.frames import node_frame
+from tests.waits import until
 
 
 class Clock:
@@ -353,11 +354,15 @@ async def test_pressing_s_saves_a_bundle_with_the_note(tmp_path):
 
     app = InferdeckApp(StaticSource(node_frame()), snapshot_dir=tmp_path / "snaps")
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause(0.3)
+        await until(pilot, lambda: app.frame is not None)
         await pilot.press("s")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: app.screen is not app.screen_stack[0])  # the note's prompt
         await pilot.press(*"INC 7", "enter")
-        await pilot.pause(0.3)
+        snaps = tmp_path / "snaps"
+        await until(pilot, lambda: snaps.is_dir() and any(
+            (b / "snapshot.md").exists() and (b / "screen.svg").exists() and (b / "frame.json").exists()
+            for b in snaps.iterdir()))  # fmt: skip
+        await pilot.pause()
     (bundle,) = (tmp_path / "snaps").iterdir()
     assert bundle.name.endswith("-inc-7")
     assert sorted(p.name for p in bundle.iterdir()) == ["frame.json", "screen.svg", "snapshot.md"]
@@ -390,13 +395,14 @@ async def test_the_replay_bar_drives_the_replay():
         # it may have played a fraction of a second: a step goes to the next recorded frame
         start = float(int(src.cursor))
         await pilot.press("right_square_bracket")
-        await pilot.pause(0.2)
-        assert src.cursor == start + 1
+        await until(pilot, lambda: src.cursor == start + 1)
         await pilot.press("full_stop")  # +1 minute
-        await pilot.pause(0.2)
-        assert src.cursor == start + 61
+        await until(pilot, lambda: src.cursor == start + 61)
         await pilot.press("2")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: "10x" in str(app.query_one(ReplayBar).render()))
         bar = str(app.query_one(ReplayBar).render())
         assert "10x" in bar and "⏸" in bar
-        assert app.frame is not None and app.frame.taken_at.timestamp() == start + 61
+        await until(
+            pilot,
+            lambda: app.frame is not None and app.frame.taken_at.timestamp() == start + 61,
+        )

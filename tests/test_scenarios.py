@@ -31,6 +31,7 @@ from console.sim.traffic import TrafficModel, TrafficSpec
 from console.snapshot import to_markdown
 from console.verdict import EXIT
 from tests.conftest import ROOT
+from tests.waits import until
 
 VLLM = profiles()["vllm"]
 FIXTURES = ROOT / "tests" / "fixtures" / "metrics"
@@ -421,8 +422,8 @@ async def test_the_dashboard_shows_the_verdict():
     node.run(60)
     app = InferdeckApp(StaticSource(node.frame))
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause(0.3)
         pane = app.query_one("#alerts")
+        await until(pilot, lambda: "CRITICAL" in str(pane.border_title))
         assert "CRITICAL" in str(pane.border_title)
         lines = str(app.query_one("#alert-lines").render())
         assert "CRIT" in lines and "chat" in lines

@@ -13,6 +13,7 @@ from screens import tableshim
 from screens.app import InferdeckApp
 from screens.tableshim import CachedDataTable
 from screens.widgets import KeyedTable
+from tests.waits import until
 
 
 def _demo_app() -> tuple[object, InferdeckApp]:
@@ -51,7 +52,9 @@ async def test_table_cells_drawn_directly_match_datatables_own():
     node, app = _demo_app()
     try:
         async with app.run_test(size=(160, 48)) as pilot:
-            await pilot.pause(1.5)
+            await until(pilot, lambda: app.frame is not None and len(app.frame.engines) == 3)
+            await until(pilot, lambda: all(t.row_count for t in app.query(KeyedTable)))
+            await pilot.pause()
             direct = compared = 0
             for table in app.query(KeyedTable):
                 for row in range(table.row_count):
@@ -85,13 +88,15 @@ async def test_every_table_draws_the_same_lines_with_the_caches_off():
             tables = list(app.query(KeyedTable))
             assert tables and all(t.fast for t in tables)
             for step in range(4):
-                await pilot.pause(0.7)
+                seen = app.frame
+                await until(pilot, lambda seen=seen: app.frame is not seen)  # a poll drawn
+                await pilot.pause()
                 if step == 1:
                     tables[0].focus()
                     await pilot.press("down")
                 if step == 2:
                     tables[-1].sort_by(str(tables[-1].ordered_columns[1].key.value))
-                    await pilot.pause(0.1)
+                    await pilot.pause()
                 for table in tables:
                     cached = _screen_of(table)
                     table.fast = False
