@@ -6,6 +6,7 @@ Imports are read from the source (every `import`, also inside functions; those u
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,42 @@ DERIVATIONS = (
     "console/frame.py",
     "console/triton.py",
     "console/mig/layouts.py",
+    "console/capacity.py",
+    "console/findings.py",
+    "console/verdict.py",
+    "console/linking.py",
+    "console/keyseries.py",
+    "console/thresholds.py",
+    "console/textchart.py",
+    "console/timeline.py",
+    "console/charts.py",
+    "console/mig/preview.py",
+    "console/mig/script.py",
+    "console/fleet/state.py",
 )
+# what screens/ may import of console/ at run time (docs/architecture.md lists the same): the
+# Frame, its units, and pure helpers (each in DERIVATIONS); besides them only the incident bundle
+# the `s` key writes, and the state folder's paths it is written under
+SCREENS_USE = (
+    "frame",
+    "units",
+    "charts",
+    "cost",
+    "findings",
+    "fleet.state",
+    "keyseries",
+    "mig.layouts",
+    "mig.preview",
+    "mig.script",
+    "plan",
+    "slo",
+    "textchart",
+    "thresholds",
+    "timeline",
+    "verdict",
+    "windowed",
+)
+SCREENS_WRITE = ("bundle", "paths")
 IO = (
     "httpx",
     "pynvml",
@@ -37,6 +73,10 @@ IO = (
     "console.nvml",
     "console.sim",
     "console.fleet.prom",
+    "console.fleet.source",
+    "console.mig.manager",
+    "console.recording",
+    "console.replay",
 )
 DRAWING = ("textual", "rich", "screens")
 SOURCES = (
@@ -92,6 +132,12 @@ def violations(files: dict[str, str]) -> list[str]:
                 out.append(f"{where}: console/ never draws (only the launchers start an app)")
             if path.startswith("screens/") and _under(module, SOURCES):
                 out.append(f"{where}: screens/ draw Frames; sources live in console/")
+            elif (
+                path.startswith("screens/")
+                and _under(module, ("console",))
+                and module.removeprefix("console.") not in SCREENS_USE + SCREENS_WRITE
+            ):
+                out.append(f"{where}: screens/ use only the Frame, units and pure helpers")
             if (
                 path.startswith("console/")
                 and not path.startswith("console/sim/")
@@ -132,6 +178,43 @@ def test_each_contract_catches_a_planted_violation():
         "console/poller.py",
     ]
     assert "a derivation does no I/O" in found[0] and "never draws" in found[1]
+
+
+def test_the_modules_screens_use_are_pure_and_the_docs_list_them():
+    """Each console module screens/ may import is a derivation (no I/O, held above), but for
+    the bundle's writer and its paths; docs/architecture.md's screens row names exactly these."""
+    assert all(f"console/{m.replace('.', '/')}.py" in DERIVATIONS for m in SCREENS_USE), [
+        m for m in SCREENS_USE if f"console/{m.replace('.', '/')}.py" not in DERIVATIONS
+    ]
+    row = next(
+        line
+        for line in (ROOT / "docs/architecture.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `screens/` |")
+    )
+    uses = row.split("|")[3].split("only these", 1)[1]
+    named = set(re.findall(r"`([a-z_.]+)`", uses))
+    assert named == set(SCREENS_USE + SCREENS_WRITE), (
+        sorted(named - set(SCREENS_USE + SCREENS_WRITE)),
+        sorted(set(SCREENS_USE + SCREENS_WRITE) - named),
+    )
+
+
+def test_a_screen_reaching_past_the_frame_is_caught():
+    planted = {
+        "screens/engines.py": "from console.frame import Engine\nfrom console.units import num\n",
+        "screens/panes.py": "from console.derive import Deriver\n",
+        "screens/services.py": "def f():\n    from console.alerts import evaluate\n",
+        "screens/app.py": "from console.bundle import write_bundle\nfrom console.timeline import lines\n",
+        "console/findings.py": "import subprocess\n",
+    }
+    found = violations(planted)
+    assert [v.split(":")[0] for v in found] == [
+        "screens/panes.py",
+        "screens/services.py",
+        "console/findings.py",
+    ], found
+    assert "only the Frame, units and pure helpers" in found[0]
+    assert "a derivation does no I/O" in found[2]
 
 
 def cycles(files: dict[str, str]) -> list[list[str]]:
@@ -178,8 +261,9 @@ def test_a_planted_cycle_is_found():
 
 
 def test_importing_the_derivation_loads_no_textual_and_no_io():
+    mods = ", ".join(p.removesuffix(".py").replace("/", ".") for p in DERIVATIONS)
     code = (
-        "import sys, console.derive, console.slo, console.meters\n"
+        f"import sys, {mods}\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'httpx', 'pynvml'))\n"
         "print(','.join(bad))"
     )

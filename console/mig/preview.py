@@ -5,14 +5,16 @@ the one measured on the device they run on now, before anything is applied."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cost import slice_share
 from console.frame import CapacityReport, Frame
 from console.gpucatalog import MIB
 from console.mig.layouts import Instance
-from console.mig.manager import GpuMig
 from console.plan import GIB, Plan, fit, parse_device
+
+if TYPE_CHECKING:  # the manager reads NVML: a preview only reads what it read
+    from console.mig.manager import GpuMig
 
 
 def device_share(g: GpuMig, profile: str | None) -> tuple[float, float] | None:
