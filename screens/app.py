@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from rich.text import Text
 from textual import events, work
@@ -27,10 +27,10 @@ from textual.widgets import DataTable, Static
 from console.frame import Frame
 from console.keyseries import KeySeries
 from console.paths import snapshots_dir
-from console.plan import Plan
 from console.units import window_text, workload_text
 from console.windowed import WINDOWS_S, window_label
 from screens.charts import ChartStrip
+from screens.deck import Deck, FrameSource, FrameView
 from screens.engines import EngineDetailScreen, EnginePane
 from screens.gpus import GpuDetailScreen, GpuPane
 from screens.help import HelpScreen
@@ -54,20 +54,6 @@ if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or re
 
 
 _W = TypeVar("_W", bound=Widget)
-
-
-class FrameSource(Protocol):
-    """What the console needs of a source: frames, the plan behind them, a window it may change,
-    and a way to have a GPU's MIG layout read afresh (the live poller and a replay both are one)."""
-
-    window_s: float
-
-    @property
-    def plan(self) -> Plan: ...
-
-    async def poll(self) -> Frame: ...
-    async def aclose(self) -> None: ...
-    def forget_mig(self, index: int) -> None: ...
 
 
 class InferdeckApp(Flashing, App[None]):
@@ -326,7 +312,7 @@ class InferdeckApp(Flashing, App[None]):
             self._announce(frame)
             self.draw_status()
             # a screen pushed but not yet mounted draws the frame itself when it mounts
-            if hasattr(self.screen, "show") and self.screen is not dashboard:
+            if isinstance(self.screen, FrameView) and self.screen is not dashboard:
                 try:
                     self.screen.show(frame)
                 except NoMatches:
@@ -784,3 +770,8 @@ def _stdin_is_tty() -> bool:
         return os.isatty(sys.__stdin__.fileno()) if sys.__stdin__ is not None else False
     except (OSError, ValueError):
         return False
+
+
+def _a_deck(app: InferdeckApp) -> Deck:
+    """(For the type checker: the app is what its screens read it as.)"""
+    return app

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, cast
 
 from rich.color import Color as RichColor
 from rich.segment import Segment, Segments
@@ -22,10 +22,8 @@ from textual.widgets import DataTable, Static
 
 from console.frame import Frame, Percentiles
 from console.keyseries import KeySeries
-
-if TYPE_CHECKING:  # the app imports these widgets
-    from screens.app import InferdeckApp
 from console.units import FEW, NA, quantile_text
+from screens.deck import Deck
 from screens.tableshim import CachedDataTable
 
 BAR_FULL = "█"
@@ -545,14 +543,14 @@ class KeyBar(Static):
 
 
 class DeckScreen(Screen[None]):
-    """A screen of the console: ``deck`` is the app, typed (its frame, source and modes)."""
+    """A screen of the console: ``deck`` is the app as its screens read it (screens.deck.Deck)."""
 
     def on_screen_resume(self) -> None:
         self.deck.draw_status()  # the header at once, not at the next frame
 
     @property
-    def deck(self) -> InferdeckApp:
-        return cast("InferdeckApp", self.app)
+    def deck(self) -> Deck:
+        return cast("Deck", self.app)
 
 
 class ReadingScreen(DeckScreen):

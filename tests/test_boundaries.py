@@ -100,12 +100,13 @@ SIM_USERS = (
 LAUNCHERS = ("console/commands/tui.py", "console/commands/record.py", "console/commands/fleet.py")
 
 
-def imports(source: str) -> list[tuple[str, int]]:
-    """(module, line) of every runtime import in a module's source."""
+def imports(source: str, types_too: bool = False) -> list[tuple[str, int]]:
+    """(module, line) of every runtime import in a module's source (and those under
+    ``if TYPE_CHECKING:`` with ``types_too``)."""
     tree = ast.parse(source)
     typing_only: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not types_too and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             typing_only.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     out = []
     for node in ast.walk(tree):
@@ -217,13 +218,13 @@ def test_a_screen_reaching_past_the_frame_is_caught():
     assert "a derivation does no I/O" in found[2]
 
 
-def cycles(files: dict[str, str]) -> list[list[str]]:
+def cycles(files: dict[str, str], types_too: bool = False) -> list[list[str]]:
     """Every import cycle among the project's modules at run time (lazy imports included: a cycle
-    through a function's import still ties the two modules together), each as the modules in
-    order."""
+    through a function's import still ties the two modules together; type-only imports too with
+    ``types_too``), each as the modules in order."""
     names = {p.removesuffix(".py").removesuffix("/__init__").replace("/", "."): p for p in files}
     graph = {
-        mod: sorted({m for m, _ in imports(files[path]) if m in names} - {mod})
+        mod: sorted({m for m, _ in imports(files[path], types_too) if m in names} - {mod})
         for mod, path in names.items()
     }
     found, state = [], dict.fromkeys(graph, 0)  # 0 unseen, 1 on the path, 2 done
@@ -245,6 +246,17 @@ def cycles(files: dict[str, str]) -> list[list[str]]:
 
 def test_no_import_cycle():
     assert cycles(_project()) == []
+
+
+def test_no_screen_imports_the_app_even_for_its_types():
+    """Screens read the app as a ``screens.deck.Deck`` and draw frames as a ``FrameView``: no
+    ring of screen modules through a type-only import of the app (there was one of 12)."""
+    screens = {p: src for p, src in _project().items() if p.startswith("screens/")}
+    assert cycles(screens, types_too=True) == []
+    planted = {**screens, "screens/widgets.py": screens["screens/widgets.py"] + (
+        "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from screens.app import InferdeckApp\n"
+    )}  # fmt: skip
+    assert cycles(planted) == [] and cycles(planted, types_too=True) != []
 
 
 def test_a_planted_cycle_is_found():
