@@ -156,7 +156,7 @@ def test_time_to_kv_exhaustion_under_linear_and_accelerating_ramps():
         (lv, truth, said)
         for name in ("linear +0.03/s²", "accelerating t²")
         for seed in (7, 8)
-        for lv, truth, said in run(ramps(scale)[name], seed, scale)
+        for lv, truth, said, _ in run(ramps(scale)[name], seed, scale)
     ]
     assert len(every) == 12 and all(said is not None for _, _, said in every), every
     ratios = [said / truth for _, truth, said in every if said is not None]
