@@ -680,7 +680,17 @@ def test_dcgm_exporter_4_9_names_read_like_4_8(tmp_path):
             res = _cli("snapshot", "--prometheus", url, "--wait", "0")
             if res.returncode == 0:
                 nodes = {n["node"]: n for n in json.loads(res.stdout)["nodes"]}
-                if len(nodes) == 3 and all(len(n["gpu_figures"]) == 2 for n in nodes.values()):
+                # every figure compared below read (a refresh that lands on a node's first scrape
+                # reads a series or two before Prometheus has it: null for that refresh)
+                if len(nodes) == 3 and all(
+                    len(n["gpu_figures"]) == 2
+                    and all(
+                        g[k] is not None
+                        for g in n["gpu_figures"]
+                        for k in ("memory_used_bytes", "memory_total_bytes", "power_w")
+                    )
+                    for n in nodes.values()
+                ):
                     break
             time.sleep(1)
         assert set(nodes) == {"node-old", "node-new", "node-4.10"}, nodes
