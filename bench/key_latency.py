@@ -2,7 +2,7 @@
 
     python bench/key_latency.py [--size 160x48] [--rounds 3] [--warm 960]
 
-The demo node's poller is first run over ``--warm`` seconds of simulated time (the clock moved by
+The demo node's live source is first run over ``--warm`` seconds of simulated time (the clock moved by
 hand), then the console runs on it headless (Textual's test driver) at 1 s polls in real time.
 Every key the dashboard's help lists is pressed, then each view is opened (``enter`` on each
 table's first row, the MIG menu, findings, alerts, saved snapshots) and every key it lists. A key's time runs from the key event to the end of the
@@ -43,9 +43,9 @@ from textual import events  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 from textual.widgets import Input  # noqa: E402
 
+from console.live import LiveSource  # noqa: E402
 from console.mig.manager import MigManager  # noqa: E402
 from console.nvml import NvmlReader  # noqa: E402
-from console.poller import Poller  # noqa: E402
 from console.settings import demo_settings  # noqa: E402
 from console.sim.demo import start_demo  # noqa: E402
 from screens.app import GC_THRESHOLDS, VIEW_MODULES, InferdeckApp  # noqa: E402
@@ -168,7 +168,7 @@ async def run(
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(
+    live = LiveSource.reading(
         node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
     )
     # as the console does once started (InferdeckApp(freeze_startup=True)): what start-up built
@@ -181,12 +181,12 @@ async def run(
     gc.set_threshold(*GC_THRESHOLDS)
     for _ in range(warm):
         clock.t += 1.0
-        await poller.poll()
+        await live.poll()
     clock.live_from = time.monotonic()
     rows: dict[tuple[str, str, str], list[float]] = {}
     tmp = Path(tempfile.mkdtemp(prefix="inferdeck-keys-"))
     app = InferdeckApp(
-        poller,
+        live,
         interval_s=1.0,
         snapshot_dir=tmp,
         mig=MigManager(node.nvml, audit_path=tmp / "audit.jsonl", simulated=True),
@@ -213,7 +213,7 @@ async def run(
         spans.append(("poll drawn", t0, time.perf_counter()))
 
     app._draw = timed_draw  # type: ignore[method-assign]
-    real_poll = poller.poll
+    real_poll = live.poll
 
     async def timed_poll() -> Any:
         t0 = time.perf_counter()
@@ -222,7 +222,7 @@ async def run(
         finally:
             spans.append(("poll read and derived", t0, time.perf_counter()))
 
-    poller.poll = timed_poll  # type: ignore[method-assign]
+    live.poll = timed_poll  # type: ignore[method-assign]
     gc_from: list[float] = []
 
     def gc_span(phase: str, info: dict[str, int]) -> None:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from console.live import LiveSource  # noqa: E402
 from console.nvml import NvmlReader  # noqa: E402
-from console.poller import Poller  # noqa: E402
 from console.settings import demo_settings  # noqa: E402
 from console.sim.demo import start_demo  # noqa: E402
 
@@ -43,7 +43,7 @@ async def run(polls: int) -> dict[str, float]:
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(
+    live = LiveSource.reading(
         node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
     )
     marks: dict[str, float] = {}
@@ -51,14 +51,14 @@ async def run(polls: int) -> dict[str, float]:
     try:
         for i in range(polls):
             clock.t += 1.0
-            await poller.poll()
+            await live.poll()
             if i in (9, fill - 1, polls - 1):
                 gc.collect()
                 marks[{9: "after 10 polls", fill - 1: "history full", polls - 1: "end"}[i]] = (
                     rss_mb()
                 )
     finally:
-        await poller.aclose()
+        await live.aclose()
         node.stop()
     return marks
 

@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from console.live import LiveSource  # noqa: E402
 from console.nvml import NvmlReader  # noqa: E402
-from console.poller import Poller  # noqa: E402
 from console.recording import MEMBER_FRAMES, Recorder, Recording, read  # noqa: E402
 from console.replay import ReplaySource  # noqa: E402
 from console.settings import demo_settings  # noqa: E402
@@ -55,20 +55,20 @@ async def record_block(out: Path, polls: int) -> Path:
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(
+    live = LiveSource.reading(
         node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
     )
-    poller.recorder = Recorder(out, "demo", {"window_s": settings.window_s})
+    live.recorder = Recorder(out, "demo", {"window_s": settings.window_s})
     try:
         for _ in range(polls):
             clock.t += 1.0
-            await poller.poll()
+            await live.poll()
     finally:
-        await poller.aclose()
-        poller.recorder.close()
+        await live.aclose()
+        live.recorder.close()
         node.stop()
-    assert poller.recorder.path is not None
-    return poller.recorder.path
+    assert live.recorder.path is not None
+    return live.recorder.path
 
 
 def tile(block: Path, out: Path, frames: int) -> None:

@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pynvml  # noqa: E402
 
 from console.frame import Frame  # noqa: E402
+from console.live import LiveSource  # noqa: E402
 from console.nvml import NvmlReader  # noqa: E402
-from console.poller import EngineTarget, Poller  # noqa: E402
+from console.poller import EngineTarget  # noqa: E402
 from console.sim.engine import page_for, start_engine  # noqa: E402
 from console.sim.nvml import DeviceLoad, SimNvml  # noqa: E402
 
@@ -139,15 +140,15 @@ async def soak(seconds: float, engines: int = 4, seed: int = 7) -> dict:
     sim = SimNvml(load=lambda g, m: DeviceLoad(rng.random(), 8 * 2**30))
     for model in ("h100-80gb", "rtx-pro-6000-se", "a100-80gb", "l40s"):
         sim.add_gpu(model, mig=[("1g.10gb", 0), ("3g.40gb", 4)] if model == "a100-80gb" else None)
-    poller = Poller(
+    live = LiveSource.reading(
         [
             EngineTarget(url=e.url, name=f"{e.kind}-{i}", timeout_s=2.0)
             for i, e in enumerate(chaos.engines)
         ],
         NvmlReader(sim, simulated=True),
     )
-    poller.budget_s = 0.8
-    app = InferdeckApp(poller, interval_s=1.0)
+    live.poller.budget_s = 0.8
+    app = InferdeckApp(live, interval_s=1.0)
     frames: list[Frame] = []  # only the latest: keeping every frame would be the harness's own leak
     seen = 0
     bad: list[str] = []

@@ -7,7 +7,7 @@ with a Recorder attached, for ``--minutes``: steady for a while, then an inciden
 XID 13, one engine overloaded, an XID 79) and back. Measured:
 
 - the live extractor (``EventBook.observe``) per poll, its thread's CPU time inside the real
-  poller's deriver, on the steady polls and the incident's; beside it the process's CPU for the
+  live source's deriver, on the steady polls and the incident's; beside it the process's CPU for the
   whole poll (the simulated engines' servers included);
 - ``inferdeck timeline`` on the hour: the recorded timeline read back (``Recording`` and
   ``Replayed``), and beside it the same timeline derived again from the samples (what a
@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from console.live import LiveSource  # noqa: E402
 from console.nvml import NvmlReader  # noqa: E402
-from console.poller import Poller  # noqa: E402
 from console.recording import Recorder, Recording  # noqa: E402
 from console.replay import ReplaySource  # noqa: E402
 from console.settings import demo_settings  # noqa: E402
@@ -47,7 +47,7 @@ class Clock:
 
 
 class TimedBook(EventBook):
-    """The live extractor, its every observe timed (the deriver's own, inside the poller)."""
+    """The live extractor, its every observe timed (the deriver's own, inside the live)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -64,16 +64,16 @@ async def record(out: Path, minutes: int) -> tuple[list[float], list[float], lis
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(
+    live = LiveSource.reading(
         node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
     )
     book = TimedBook()
-    poller.deriver.events = book
+    live.deriver.events = book
     header = {  # as `inferdeck record` writes it (console/compose.py)
         "window_s": settings.window_s,
         "plan": settings.model_dump(mode="json", exclude={"engines"}),
     }
-    poller.recorder = Recorder(out, poller.deriver.host, header)
+    live.recorder = Recorder(out, live.deriver.host, header)
     derive: list[float] = []
     phase: list[str] = []
     polls = minutes * 60
@@ -95,12 +95,12 @@ async def record(out: Path, minutes: int) -> tuple[list[float], list[float], lis
                 node.nvml.gpus[0].enforced_limit_w = None
                 node.engines[name].model.spec = replace(steady)
             began = time.process_time()
-            await poller.poll()
+            await live.poll()
             derive.append(time.process_time() - began)
             phase.append("incident" if start <= k < stop + 120 else "steady")
     finally:
-        await poller.aclose()
-        poller.recorder.close()
+        await live.aclose()
+        live.recorder.close()
         node.stop()
     return book.times, derive, phase
 

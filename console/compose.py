@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from console.engines import kinds
 from console.frame import Frame
 from console.keyseries import KeySeries
+from console.live import LiveSource
 from console.nvml import NvmlReader
 from console.paths import mig_audit_log, recordings_dir
 from console.poller import EngineTarget, KubeletTarget, Poller
@@ -93,7 +94,7 @@ DEADLINE_AFTER_WAIT_S = 8.0  # a headless command's default deadline: --wait and
 
 
 async def sample(
-    poller: Poller,
+    source: LiveSource,
     wait_s: float,
     interval_s: float,
     keys: KeySeries | None = None,
@@ -113,9 +114,9 @@ async def sample(
         while True:
             last = time.monotonic() >= deadline - 0.05  # (a sleep may wake a tick early)
             # the last poll waits for every answer, but not past the command's deadline
-            poller.budget_s = max(0.05, whole - time.monotonic()) if last else interval_s
+            source.poller.budget_s = max(0.05, whole - time.monotonic()) if last else interval_s
             started = time.monotonic()
-            frame = await poller.poll()
+            frame = await source.poll()
             if keys is not None:
                 keys.add(frame)
             if last:
@@ -130,7 +131,7 @@ async def sample(
         if show:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
-        await poller.aclose()
+        await source.aclose()
 
 
 def settings_from(args: argparse.Namespace, demo: bool = False) -> Settings:
@@ -154,8 +155,8 @@ def settings_from(args: argparse.Namespace, demo: bool = False) -> Settings:
     return settings
 
 
-def build(args: argparse.Namespace, demo: bool) -> tuple[Poller, DemoNode | None, Settings]:
-    """(poller, demo node or None, settings) for the chosen source."""
+def build(args: argparse.Namespace, demo: bool) -> tuple[LiveSource, DemoNode | None, Settings]:
+    """(the live source, demo node or None, settings) for the chosen engines and GPUs."""
     settings = settings_from(args, demo)
     targets = [parse_engine(s) for s in args.engine] + config_targets(settings)
     node = None
@@ -187,7 +188,8 @@ def build(args: argparse.Namespace, demo: bool) -> tuple[Poller, DemoNode | None
         nvml = NvmlReader(journal=mig_audit_log())
     if not demo and not targets and settings.discover and not args.no_discover:
         targets = discover_targets(nvml)
-    poller = Poller(targets, nvml, window_s=settings.window_s, plan=settings)
+    source = LiveSource.reading(targets, nvml, window_s=settings.window_s, plan=settings)
+    poller = source.poller
     if settings._file is not None:  # its plan read again when the file changes
         poller.config = ConfigWatch(settings)
     poller.max_series = settings.scrape.max_series
@@ -201,7 +203,7 @@ def build(args: argparse.Namespace, demo: bool) -> tuple[Poller, DemoNode | None
             ca_file=k.ca_file,
             verify_tls=k.verify_tls,
         )
-    return poller, node, settings
+    return source, node, settings
 
 
 def config_targets(settings: Settings) -> list[EngineTarget]:
@@ -252,7 +254,7 @@ def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
 
 def open_recorder(
     out: str | None,
-    poller: Poller,
+    source: LiveSource,
     settings: Settings,
     retention: float | None = None,
     flag: str = "--out",
@@ -266,7 +268,7 @@ def open_recorder(
         "window_s": settings.window_s,
         "plan": settings.model_dump(mode="json", exclude={"engines"}),
     }
-    rec = Recorder(path, poller.deriver.host, header, retention, secrets=secrets_of(poller))
+    rec = Recorder(path, source.deriver.host, header, retention, secrets=secrets_of(source.poller))
     try:
         rec.write_header(time.time())
     except RecordingError as exc:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import ssl
 import time
 from collections.abc import Callable
@@ -14,16 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from console.alerts import AlertBook
-from console.derive import Deriver
 from console.engines import detect_kind, extract, metrics_paths, needed_families, profiles
-from console.frame import Frame, GpuSource
+from console.frame import GpuSource
 from console.http1 import Http1
 from console.llamaslots import slots_kv, slots_url
 from console.nvml import NvmlReader
-from console.plan import Plan
 from console.promtext import MAX_LABEL_CHARS, MAX_SERIES, Page, parse
-from console.recording import Recorder
 from console.safetext import printable
 from console.sample import EngineSample, Sample, SlotFigures, SlotsReading
 from console.scraper import ScrapeResult, fetch_top_models, scrape, without_credentials
@@ -166,25 +161,19 @@ class SteadyClock:
 
 
 class Poller:
-    """Acquires a Sample per poll (I/O) and hands it to a Deriver for the Frame."""
+    """Reads every engine and the GPUs each poll into a Sample; nothing derived (``LiveSource``
+    derives it, as a replay does its recorded ones)."""
 
     def __init__(
         self,
         targets: list[EngineTarget],
         nvml: NvmlReader | None,
-        window_s: float = 60.0,
-        host: str | None = None,
-        plan: Plan | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.engines = [_EngineState(t, kind=t.kind) for t in unique_names(targets)]
         self.nvml = nvml
         self.clock = clock or SteadyClock()
-        self.deriver = Deriver(plan, window_s, host or socket.gethostname())
-        self.last_sample: Sample | None = None
-        self.last_frame: Frame | None = None
         self.waiting: list[str] = []  # sources the last poll stopped waiting for
-        self.recorder: Recorder | None = None  # appends every Sample when set
         self.config: ConfigWatch | None = None  # the config file, read again when it changes
         self._clients: dict[tuple[bool, bytes], httpx.AsyncClient] = {}
         self._tls: dict[bool, ssl.SSLContext] = {}
@@ -205,26 +194,10 @@ class Poller:
         self._kube_index: dict[str, dict[str, str]] = {}
         self._kube_error: str | None = None
 
-    @property
-    def plan(self) -> Plan:
-        return self.deriver.plan
-
-    @property
-    def alerts(self) -> AlertBook:
-        return self.deriver.alerts
-
     def forget_mig(self, index: int) -> None:
         """Read GPU ``index``'s MIG layout afresh at the next poll (after a re-layout)."""
         if self.nvml is not None:
             self.nvml.forget_mig(index)
-
-    @property
-    def window_s(self) -> float:
-        return self.deriver.window_s
-
-    @window_s.setter
-    def window_s(self, value: float) -> None:
-        self.deriver.window_s = value
 
     def _client(self, verify: bool, url: str) -> httpx.AsyncClient:
         """A client (one kept-alive connection) per engine address: httpcore scans every pooled
@@ -245,8 +218,6 @@ class Poller:
         for task in list(self._tasks.values()) + ([self._nvml_task] if self._nvml_task else []):
             task.cancel()
         self._tasks.clear()
-        if self.recorder is not None:
-            self.recorder.close()
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
@@ -255,23 +226,6 @@ class Poller:
             await self.kubelet._client.aclose()
         if self.nvml is not None:
             await asyncio.to_thread(self.nvml.close)
-
-    async def poll(self) -> Frame:
-        self.last_sample = await self.acquire()
-        change = self.last_sample.config
-        if self.recorder is not None and change is not None and change.plan is not None:
-            self.recorder.header["plan"] = {**self.recorder.header.get("plan", {}), **change.plan}
-        if self.recorder is not None:
-            await asyncio.to_thread(self.recorder.write, self.last_sample)
-        # derived on a worker thread, as pages are parsed: a key pressed meanwhile is answered
-        # from the last Frame instead of waiting for this one (polls run one at a time, and
-        # screens read Frames only, never the deriver's state)
-        self.last_frame = await asyncio.to_thread(self.deriver.frame, self.last_sample)
-        if self.recorder is not None:  # the timeline's changes, after the frame they came from
-            await asyncio.to_thread(
-                self.recorder.write_timeline, self.deriver.events, self.last_sample.t
-            )
-        return self.last_frame
 
     async def acquire(self) -> Sample:
         """Scrape every engine and read NVML concurrently. With a ``budget_s`` (the console sets

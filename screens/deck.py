@@ -13,7 +13,8 @@ from console.plan import Plan
 
 class FrameSource(Protocol):
     """What the console needs of a source: frames, the plan behind them, a window it may change,
-    and a way to have a GPU's MIG layout read afresh (the live poller and a replay both are one)."""
+    and a way to have a GPU's MIG layout read afresh (``console.live.LiveSource`` and
+    ``console.replay.ReplaySource`` both are one)."""
 
     window_s: float
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from console.alerts import AlertBook, Condition
+from console.live import LiveSource
 from console.nvml import NvmlReader
-from console.poller import Poller
 from console.settings import demo_settings
 from console.sim.demo import start_demo
 
@@ -55,7 +55,7 @@ def test_overload_raises_memory_kv_queue_and_they_clear():
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(
+    live = LiveSource.reading(
         node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
     )
     rules = settings.alerts
@@ -64,7 +64,7 @@ def test_overload_raises_memory_kv_queue_and_they_clear():
     async def run(seconds):
         for _ in range(seconds):
             clock.t += 1.0
-            frame = await poller.poll()
+            frame = await live.poll()
             history.append((clock.t, {a.key for a in frame.alerts if a.state == "active"}))
         return frame
 
@@ -80,7 +80,7 @@ def test_overload_raises_memory_kv_queue_and_they_clear():
             await run(240)
             return frame, steady_end, over_start, calm_start
         finally:
-            await poller.aclose()
+            await live.aclose()
 
     try:
         frame, steady_end, over_start, calm_start = asyncio.run(scenario())

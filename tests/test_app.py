@@ -5,8 +5,9 @@ import re
 import pytest
 from rich.text import Text
 
+from console.live import LiveSource
 from console.nvml import NvmlReader
-from console.poller import EngineTarget, Poller
+from console.poller import EngineTarget
 from console.sim.demo import start_demo
 from screens.app import InferdeckApp
 from screens.charts import ChartStrip
@@ -20,12 +21,14 @@ from tests.waits import until as _until
 
 
 def _planned_demo():
-    """The demo node with its plan: its simulated engines and GPUs, and a poller of them."""
+    """The demo node with its plan: its simulated engines and GPUs, and a live source over them."""
     from console.settings import demo_settings
 
     settings = demo_settings()
     node = start_demo(settings)
-    return node, Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    return node, LiveSource.reading(
+        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings
+    )
 
 
 def _marked(app) -> bool:
@@ -66,11 +69,11 @@ def test_dashboard_snapshot(snap_compare, scenario, size):
 @pytest.mark.slow
 async def test_pilot_drives_the_demo_node():
     node = start_demo()
-    poller = Poller(
+    live = LiveSource.reading(
         [EngineTarget(url=e.url, kind="vllm", name=n) for n, e in node.engines.items()],
         NvmlReader(node.nvml, simulated=True),
     )
-    app = InferdeckApp(poller, interval_s=0.2)
+    app = InferdeckApp(live, interval_s=0.2)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             gpu_table = app.query_one("#gpu-table", KeyedTable)
@@ -114,7 +117,7 @@ async def test_pilot_drives_the_demo_node():
             assert not isinstance(app.screen, EngineDetailScreen)
             # w cycles the window: 1m -> 5m
             await pilot.press("w")
-            await _until(pilot, lambda: poller.window_s == 300 and app.frame.window_s == 300)
+            await _until(pilot, lambda: live.window_s == 300 and app.frame.window_s == 300)
             assert app.frame.engines[0].ttft_s.window in ("5m", "since_start")
             # an engine going away shows down with the reason, the app keeps running
             node.engines["llama-8b-b"].server.stop()
@@ -148,8 +151,8 @@ async def test_poll_errors_are_counted_not_fatal():
 @pytest.mark.slow
 async def test_gpu_detail_screen_sorts_and_filters():
     node = start_demo()
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True))
-    app = InferdeckApp(poller, interval_s=0.2)
+    live = LiveSource.reading(node.targets(), NvmlReader(node.nvml, simulated=True))
+    app = InferdeckApp(live, interval_s=0.2)
     try:
         async with app.run_test(size=(100, 40)) as pilot:
             table = app.query_one("#gpu-table", KeyedTable)
@@ -191,8 +194,8 @@ async def test_gpu_detail_screen_sorts_and_filters():
 async def test_service_detail_and_what_if():
     from screens.services import ServiceDetailScreen
 
-    node, poller = _planned_demo()
-    app = InferdeckApp(poller, interval_s=0.2)
+    node, live = _planned_demo()
+    app = InferdeckApp(live, interval_s=0.2)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
             table = app.query_one("#slo-table", KeyedTable)
@@ -233,8 +236,8 @@ async def test_enter_works_at_once_and_the_new_keys():
     from screens.findings import FindingsScreen
 
     node = start_demo()
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True))
-    app = InferdeckApp(poller, interval_s=1.0)
+    live = LiveSource.reading(node.targets(), NvmlReader(node.nvml, simulated=True))
+    app = InferdeckApp(live, interval_s=1.0)
     try:
         async with app.run_test(size=(100, 40)) as pilot:
             gpus = app.query_one("#gpu-table", KeyedTable)
@@ -320,8 +323,8 @@ async def test_every_key_in_the_dashboard_help_works(tmp_path):
 
     names = {"^p": "ctrl+p", "+": "plus", "-": "minus", "⏎": "enter"}
     node = start_demo()
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True))
-    app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path)
+    live = LiveSource.reading(node.targets(), NvmlReader(node.nvml, simulated=True))
+    app = InferdeckApp(live, interval_s=0.5, snapshot_dir=tmp_path)
     try:
         async with app.run_test(size=(100, 40)) as pilot:
             await _until(pilot, lambda: _marked(app))
@@ -398,8 +401,8 @@ async def test_detail_views_scroll_on_open(view):
     once, with no Tab first."""
     from textual.containers import VerticalScroll
 
-    node, poller = _planned_demo()
-    app = InferdeckApp(poller, interval_s=0.5)
+    node, live = _planned_demo()
+    app = InferdeckApp(live, interval_s=0.5)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await _until(pilot, lambda: _marked(app))
@@ -430,9 +433,9 @@ async def test_every_key_in_each_views_help_works(tmp_path, view):
 
     from console.mig.manager import MigManager
 
-    node, poller = _planned_demo()
+    node, live = _planned_demo()
     mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl")
-    app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
+    app = InferdeckApp(live, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
     open_view = _open_view(view)
     try:
         async with app.run_test(size=(100, 40)) as pilot:
@@ -475,8 +478,8 @@ async def test_filter_sort_and_cut_rows_on_the_dashboard():
     """/ keeps the rows holding a text in every table, esc shows all again; o sorts the focused
     table (biggest first, MIG slices stay under their GPU); titles say so and count cut rows."""
 
-    node, poller = _planned_demo()
-    app = InferdeckApp(poller, interval_s=0.5)
+    node, live = _planned_demo()
+    app = InferdeckApp(live, interval_s=0.5)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             gpus = app.query_one("#gpu-table", KeyedTable)
@@ -599,9 +602,9 @@ async def test_the_key_bar_hides_no_key_without_a_sign(tmp_path, view):
     from console.mig.manager import MigManager
     from screens.widgets import KeyBar
 
-    node, poller = _planned_demo()
+    node, live = _planned_demo()
     mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl")
-    app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
+    app = InferdeckApp(live, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
     try:
         for size in [(80, 24)] + ([(160, 48)] if view == "dashboard" else []):
             async with app.run_test(size=size) as pilot:
@@ -622,7 +625,7 @@ async def test_the_key_bar_hides_no_key_without_a_sign(tmp_path, view):
                         assert f" {key} " in drawn, (key, drawn)
                 if view == "dashboard" and size == (80, 24):
                     assert " m MIG " in drawn and drawn.endswith(KeyBar.MORE)
-            app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
+            app = InferdeckApp(live, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
     finally:
         node.stop()
 
@@ -635,9 +638,9 @@ async def test_read_only_m_shows_the_menu_and_refuses_and_the_header_says_what_i
     from console.mig.manager import MigManager
     from screens.mig import MigScreen
 
-    node, poller = _planned_demo()
+    node, live = _planned_demo()
     mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl")
-    app = InferdeckApp(poller, interval_s=1.0, mig=mig, read_only=True)
+    app = InferdeckApp(live, interval_s=1.0, mig=mig, read_only=True)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
             await _until(pilot, lambda: _marked(app))
@@ -662,7 +665,7 @@ async def test_read_only_m_shows_the_menu_and_refuses_and_the_header_says_what_i
             await pilot.pause()
             assert isinstance(app.screen, MigScreen)  # no confirmation: refused at once
             assert [gi.profile.name for gi in node.nvml.gpus[2].gis] == before
-        small = InferdeckApp(poller, interval_s=1.0)
+        small = InferdeckApp(live, interval_s=1.0)
         async with small.run_test(size=(40, 10)) as pilot:
             await _until(pilot, lambda: small.frame is not None)
             await pilot.pause()
@@ -868,8 +871,8 @@ async def test_a_click_on_the_key_bar_does_what_the_key_does():
 async def test_w_brings_figures_over_the_new_window_without_waiting_for_the_next_poll():
     """At a 10 s poll, `w` used to wait for the next poll (up to the whole interval); it asks
     for one at once."""
-    node, poller = _planned_demo()
-    app = InferdeckApp(poller, interval_s=10.0)
+    node, live = _planned_demo()
+    app = InferdeckApp(live, interval_s=10.0)
     try:
         async with app.run_test(size=(160, 48)) as pilot:
             await _until(pilot, lambda: app.frame is not None)  # the first frame
@@ -890,9 +893,9 @@ async def test_quitting_during_a_mig_re_cut_waits_for_it(tmp_path):
     from console.mig.layouts import parse_layout
     from console.mig.manager import MigManager
 
-    node, poller = _planned_demo()
+    node, live = _planned_demo()
     mig = MigManager(node.nvml, audit_path=tmp_path / "audit.jsonl", simulated=True)
-    app = InferdeckApp(poller, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
+    app = InferdeckApp(live, interval_s=0.5, snapshot_dir=tmp_path, mig=mig)
     release = threading.Event()
     reports = []
     try:

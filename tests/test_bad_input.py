@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from console.poller import EngineTarget, Poller
+from console.live import LiveSource
+from console.poller import EngineTarget
 from console.sim.engine import MetricsServer
 from tests.conftest import fixture_text
 
@@ -19,11 +20,11 @@ def poll_once(body, kind=None):
     try:
 
         async def go():
-            poller = Poller([EngineTarget(url=server.url, kind=kind)], nvml=None)
+            live = LiveSource.reading([EngineTarget(url=server.url, kind=kind)], nvml=None)
             try:
-                return await poller.poll()
+                return await live.poll()
             finally:
-                await poller.aclose()
+                await live.aclose()
 
         return asyncio.run(go()).engines[0]
     finally:

@@ -96,6 +96,26 @@ SIM_USERS = (
     "console/commands/node.py",
     "console/mig/cli.py",
 )
+# the readers (what a poll acquires: a Sample) and what they never import: the figures are
+# derived from a Sample by console/live.py's Deriver, as a replay derives a recorded one
+READERS = (
+    "console/poller.py",
+    "console/scraper.py",
+    "console/nvml.py",
+    "console/gpm.py",
+    "console/workload.py",
+    "console/http1.py",
+    "console/llamaslots.py",
+    "console/promtext.py",
+    "console/engines.py",
+)
+FIGURING = tuple(
+    f"console.{m}"
+    for m in (
+        "derive alerts plan headroom slo meters capacity findings verdict timeline cost "
+        "enginestats windowed linking keyseries thresholds charts textchart"
+    ).split()
+)
 # the commands that start an app (the console, a replay, the fleet screen), importing it lazily
 LAUNCHERS = ("console/commands/tui.py", "console/commands/record.py", "console/commands/fleet.py")
 
@@ -148,6 +168,8 @@ def violations(files: dict[str, str]) -> list[str]:
                 out.append(f"{where}: the simulators are for the CLI, tests and benchmarks")
             if path in DERIVATIONS and _under(module, IO):
                 out.append(f"{where}: a derivation does no I/O")
+            if path in READERS and _under(module, FIGURING):
+                out.append(f"{where}: a reader only reads (a LiveSource derives its Sample)")
     return out
 
 
@@ -176,6 +198,7 @@ def test_each_contract_catches_a_planted_violation():
         "screens/services.py": "def f():\n    from console.alerts import evaluate\n",
         "screens/app.py": "from console.bundle import write_bundle\nfrom console.timeline import lines\n",
         "console/findings.py": "import subprocess\n",
+        "console/nvml.py": "from console.alerts import AlertBook\n",
     }
     found = violations(planted)
     assert [v.split(":")[0] for v in found] == [
@@ -186,10 +209,12 @@ def test_each_contract_catches_a_planted_violation():
         "screens/panes.py",
         "screens/services.py",
         "console/findings.py",
+        "console/nvml.py",
     ], found
     assert "a derivation does no I/O" in found[0] and "never draws" in found[1]
     assert "only the Frame, units and pure helpers" in found[4]
     assert "a derivation does no I/O" in found[6]
+    assert "a reader only reads" in found[7]
 
 
 def test_the_modules_screens_use_are_pure_and_the_docs_list_them():

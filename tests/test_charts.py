@@ -11,8 +11,8 @@ import pytest
 from console.bundle import write_bundle
 from console.charts import bundle_charts
 from console.keyseries import KeySeries
+from console.live import LiveSource
 from console.nvml import NvmlReader
-from console.poller import Poller
 from console.settings import demo_settings
 from console.sim.demo import start_demo
 from tests.test_golden import Clock
@@ -25,15 +25,15 @@ def overloaded_demo(polls: int):
     keys = KeySeries()
     try:
         nvml = NvmlReader(node.nvml, simulated=True, clock=clock)
-        poller = Poller(node.targets(), nvml, plan=settings, host="demo", clock=clock)
+        live = LiveSource.reading(node.targets(), nvml, plan=settings, host="demo", clock=clock)
 
         async def run():
             frame = None
             for _ in range(polls):
                 clock.t += 1.0
-                frame = await poller.poll()
+                frame = await live.poll()
                 keys.add(frame)
-            await poller.aclose()
+            await live.aclose()
             return frame
 
         frame = asyncio.run(run())

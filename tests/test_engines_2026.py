@@ -19,9 +19,10 @@ from console.engines import detect_kind, extract, needed_families, profiles
 from console.enginestats import derive, imbalance
 from console.frame import Engine, EngineRank
 from console.headroom import HeadroomState, evaluate, memory_lines
+from console.live import LiveSource
 from console.llamaslots import slots_kv
 from console.plan import GIB, Node, Plan, Service, fit
-from console.poller import EngineTarget, Poller
+from console.poller import EngineTarget
 from console.promtext import parse
 from console.sim.engine import TrafficSpec, start_engine
 from tests import promref
@@ -435,8 +436,8 @@ def _none():
 def test_simulators_polled_over_http(kind):
     eng = start_engine(kind, TrafficSpec(rate_rps=3.0, warmup_s=30.0))
     try:
-        poller = Poller([EngineTarget(url=eng.url)], None)
-        frame = asyncio.run(_poll_twice(poller))
+        live = LiveSource.reading([EngineTarget(url=eng.url)], None)
+        frame = asyncio.run(_poll_twice(live))
         (e,) = frame.engines
         assert e.up and e.kind == kind, e.error
         assert e.kv_capacity_tokens == 160_000  # the simulated pool
@@ -447,11 +448,11 @@ def test_simulators_polled_over_http(kind):
         eng.stop()
 
 
-async def _poll_twice(poller: Poller):
-    await poller.poll()
+async def _poll_twice(live: LiveSource):
+    await live.poll()
     await asyncio.sleep(0.3)
-    frame = await poller.poll()
-    await poller.aclose()
+    frame = await live.poll()
+    await live.aclose()
     return frame
 
 
@@ -467,8 +468,8 @@ def test_kv_capacity_alert_fires_on_engine_sized_below_plan():
                 "alerts": {"kv": {"for_s": 0}},
             }
         )
-        poller = Poller([EngineTarget(url=eng.url, name="v")], None, plan=plan)
-        frame = asyncio.run(_poll_twice(poller))
+        live = LiveSource.reading([EngineTarget(url=eng.url, name="v")], None, plan=plan)
+        frame = asyncio.run(_poll_twice(live))
         (alert,) = [a for a in frame.alerts if a.key == "kv:s"]
         assert alert.severity == "warning"
         assert f"{160000 / 8192:.1f} seqs at 8,192 tokens < plan 32" in alert.message

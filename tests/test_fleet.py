@@ -18,7 +18,8 @@ import pytest
 from console.fleet.prom import PromClient, PromError
 from console.fleet.promql import signal_query
 from console.fleet.source import FleetSource
-from console.poller import EngineTarget, Poller
+from console.live import LiveSource
+from console.poller import EngineTarget
 from console.sim.dcgm import start_dcgm
 from console.sim.engine import TrafficSpec, start_engine
 from console.sim.nvml import DeviceLoad, SimNvml
@@ -147,7 +148,7 @@ def test_fleet_shows_three_nodes_with_the_direct_figures(fleet):
     ]
 
     async def go():
-        direct = Poller(targets, None, window_s=15)
+        direct = LiveSource.reading(targets, None, window_s=15)
         source = FleetSource(PromClient(url), window_s=15)
         try:
             for _ in range(18):  # ~18 s: Prometheus fills its 15 s windows; the poller its own

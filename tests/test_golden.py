@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from console.live import LiveSource
 from console.nvml import NvmlReader
-from console.poller import Poller
 from console.settings import demo_settings
 from console.sim.demo import start_demo
 from tests.conftest import ROOT
@@ -36,7 +36,7 @@ def demo_frame_json(polls: int = 40) -> str:
     node = start_demo(settings, clock=clock)
     try:
         nvml = NvmlReader(node.nvml, simulated=True, clock=clock)
-        poller = Poller(
+        live = LiveSource.reading(
             node.targets(),
             nvml,
             window_s=settings.window_s,
@@ -49,8 +49,8 @@ def demo_frame_json(polls: int = 40) -> str:
             frame = None
             for _ in range(polls):
                 clock.t += 1.0
-                frame = await poller.poll()
-            await poller.aclose()
+                frame = await live.poll()
+            await live.aclose()
             return frame
 
         frame = asyncio.run(run())

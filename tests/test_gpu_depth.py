@@ -14,10 +14,11 @@ import pytest
 
 from console.frame import GpmActivity
 from console.gpm import NO_GPM, GpmSampler
+from console.live import LiveSource
 from console.mig.layouts import parse_layout
 from console.mig.manager import MigManager
 from console.nvml import NvmlReader
-from console.poller import KubeletTarget, Poller
+from console.poller import KubeletTarget
 from console.sim.engine import MetricsServer
 from console.sim.nvml import DeviceLoad, SimNvml
 from console.workload import kubelet_index, parse_cgroup, workload_of
@@ -268,9 +269,9 @@ def test_kubelet_pods_name_the_processes(tmp_path):
     token.write_text("sa-token\n")
     kubelet = MetricsServer(_pods, content_type="application/json", path="/pods").start()
     try:
-        poller = Poller([], node.reader(proc=proc))
-        poller.kubelet = KubeletTarget(url=kubelet.url, token_file=str(token))
-        frame = asyncio.run(_poll(poller))
+        live = LiveSource.reading([], node.reader(proc=proc))
+        live.poller.kubelet = KubeletTarget(url=kubelet.url, token_file=str(token))
+        frame = asyncio.run(_poll(live))
     finally:
         kubelet.stop()
     d0, d1 = frame.gpus[0].mig.devices
@@ -293,9 +294,9 @@ def test_unreachable_kubelet_says_so_and_keeps_the_ids(tmp_path):
     node = Node()
     node.sim.add_gpu("h100-80gb")
     node.sim.add_process(0, None, 102, 2**30)
-    poller = Poller([], node.reader(proc=proc))
-    poller.kubelet = KubeletTarget(url="http://127.0.0.1:9/pods", timeout_s=0.5)
-    frame = asyncio.run(_poll(poller))
+    live = LiveSource.reading([], node.reader(proc=proc))
+    live.poller.kubelet = KubeletTarget(url="http://127.0.0.1:9/pods", timeout_s=0.5)
+    frame = asyncio.run(_poll(live))
     assert "kubelet http://127.0.0.1:9/pods" in frame.gpu_source.note
     assert frame.gpus[0].processes[0].workload.container_id == CRIO
 
@@ -306,9 +307,9 @@ def test_kubelet_index_rejects_other_answers():
     assert kubelet_index(_pods())[CTR]["container"] == "vllm"
 
 
-async def _poll(poller: Poller):
-    frame = await poller.poll()
-    await poller.aclose()
+async def _poll(live: LiveSource):
+    frame = await live.poll()
+    await live.aclose()
     return frame
 
 

@@ -246,7 +246,8 @@ async def test_no_control_character_reaches_the_screen():
 async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(series):
     """`num_requests_waiting +Inf` or `kv_cache_usage_perc +Inf` crashed the console at start
     (OverflowError in the chart ticks)."""
-    from console.poller import EngineTarget, Poller
+    from console.live import LiveSource
+    from console.poller import EngineTarget
     from console.sim.engine import MetricsServer
     from screens.app import InferdeckApp
     from tests.conftest import fixture_text
@@ -255,8 +256,8 @@ async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(se
     line = next(x for x in text.splitlines() if x.startswith(series + "{"))
     page = text.replace(line, line.rsplit(" ", 1)[0] + " +Inf")
     server = MetricsServer(lambda: page).start()
-    poller = Poller([EngineTarget(url=server.url)], None)
-    app = InferdeckApp(poller, interval_s=0.3)
+    live = LiveSource.reading([EngineTarget(url=server.url)], None)
+    app = InferdeckApp(live, interval_s=0.3)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             field = "requests_waiting" if "waiting" in series else "kv_cache_usage"
@@ -270,7 +271,7 @@ async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(se
             )
             await pilot.pause()
             assert app.is_running and not app.last_poll_error
-            e = poller.last_frame.engines[0]
+            e = live.last_frame.engines[0]
             assert getattr(e, field) is None
             assert "not a finite number" in e.unavailable[field]
             assert _clean(app.export_screenshot())
@@ -290,18 +291,18 @@ def _poll(page: str):
 
 
 def _poll_once(targets: list):
-    """One poll of ``targets`` by a real Poller: (the frame, the poller)."""
-    from console.poller import Poller
+    """One poll of ``targets`` by a real Poller: (the frame, the live)."""
+    from console.live import LiveSource
 
-    poller = Poller(targets, None)
+    live = LiveSource.reading(targets, None)
 
     async def go():
         try:
-            return await poller.poll()
+            return await live.poll()
         finally:
-            await poller.aclose()
+            await live.aclose()
 
-    return asyncio.run(go()), poller
+    return asyncio.run(go()), live
 
 
 @pytest.mark.slow
@@ -833,7 +834,8 @@ def test_a_huge_page_of_unread_lines_delays_only_its_own_engine():
     toward scrape.max_series) was parsed on the event loop in 3.7-5.4 s: every engine's frame
     aged 8-9 s. Parsing now runs off the loop: beside it two healthy engines answer fresh at
     every 1 s poll, each poll ends within its budget, their frames under 2 s old."""
-    from console.poller import EngineTarget, Poller
+    from console.live import LiveSource
+    from console.poller import EngineTarget
     from console.sim.engine import MetricsServer, TrafficSpec, start_engine
 
     # a family per line, each with its HELP and TYPE: the costliest shape to skip
@@ -843,8 +845,8 @@ def test_a_huge_page_of_unread_lines_delays_only_its_own_engine():
     engines = [start_engine("vllm", TrafficSpec(rate_rps=2, seed=s)) for s in (1, 2)]
     targets = [EngineTarget(url=e.url, kind="vllm", name=f"ok{i}") for i, e in enumerate(engines)]
     targets.append(EngineTarget(url=heavy.url, kind="vllm", name="heavy", timeout_s=10.0))
-    poller = Poller(targets, None)
-    poller.budget_s = 1.0
+    live = LiveSource.reading(targets, None)
+    live.poller.budget_s = 1.0
     took: list[float] = []
     ages: list[float] = []
 
@@ -852,17 +854,17 @@ def test_a_huge_page_of_unread_lines_delays_only_its_own_engine():
         try:
             for _ in range(6):
                 began = time.monotonic()
-                frame = await poller.poll()
+                frame = await live.poll()
                 took.append(time.monotonic() - began)
-                now = poller.clock()
-                for s in poller.last_sample.engines:
+                now = live.poller.clock()
+                for s in live.last_sample.engines:
                     if s.label.startswith("ok"):
                         assert s.up and s.fresh, s
                         ages.append(now - s.t)
                 assert {e.name for e in frame.engines} >= {"ok0", "ok1"}
                 await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
         finally:
-            await poller.aclose()
+            await live.aclose()
 
     try:
         asyncio.run(go())
@@ -938,7 +940,7 @@ def test_an_engine_redirected_to_another_host_says_so_on_its_row():
     threading.Thread(target=front.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{front.server_address[1]}/metrics"
     try:
-        frame, poller = _poll_once(
+        frame, live = _poll_once(
             [
                 EngineTarget(
                     url=url, kind="vllm", name="chat", headers={"Authorization": "Bearer x1"}
@@ -950,7 +952,7 @@ def test_an_engine_redirected_to_another_host_says_so_on_its_row():
         other.server.stop()
     (e,) = frame.engines
     assert e.up and e.moved_to == f"http://localhost:{other.server.port}"
-    assert poller.last_sample.engines[0].moved_to == e.moved_to
+    assert live.last_sample.engines[0].moved_to == e.moved_to
     assert got_auth and set(got_auth) == {"Bearer x1"}  # the engine's own host asked
 
 

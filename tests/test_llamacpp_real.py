@@ -9,7 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from console.poller import EngineTarget, Poller
+from console.live import LiveSource
+from console.poller import EngineTarget
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -59,20 +60,20 @@ def test_inferdeck_reads_a_real_llama_server(llama_server):
         )
 
     async def watch():
-        poller = Poller(
+        live = LiveSource.reading(
             [EngineTarget(url=base + "/metrics", kind="llamacpp", name="smollm2")], nvml=None
         )
-        frames = [await poller.poll()]
+        frames = [await live.poll()]
         workers = [threading.Thread(target=complete) for _ in range(5)]
         for w in workers:
             w.start()
         while any(w.is_alive() for w in workers):
             await asyncio.sleep(0.15)
-            frames.append(await poller.poll())
+            frames.append(await live.poll())
         for w in workers:
             w.join()
-        frames.append(await poller.poll())
-        await poller.aclose()
+        frames.append(await live.poll())
+        await live.aclose()
         return frames
 
     frames = asyncio.run(watch())

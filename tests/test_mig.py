@@ -297,8 +297,8 @@ def test_mig_parted_round_trip_and_reference_examples(tmp_path):
 
 @pytest.mark.slow
 async def test_menu_walk_preview_cancel_then_apply(tmp_path):
+    from console.live import LiveSource
     from console.nvml import NvmlReader
-    from console.poller import Poller
     from console.settings import demo_settings
     from console.sim.demo import start_demo
     from screens.app import InferdeckApp
@@ -308,9 +308,9 @@ async def test_menu_walk_preview_cancel_then_apply(tmp_path):
     settings = demo_settings()
     node = start_demo(settings)
     reader = NvmlReader(node.nvml, simulated=True)
-    poller = Poller(node.targets(), reader, plan=settings)
+    live = LiveSource.reading(node.targets(), reader, plan=settings)
     app = InferdeckApp(
-        poller, interval_s=0.2, mig=MigManager(node.nvml, audit_path=tmp_path / "a.jsonl")
+        live, interval_s=0.2, mig=MigManager(node.nvml, audit_path=tmp_path / "a.jsonl")
     )
     try:
         async with app.run_test(size=(110, 36)) as pilot:

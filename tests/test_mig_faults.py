@@ -186,8 +186,8 @@ def _child(state: Path, journal: Path, locks: Path, model: str, target: str, sig
 def test_interrupted_at_every_step(tmp_path, sig):
     from console.checkplugin import check_lines
     from console.findings import findings
+    from console.live import LiveSource
     from console.nvml import NvmlReader
-    from console.poller import Poller
     from console.settings import Settings
 
     model, before_text, after_text = RECUTS[0]
@@ -225,10 +225,12 @@ def test_interrupted_at_every_step(tmp_path, sig):
         (found,) = mm.recoveries()
         assert found.state == expected and found.target == after_text and found.index == 0
         assert found.command == f"inferdeck mig apply 0 {after_text}"
-        poller = Poller([], NvmlReader(sim, simulated=True, journal=journal), plan=Settings())
+        live = LiveSource.reading(
+            [], NvmlReader(sim, simulated=True, journal=journal), plan=Settings()
+        )
         import asyncio
 
-        frame = asyncio.run(poller.poll())
+        frame = asyncio.run(live.poll())
         recut = frame.gpus[0].mig.recut
         assert recut is not None and recut.state == expected
         assert recut.action == found.command
@@ -351,16 +353,16 @@ def small_disk(tmp_path: Path, free_kib: int):
 @pytest.mark.parametrize("free_kib", [0, 40, 70, 100, 130])
 def test_a_nearly_full_state_folder_never_loses_a_change(tmp_path, free_kib):
     from console.bundle import write_bundle
+    from console.live import LiveSource
     from console.nvml import NvmlReader
-    from console.poller import Poller
 
     model, before, after = RECUTS[0]
     before, after = _layout(model, before), _layout(model, after)
     sim = node(model, before)
-    poller = Poller([], NvmlReader(sim, simulated=True))
+    live = LiveSource.reading([], NvmlReader(sim, simulated=True))
     import asyncio
 
-    frame = asyncio.run(poller.poll())
+    frame = asyncio.run(live.poll())
     with small_disk(tmp_path, free_kib) as disk:
         state = disk / "inferdeck"
         journal = state / "mig-audit.jsonl"

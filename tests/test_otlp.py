@@ -435,25 +435,26 @@ def test_engine_histograms_go_under_the_genai_conventions_as_the_page_holds_them
     push: every bucket, count and sum equal to the page's, cumulative, in seconds."""
     import asyncio
 
-    from console.poller import EngineTarget, Poller
+    from console.live import LiveSource
+    from console.poller import EngineTarget
     from console.sim.engine import MetricsServer
     from tests.conftest import fixture_text
 
     page = fixture_text("vllm-live.prom")
     server = MetricsServer(lambda: page).start()
     url = f"http://127.0.0.1:{server.port}/metrics"
-    poller = Poller([EngineTarget(url=url, name="chat")], None)
+    live = LiveSource.reading([EngineTarget(url=url, name="chat")], None)
     push = OtlpPush(receiver.url, "9.9", protocol=receiver.protocol)
 
     async def poll_once():
         try:
-            return await poller.poll()
+            return await live.poll()
         finally:
-            await poller.aclose()
+            await live.aclose()
 
     try:
         frame = asyncio.run(poll_once())
-        assert push.send(frame, demo_settings(), poller.last_sample)
+        assert push.send(frame, demo_settings(), live.last_sample)
     finally:
         push.close()
         server.stop()
@@ -494,7 +495,8 @@ def test_an_engine_restart_starts_its_histograms_again_from_its_new_start(receiv
     moves; the pushed histograms say so (their start time), never a negative bucket."""
     import asyncio
 
-    from console.poller import EngineTarget, Poller
+    from console.live import LiveSource
+    from console.poller import EngineTarget
     from console.sim.engine import MetricsServer
     from tests.conftest import fixture_text
 
@@ -506,7 +508,7 @@ def test_an_engine_restart_starts_its_histograms_again_from_its_new_start(receiv
                    f"process_start_time_seconds {started + 600}", after, flags=re.M)  # fmt: skip
     page = {"text": before}
     server = MetricsServer(lambda: page["text"]).start()
-    poller = Poller([EngineTarget(url=f"http://127.0.0.1:{server.port}/metrics", name="chat")],
+    live = LiveSource.reading([EngineTarget(url=f"http://127.0.0.1:{server.port}/metrics", name="chat")],
                     None)  # fmt: skip
     push = OtlpPush(receiver.url, "9.9", protocol=receiver.protocol)
 
@@ -514,10 +516,10 @@ def test_an_engine_restart_starts_its_histograms_again_from_its_new_start(receiv
         try:
             for text in (before, after):
                 page["text"] = text
-                frame = await poller.poll()
-                assert push.send(frame, demo_settings(), poller.last_sample)
+                frame = await live.poll()
+                assert push.send(frame, demo_settings(), live.last_sample)
         finally:
-            await poller.aclose()
+            await live.aclose()
 
     try:
         asyncio.run(two_polls())

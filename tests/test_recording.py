@@ -14,8 +14,9 @@ import time
 import pytest
 
 from console.bundle import list_bundles, write_bundle
+from console.live import LiveSource
 from console.nvml import NvmlReader
-from console.poller import EngineTarget, Poller
+from console.poller import EngineTarget
 from console.recording import Recorder, read
 from console.replay import ReplaySource
 from console.settings import demo_settings
@@ -77,7 +78,7 @@ def test_bundle_files_modes_and_markdown(tmp_path):
     assert t["note"].startswith("unreadable frame.json: "), t["note"]
 
 
-def run_poller(seconds, clock, node, poller, profile_at=None):
+def run_poller(seconds, clock, node, live, profile_at=None):
     frames = []
 
     async def go():
@@ -86,9 +87,9 @@ def run_poller(seconds, clock, node, poller, profile_at=None):
                 if profile_at and i in profile_at:
                     node.engines["llama-8b-a"].model.set_profile(profile_at[i])
                 clock.t += 1.0
-                frames.append(await poller.poll())
+                frames.append(await live.poll())
         finally:
-            await poller.aclose()
+            await live.aclose()
 
     asyncio.run(go())
     return frames
@@ -99,14 +100,14 @@ def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(
+    live = LiveSource.reading(
         node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
     )
-    poller.recorder = Recorder(
+    live.recorder = Recorder(
         tmp_path / "rec", "demo-node", {"window_s": 60.0, "plan": settings.model_dump(mode="json")}
     )
     try:
-        live = run_poller(200, clock, node, poller, {60: "overload", 170: "steady"})
+        frames = run_poller(200, clock, node, live, {60: "overload", 170: "steady"})
     finally:
         node.stop()
 
@@ -123,7 +124,7 @@ def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
     assert header["schema"] == "inferdeck.recording/1" and len(samples) == 200
     replay = ReplaySource(header, samples)
     replayed = [replay._frame_at(i) for i in range(len(samples))]
-    live_raises, replay_raises = raises(live), raises(replayed)
+    live_raises, replay_raises = raises(frames), raises(replayed)
     assert "queue:llama-8b-a" in live_raises and "kv:llama-8b-a" in live_raises
     assert replay_raises == live_raises
     # seeking backwards re-derives the same frame
@@ -140,7 +141,7 @@ def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
     assert replay.seek_text(datetime.fromtimestamp(t, tz=UTC).isoformat()) is None
     assert replay.cursor == samples[51].t
     assert [e.requests_waiting for e in replay._frame_at(199).engines] == [
-        e.requests_waiting for e in live[199].engines
+        e.requests_waiting for e in frames[199].engines
     ]
     # read lazily (as `inferdeck replay` does): the same frames, member by member, the same
     # alerts at the same recorded times
@@ -244,12 +245,12 @@ def test_recording_an_hour_stays_under_20_mb(tmp_path):
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(
+    live = LiveSource.reading(
         node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
     )
-    poller.recorder = rec = Recorder(tmp_path / "rec", "demo-node", {})
+    live.recorder = rec = Recorder(tmp_path / "rec", "demo-node", {})
     try:
-        run_poller(300, clock, node, poller)
+        run_poller(300, clock, node, live)
     finally:
         node.stop()
     size = rec.path.stat().st_size
@@ -306,18 +307,18 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
 
         settings = load_settings(cfg)
         e = settings.engines[0]
-        poller = Poller(
+        live = LiveSource.reading(
             [EngineTarget(url=e.url, name=e.name, headers=token_headers(e))],
             NvmlReader(sim),
             plan=settings,
         )
-        poller.recorder = open_recorder(str(tmp_path / "rec"), poller, settings)
+        live.recorder = open_recorder(str(tmp_path / "rec"), live, settings)
 
         async def go():
             try:
-                frames = [await poller.poll() for _ in range(3)]
+                frames = [await live.poll() for _ in range(3)]
             finally:
-                await poller.aclose()
+                await live.aclose()
             return frames
 
         frames = asyncio.run(go())
@@ -331,7 +332,7 @@ def test_no_secret_survives_in_bundles_or_recordings(tmp_path, monkeypatch):
             "redaction",
             {},
             svg=f"<svg>{api_key} {token}</svg>",
-            secrets=secrets_of(poller),
+            secrets=secrets_of(live.poller),
         )
     finally:
         proc.kill()

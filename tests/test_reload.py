@@ -9,9 +9,9 @@ from importlib import resources
 
 import pytest
 
+from console.live import LiveSource
 from console.nvml import NvmlReader
 from console.plan import plan_changes
-from console.poller import Poller
 from console.recording import Recorder, Recording
 from console.replay import ReplaySource
 from console.settings import ConfigWatch, load_settings
@@ -109,18 +109,18 @@ async def test_a_running_console_takes_the_new_plan_and_a_replay_follows_it(tmp_
     settings = load_settings(path)
     clock = Clock()
     node = start_demo(settings, clock=clock)
-    poller = Poller(
+    live = LiveSource.reading(
         node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
     )
-    poller.config = ConfigWatch(settings)
+    live.poller.config = ConfigWatch(settings)
     header = {"window_s": 60.0, "plan": settings.model_dump(mode="json", exclude={"engines"})}
-    poller.recorder = Recorder(tmp_path / "rec", "demo-node", header)
+    live.recorder = Recorder(tmp_path / "rec", "demo-node", header)
     frames = []
 
     async def polls(n: int) -> None:
         for _ in range(n):
             clock.t += 1.0
-            frames.append(await poller.poll())
+            frames.append(await live.poll())
 
     def target(frame) -> float:
         svc = next(s for s in frame.services if s.name == "llama-70b")
@@ -152,7 +152,7 @@ async def test_a_running_console_takes_the_new_plan_and_a_replay_follows_it(tmp_
         assert not [v for v in frames[-1].verdict if v.rule == "config-invalid"]
         await polls(120)
     finally:
-        await poller.aclose()
+        await live.aclose()
         node.stop()
     rec = Recording(tmp_path / "rec")
     rec.done.wait()

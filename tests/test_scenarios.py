@@ -440,7 +440,8 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path
     import socket
 
     from console.derive import Deriver
-    from console.poller import EngineTarget, Poller, SteadyClock
+    from console.live import LiveSource
+    from console.poller import EngineTarget, SteadyClock
     from console.recording import Recorder, read
 
     with socket.socket() as s:  # a port nothing listens on: the engine is down
@@ -449,13 +450,13 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path
     steady, jump = [100.0], [0.0]
     clock = SteadyClock(wall=lambda: T0 + steady[0] + jump[0], steady=lambda: steady[0])
     plan = Plan.model_validate({"alerts": {"engine_down": {"for_s": 10}}})
-    poller = Poller(
+    live = LiveSource.reading(
         [EngineTarget(url=f"http://127.0.0.1:{port}/metrics", name="chat")],
         None,
         plan=plan,
         clock=clock,
     )
-    poller.recorder = Recorder(tmp_path / "rec.jsonl.gz", "n", {"window_s": 60.0})
+    live.recorder = Recorder(tmp_path / "rec.jsonl.gz", "n", {"window_s": 60.0})
     hold = 10
     frames = []
 
@@ -463,9 +464,9 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path
         for i in range(int(hold) + 8):
             if i == 4:
                 jump[0] = step_s
-            frames.append(await poller.poll())
+            frames.append(await live.poll())
             steady[0] += 1.0
-        await poller.aclose()
+        await live.aclose()
 
     asyncio.run(run())
     times = [f.taken_at.timestamp() for f in frames]

@@ -34,8 +34,9 @@ def test_sixty_second_soak_with_chaos():
 
 @pytest.mark.slow
 async def test_keys_answer_within_100_ms_while_an_engine_hangs_and_nvml_is_slow():
+    from console.live import LiveSource
     from console.nvml import NvmlReader
-    from console.poller import EngineTarget, Poller
+    from console.poller import EngineTarget
     from console.sim.engine import start_engine
     from console.sim.nvml import SimNvml
     from screens.app import InferdeckApp
@@ -52,15 +53,15 @@ async def test_keys_answer_within_100_ms_while_an_engine_hangs_and_nvml_is_slow(
         return slow_power(h)
 
     sim.nvmlDeviceGetPowerUsage = slow
-    poller = Poller(
+    live = LiveSource.reading(
         [
             EngineTarget(url=hung.url, name="hung", timeout_s=30.0),
             EngineTarget(url=fine.url, name="fine"),
         ],
         NvmlReader(sim, simulated=True),
     )
-    poller.budget_s = 0.8
-    app = InferdeckApp(poller, interval_s=1.0)
+    live.poller.budget_s = 0.8
+    app = InferdeckApp(live, interval_s=1.0)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
 
@@ -109,13 +110,14 @@ async def test_check_keeps_the_healthy_engines_cadence_while_one_hangs_and_names
     answer lands late (its timeout, named on the last poll) and the healthy engine is read on every
     poll, so its figures are over the sampled span, not its lifetime."""
     from console.compose import sample
-    from console.poller import EngineTarget, Poller
+    from console.live import LiveSource
+    from console.poller import EngineTarget
     from console.sim.engine import start_engine
 
     hung, fine = start_engine("vllm"), start_engine("vllm")
     hung.server.delay_s = 30.0
     served = _counted(fine)
-    poller = Poller(
+    live = LiveSource.reading(
         [
             EngineTarget(url=hung.url, name="hung", timeout_s=2.0),
             EngineTarget(url=fine.url, name="fine"),
@@ -124,7 +126,7 @@ async def test_check_keeps_the_healthy_engines_cadence_while_one_hangs_and_names
     )
     try:
         begun = time.monotonic()
-        frame = await sample(poller, 4.0, 1.0)
+        frame = await sample(live, 4.0, 1.0)
         took = time.monotonic() - begun
     finally:
         hung.server.delay_s = 0

@@ -5,8 +5,8 @@ import pytest
 from rich.style import Style
 from textual.widgets import DataTable
 
+from console.live import LiveSource
 from console.nvml import NvmlReader
-from console.poller import Poller
 from console.settings import demo_settings
 from console.sim.demo import start_demo
 from screens import tableshim
@@ -19,8 +19,8 @@ from tests.waits import until
 def _demo_app() -> tuple[object, InferdeckApp]:
     settings = demo_settings()
     node = start_demo(settings)
-    poller = Poller(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
-    return node, InferdeckApp(poller, interval_s=0.5)
+    live = LiveSource.reading(node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings)
+    return node, InferdeckApp(live, interval_s=0.5)
 
 
 def _cells(lines):

@@ -292,7 +292,7 @@ class _Tape:
     def frame(self, sample: Sample) -> Frame:
         self.recorder.write(sample)
         frame = self.inner.frame(sample)
-        self.recorder.write_timeline(self.inner.events, sample.t)  # as the poller does
+        self.recorder.write_timeline(self.inner.events, sample.t)  # as the live source does
         self.seen.append((sample.t, frame.timeline))
         return frame
 
@@ -351,10 +351,10 @@ def test_a_fifteen_minute_incident_fits_forty_lines_with_fold_counts():
 
 
 async def test_the_poller_records_the_timeline_beside_its_samples(tmp_path):
-    """The live path: the console's poller with a recorder writes the timeline's changes after
+    """The live path: the console's live source with a recorder writes the timeline's changes after
     their frame, and `inferdeck timeline` reads them back without deriving."""
     from console.commands.timeline import timeline
-    from console.poller import Poller
+    from console.live import LiveSource
     from console.settings import demo_settings
     from console.sim.demo import start_demo
 
@@ -367,19 +367,19 @@ async def test_the_poller_records_the_timeline_beside_its_samples(tmp_path):
     clock = Clock()
     settings = demo_settings()
     node = start_demo(settings, clock=clock)
-    poller = Poller(
+    live = LiveSource.reading(
         node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings, clock=clock
     )
     header = {"window_s": 60.0, "plan": settings.model_dump(mode="json", exclude={"engines"})}
-    poller.recorder = Recorder(tmp_path / "rec", "demo-node", header)
+    live.recorder = Recorder(tmp_path / "rec", "demo-node", header)
     try:
         for k in range(6):
             clock.t += 1.0
             if k == 3:
                 node.nvml.inject_xid(1, 48)
-            frame = await poller.poll()
+            frame = await live.poll()
     finally:
-        await poller.aclose()
+        await live.aclose()
         node.stop()
     rec = Recording(tmp_path / "rec")
     rec.done.wait()
@@ -438,7 +438,8 @@ async def test_a_restart_with_changed_flags_reads_them_from_the_process_end_to_e
     """The real path: a vLLM server (simulated, on loopback) whose GPU process the reader finds
     in /proc with its command line; it restarts as a new process with other flags. The
     timeline's restart point names the flags changed, at the poll that saw it."""
-    from console.poller import EngineTarget, Poller
+    from console.live import LiveSource
+    from console.poller import EngineTarget
     from console.sim.engine import TrafficSpec, start_engine
 
     class Clock:
@@ -462,11 +463,13 @@ async def test_a_restart_with_changed_flags_reads_them_from_the_process_end_to_e
     process(4001, "--max-num-seqs 256 --enable-prefix-caching")
     sim.add_process(0, None, 4001, 40 * 2**30)
     reader = NvmlReader(sim, simulated=True, proc=proc)
-    poller = Poller([EngineTarget(url=engine.url, kind="vllm", name="qwen")], reader, clock=clock)
+    live = LiveSource.reading(
+        [EngineTarget(url=engine.url, kind="vllm", name="qwen")], reader, clock=clock
+    )
     try:
         for _ in range(5):
             clock.t += 1.0
-            frame = await poller.poll()
+            frame = await live.poll()
         assert frame.gpus[0].processes[0].engine == "qwen"  # linked through its --port
         assert not [e for e in frame.timeline.events if e.kind == "restart"]
         engine.model.restart()  # a new process, other flags
@@ -474,12 +477,12 @@ async def test_a_restart_with_changed_flags_reads_them_from_the_process_end_to_e
         process(4002, "--max-num-seqs 128 --kv-cache-dtype fp8")
         sim.add_process(0, None, 4002, 40 * 2**30)
         clock.t += 1.0
-        frame = await poller.poll()
+        frame = await live.poll()
         for _ in range(3):
             clock.t += 1.0
-            frame = await poller.poll()
+            frame = await live.poll()
     finally:
-        await poller.aclose()
+        await live.aclose()
         engine.stop()
     restarts = [e for e in frame.timeline.events if e.kind == "restart"]
     assert len(restarts) == 1, frame.timeline.events

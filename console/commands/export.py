@@ -67,11 +67,11 @@ def export(args: argparse.Namespace) -> int:
             push = OtlpPush(args.otlp, __version__, protocol=protocol)
         except RuntimeError as exc:
             raise UsageError(str(exc)) from None
-    poller, node, settings = build(args, args.demo)
+    live, node, settings = build(args, args.demo)
     page = {"text": "# no frame yet\n"}
     newest: dict[str, Any] = {"frame": None, "json": None, "at": None}
     stale_s = max(30.0, 10 * settings.interval_s)  # no poll this long: /healthz says 503
-    secrets = secrets_of(poller)
+    secrets = secrets_of(live.poller)
     if push is not None:
         push.secrets = list(secrets)
 
@@ -116,7 +116,7 @@ def export(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, halt)
     signal.signal(signal.SIGINT, halt)
-    poller.budget_s = settings.interval_s  # a hung engine never holds the page back
+    live.poller.budget_s = settings.interval_s  # a hung engine never holds the page back
 
     told = {"n": 0}
 
@@ -131,20 +131,20 @@ def export(args: argparse.Namespace) -> int:
         try:
             while not stop["now"] and (end is None or time.monotonic() < end):
                 started = time.monotonic()
-                frame = await poller.poll()
+                frame = await live.poll()
                 page["text"] = frame_metrics(frame, settings, __version__)
                 newest["frame"], newest["at"] = frame, time.monotonic()
                 if push is not None and (sending is None or sending.done()):
                     # off the loop: a slow receiver never holds the polls (a frame is skipped)
                     sending = asyncio.create_task(
-                        asyncio.to_thread(push.send, frame, settings, poller.last_sample)
+                        asyncio.to_thread(push.send, frame, settings, live.last_sample)
                     )
                     sending.add_done_callback(lambda _: tell(push.said))
                 await asyncio.sleep(max(0.0, settings.interval_s - (time.monotonic() - started)))
         finally:
             if sending is not None:
                 await sending  # the last push is whole
-            await poller.aclose()
+            await live.aclose()
 
     scheme = "https" if args.tls_cert else "http"
     print(

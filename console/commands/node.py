@@ -42,11 +42,11 @@ def snapshot(args: argparse.Namespace) -> int:
         return fleet_snapshot(args)
     note = one_line(args.note)
     out = writable_dir(args.out, "--out") if args.out else None
-    poller, node, settings = build(args, args.demo)
+    live, node, settings = build(args, args.demo)
     keys = KeySeries()
     try:
         frame = asyncio.run(
-            sample(poller, args.wait, settings.interval_s, keys, deadline_s=deadline_of(args))
+            sample(live, args.wait, settings.interval_s, keys, deadline_s=deadline_of(args))
         )
     finally:
         if node is not None:
@@ -55,7 +55,7 @@ def snapshot(args: argparse.Namespace) -> int:
         from console.bundle import write_bundle
 
         try:
-            path = write_bundle(out, frame, note, keys.export(), secrets=secrets_of(poller))
+            path = write_bundle(out, frame, note, keys.export(), secrets=secrets_of(live.poller))
         except OSError as exc:
             raise UsageError(
                 f"--out {args.out}: cannot write the bundle there ({exc.strerror})."
@@ -112,24 +112,24 @@ def check(args: argparse.Namespace) -> int:
     positive(args.wait, "--wait", allow_zero=True)
     if args.prometheus:
         return fleet_check(args)
-    poller, node, settings = build(args, args.demo)
-    read, why_not = (None, None) if args.demo else from_export(args, poller, settings)
+    live, node, settings = build(args, args.demo)
+    read, why_not = (None, None) if args.demo else from_export(args, live.poller, settings)
     if read is not None:
         frame, source = read
         if node is not None:
             node.stop()
-        asyncio.run(poller.aclose())
+        asyncio.run(live.aclose())
         return say(frame, source)
     deadline = deadline_of(args)
     try:
-        frame = asyncio.run(sample(poller, args.wait, settings.interval_s, deadline_s=deadline))
+        frame = asyncio.run(sample(live, args.wait, settings.interval_s, deadline_s=deadline))
     finally:
         if node is not None:
             node.stop()
     late = (
-        [f"deadline {deadline:g} s reached while {', '.join(poller.waiting)} still answered: "
+        [f"deadline {deadline:g} s reached while {', '.join(live.poller.waiting)} still answered: "
          "shown as still waiting (--deadline)"]
-        if poller.waiting
+        if live.poller.waiting
         else []
     )  # fmt: skip
     return say(frame, None, (*late, *([why_not] if why_not else [])))

@@ -22,9 +22,9 @@ def record(args: argparse.Namespace) -> int:
         positive(args.retention, "--retention")
     if args.out and not args.out.endswith(".gz"):
         writable_dir(args.out, "--out")
-    poller, node, settings = build(args, args.demo)
+    live, node, settings = build(args, args.demo)
     try:
-        poller.recorder = rec = open_recorder(args.out, poller, settings, args.retention)
+        live.recorder = rec = open_recorder(args.out, live, settings, args.retention)
     except UsageError:
         if node is not None:
             node.stop()
@@ -39,7 +39,7 @@ def record(args: argparse.Namespace) -> int:
 
     show = sys.stderr.isatty()  # progress on a terminal only (never into a pipe or a log)
 
-    poller.budget_s = settings.interval_s  # a hung engine never halves the others' frames
+    live.poller.budget_s = settings.interval_s  # a hung engine never halves the others' frames
 
     async def loop() -> None:
         begun = time.monotonic()
@@ -47,7 +47,7 @@ def record(args: argparse.Namespace) -> int:
         try:
             while not stop["now"] and (end is None or time.monotonic() < end):
                 started = time.monotonic()
-                await poller.poll()
+                await live.poll()
                 if show:
                     sys.stderr.write(f"\r{record_progress(rec, time.monotonic() - begun)}\033[K")
                     sys.stderr.flush()
@@ -55,7 +55,7 @@ def record(args: argparse.Namespace) -> int:
         finally:
             if show:
                 sys.stderr.write("\r\033[K")
-            await poller.aclose()
+            await live.aclose()
 
     print(
         f"recording to {rec.out} every {settings.interval_s:g} s (Ctrl-C stops)",

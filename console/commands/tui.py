@@ -9,8 +9,8 @@ from pathlib import Path
 
 from console.commands.fleet import run_fleet
 from console.compose import build, open_recorder, secrets_of, settings_from
+from console.live import LiveSource
 from console.paths import mig_audit_log, snapshots_dir
-from console.poller import Poller
 
 
 def run_tui(args: argparse.Namespace, demo: bool) -> int:
@@ -21,11 +21,12 @@ def run_tui(args: argparse.Namespace, demo: bool) -> int:
     # the collector held off until the first frame is drawn (the app then freezes what start-up
     # built and switches it back on): nothing start-up builds is garbage
     gc.disable()
-    poller, node, settings = build(args, demo)
+    live, node, settings = build(args, demo)
+    poller = live.poller
     from screens.app import InferdeckApp
 
     if args.record is not None:
-        poller.recorder = open_recorder(args.record, poller, settings, flag="--record")
+        live.recorder = open_recorder(args.record, live, settings, flag="--record")
     try:
         mig = None
         if poller.nvml is not None:  # read-only: the menu shows layouts, every apply refused
@@ -38,7 +39,7 @@ def run_tui(args: argparse.Namespace, demo: bool) -> int:
                     lib,
                     audit_path=mig_audit_log(demo),
                     simulated=demo,
-                    snapshot=lambda when: mig_snapshot(poller, snapdir, when, demo),
+                    snapshot=lambda when: mig_snapshot(live, snapdir, when, demo),
                 )
                 if lib
                 else None
@@ -47,7 +48,7 @@ def run_tui(args: argparse.Namespace, demo: bool) -> int:
             0.2, settings.interval_s * 0.8
         )  # a hung engine never holds the screen
         app = InferdeckApp(
-            poller,
+            live,
             interval_s=settings.interval_s,
             title="inferdeck demo" if demo else "inferdeck",
             read_only=args.read_only,
@@ -64,19 +65,22 @@ def run_tui(args: argparse.Namespace, demo: bool) -> int:
     return app.return_code or 0  # a crash inside the app is 1, never 0
 
 
-def mig_snapshot(poller: Poller, root: Path, when: str, simulated: bool = False) -> Path | None:
+def mig_snapshot(live: LiveSource, root: Path, when: str, simulated: bool = False) -> Path | None:
     """The automatic bundle before and after a MIG change: the last frame, with the GPUs read
     afresh after the change."""
     from console.bundle import write_bundle
 
-    frame = poller.last_frame
+    frame = live.last_frame
     if frame is None:
         return None
-    if when == "after" and poller.nvml is not None:
-        source, gpus = poller.nvml.read()
+    if when == "after" and live.poller.nvml is not None:
+        source, gpus = live.poller.nvml.read()
         frame = frame.model_copy(
             update={"gpus": gpus, "gpu_source": source, "taken_at": datetime.now(tz=UTC)}
         )
     return write_bundle(
-        root, frame, f"mig {when}" + (" simulated" if simulated else ""), secrets=secrets_of(poller)
+        root,
+        frame,
+        f"mig {when}" + (" simulated" if simulated else ""),
+        secrets=secrets_of(live.poller),
     )

@@ -245,21 +245,21 @@ def _snapshot(lib: Any, demo: bool, when: str, node: DemoNode | None = None) -> 
 
     from console.bundle import write_bundle
     from console.compose import config_targets, discover_targets, sample, secrets_of
+    from console.live import LiveSource
     from console.nvml import NvmlReader
-    from console.poller import Poller
 
     settings = _plan(demo)
     nvml = NvmlReader(lib, simulated=demo, journal=mig_audit_log(demo))
     targets = config_targets(settings) + (node.targets() if node is not None else [])
     if not targets and not demo and settings.discover:
         targets = discover_targets(nvml)
-    poller = Poller(targets, nvml, window_s=settings.window_s, plan=settings)
-    frame = asyncio.run(sample(poller, 0.0, settings.interval_s))
+    live = LiveSource.reading(targets, nvml, window_s=settings.window_s, plan=settings)
+    frame = asyncio.run(sample(live, 0.0, settings.interval_s))
     return write_bundle(
         snapshots_dir(demo=demo),
         frame,
         f"mig {when}" + (" simulated" if demo else ""),
-        secrets=secrets_of(poller),
+        secrets=secrets_of(live.poller),
     )
 
 
