@@ -5,6 +5,7 @@ the console (`F`), `inferdeck check` and snapshot.md."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from console.capacity import CAPACITY_WINDOW_S, SATURATION_MIN
@@ -136,168 +137,205 @@ def _queue_knob(e: Engine, kv_full: bool) -> str:
     )
 
 
-def _engine(e: Engine) -> list[Finding]:
-    out = []
-    k = knobs(e.kind)
-    used = e.kv_cache_usage or 0.0
-    # judged over the window, not one instant: the cache filled in bursts between two looks
-    peak = max(used, e.kv_cache_usage_peak or 0.0)
-    kv_full = at_least(peak, KV_FULL)
+def _kv_peak(e: Engine) -> float:
+    """The KV use judged over the window, not one instant: the cache filled in bursts between two
+    looks (0 when it was never read: no KV finding then rests on it)."""
+    return max(e.kv_cache_usage or 0.0, e.kv_cache_usage_peak or 0.0)
+
+
+def _preempted(e: Engine) -> float:
+    """Preemptions in the window (none counted while the window only has the lifetime count)."""
+    return 0.0 if e.preemptions_since_start else (e.preemptions or 0.0)
+
+
+def _ttft_split(e: Engine) -> Finding | None:
+    """Where a late first token goes: mostly queueing (the knob by what binds) or mostly prefill."""
     ttft, queue = e.ttft_s, e.queue_time_s
-    if ttft and ttft.p95 and at_least(ttft.p95, TTFT_WORTH_S) and queue and queue.p95 is not None:
-        # a queue percentile inside a wide bucket (vLLM's first is (0, 0.3 s]) is only known to
-        # lie in it: decide on the bucket's edge that speaks against the finding
-        low, high = queue.buckets["p95"] if "p95" in queue.wide else (queue.p95, queue.p95)
-        evidence = [
-            f"TTFT p95 {seconds(ttft.p95)} ({basis(ttft.window)}), queue p95 {seconds(queue.p95)}",
-            f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
-        ]
-        if at_least(low / ttft.p95, QUEUE_SHARE):
-            out.append(
-                Finding(
-                    "warning",
-                    e.name,
-                    f"TTFT is mostly queueing ({min(low / ttft.p95, 1) * 100:.0f}% of its p95)",
-                    evidence,
-                    _queue_knob(e, kv_full),
-                    ttft.p95,
-                )
-            )
-        elif below(high / ttft.p95, 1 - PREFILL_SHARE):
-            out.append(
-                Finding(
-                    "info",
-                    e.name,
-                    f"TTFT is mostly prefill ({(1 - high / ttft.p95) * 100:.0f}% of its p95 "
-                    "after the queue)",
-                    evidence,
-                    f"long prompts: {k.prefix} for shared prefixes, or lower "
-                    f"{k.batched_tokens} to keep decode steps short",
-                    ttft.p95,
-                )
-            )
-    preempted = 0.0 if e.preemptions_since_start else (e.preemptions or 0.0)
-    kv_wait = e.requests_waiting_kv or 0.0
-    if kv_wait > 0 and preempted == 0:
-        # no preemption between these looks, but requests wait for KV the cache cannot give
-        out.append(
-            Finding(
-                "critical",
-                e.name,
-                f"{counted(kv_wait, 'requests')} waiting for the KV cache: saturated",
-                [
-                    f"KV use {used * 100:.1f}% now, peak {peak * 100:.1f}% in the window; "
-                    f"requests waited for KV in {pct(e.kv_blocked_share)} of its scrapes",
-                    f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
-                ],
-                f"add a replica or shed load, or raise {k.memory} for a larger cache",
-                kv_wait,
-            )
+    if not (ttft and ttft.p95 and at_least(ttft.p95, TTFT_WORTH_S) and queue):
+        return None
+    if queue.p95 is None:
+        return None
+    # a queue percentile inside a wide bucket (vLLM's first is (0, 0.3 s]) is only known to lie
+    # in it: decide on the bucket's edge that speaks against the finding
+    low, high = queue.buckets["p95"] if "p95" in queue.wide else (queue.p95, queue.p95)
+    evidence = [
+        f"TTFT p95 {seconds(ttft.p95)} ({basis(ttft.window)}), queue p95 {seconds(queue.p95)}",
+        f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
+    ]
+    if at_least(low / ttft.p95, QUEUE_SHARE):
+        return Finding(
+            "warning",
+            e.name,
+            f"TTFT is mostly queueing ({min(low / ttft.p95, 1) * 100:.0f}% of its p95)",
+            evidence,
+            _queue_knob(e, at_least(_kv_peak(e), KV_FULL)),
+            ttft.p95,
         )
-    if kv_full and preempted > 0:
-        out.append(
-            Finding(
-                "critical",
-                e.name,
-                f"KV cache {peak * 100:.0f}% full with "
-                f"{counted(e.preemptions, k.preemptions)} in the window",
-                [
-                    f"KV use {used * 100:.1f}% of {num(e.kv_capacity_tokens)} tokens now, peak "
-                    f"{peak * 100:.1f}%"
-                    + (
-                        f", at or above {KV_FULL * 100:.0f}% in {e.kv_full_share * 100:.0f}% of "
-                        "the window's scrapes"
-                        if e.kv_full_share is not None
-                        else ""
-                    ),
-                    counted(e.preemptions, k.preemptions)
-                    + (
-                        f", {e.preemptions_per_request:.2f} per finished request"
-                        if e.preemptions_per_request is not None
-                        else ""
-                    ),
-                ],
-                f"lower {k.max_seqs} or {k.max_len}, raise {k.memory}, or add a replica",
-                e.preemptions or 0.0,
-            )
-        )
-    if e.imbalance:
-        out.append(
-            Finding(
-                "warning",
-                e.name,
-                "data-parallel imbalance",
-                [e.imbalance],
-                "check the router's balancing (session affinity, prefix routing) and request lengths",
-            )
-        )
-    pool = e.kv_binding_pool
-    if pool and pool != "full" and e.kv_pools and at_least(e.kv_pools[pool], KV_FULL):
+    if below(high / ttft.p95, 1 - PREFILL_SHARE):
         k = knobs(e.kind)
-        out.append(
-            Finding(
-                "warning",
-                e.name,
-                f"the {pool} pool is {e.kv_pools[pool] * 100:.0f}% full: it, not the KV cache, "
-                "limits admission",
-                [
-                    "pools: "
-                    + ", ".join(
-                        f"{name} {v * 100:.0f}%"
-                        for name, v in e.kv_pools.items()
-                        if v or name == "full"
-                    )
-                    + (
-                        f"; KV cache {e.kv_cache_usage * 100:.0f}%"
-                        if e.kv_cache_usage is not None
-                        else ""
-                    ),
-                ],
-                f"raise {k.mamba if pool == 'mamba' else k.swa}, or lower {k.max_seqs}",
-                e.kv_pools[pool],
-            )
+        return Finding(
+            "info",
+            e.name,
+            f"TTFT is mostly prefill ({(1 - high / ttft.p95) * 100:.0f}% of its p95 after the queue)",
+            evidence,
+            f"long prompts: {k.prefix} for shared prefixes, or lower {k.batched_tokens} to keep "
+            "decode steps short",
+            ttft.p95,
         )
+    return None
+
+
+def _kv_waiting(e: Engine) -> Finding | None:
+    """No preemption between these looks, but requests wait for KV the cache cannot give."""
+    kv_wait = e.requests_waiting_kv or 0.0
+    if not (kv_wait > 0 and _preempted(e) == 0):
+        return None
+    return Finding(
+        "critical",
+        e.name,
+        f"{counted(kv_wait, 'requests')} waiting for the KV cache: saturated",
+        [
+            f"KV use {pct(e.kv_cache_usage, 1)} now, peak {_kv_peak(e) * 100:.1f}% in the window; "
+            f"requests waited for KV in {pct(e.kv_blocked_share)} of its scrapes",
+            f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
+        ],
+        f"add a replica or shed load, or raise {knobs(e.kind).memory} for a larger cache",
+        kv_wait,
+    )
+
+
+def _kv_full_preempting(e: Engine) -> Finding | None:
+    peak = _kv_peak(e)
+    if not (at_least(peak, KV_FULL) and _preempted(e) > 0):
+        return None
+    k = knobs(e.kind)
+    full_share = (
+        f", at or above {KV_FULL * 100:.0f}% in {e.kv_full_share * 100:.0f}% of the window's "
+        "scrapes"
+        if e.kv_full_share is not None
+        else ""
+    )
+    per_request = (
+        f", {e.preemptions_per_request:.2f} per finished request"
+        if e.preemptions_per_request is not None
+        else ""
+    )
+    return Finding(
+        "critical",
+        e.name,
+        f"KV cache {peak * 100:.0f}% full with {counted(e.preemptions, k.preemptions)} in the window",
+        [
+            f"KV use {pct(e.kv_cache_usage, 1)} of {num(e.kv_capacity_tokens)} tokens now, peak "
+            f"{peak * 100:.1f}%" + full_share,
+            counted(e.preemptions, k.preemptions) + per_request,
+        ],
+        f"lower {k.max_seqs} or {k.max_len}, raise {k.memory}, or add a replica",
+        e.preemptions or 0.0,
+    )
+
+
+def _imbalance(e: Engine) -> Finding | None:
+    if not e.imbalance:
+        return None
+    return Finding(
+        "warning",
+        e.name,
+        "data-parallel imbalance",
+        [e.imbalance],
+        "check the router's balancing (session affinity, prefix routing) and request lengths",
+    )
+
+
+def _binding_pool(e: Engine) -> Finding | None:
+    """A hybrid model's Mamba or sliding-window pool full before the KV cache."""
+    pool = e.kv_binding_pool
+    if not (pool and pool != "full" and e.kv_pools and at_least(e.kv_pools[pool], KV_FULL)):
+        return None
+    k = knobs(e.kind)
+    pools = ", ".join(
+        f"{name} {v * 100:.0f}%" for name, v in e.kv_pools.items() if v or name == "full"
+    )
+    cache = f"; KV cache {e.kv_cache_usage * 100:.0f}%" if e.kv_cache_usage is not None else ""
+    return Finding(
+        "warning",
+        e.name,
+        f"the {pool} pool is {e.kv_pools[pool] * 100:.0f}% full: it, not the KV cache, limits "
+        "admission",
+        ["pools: " + pools + cache],
+        f"raise {k.mamba if pool == 'mamba' else k.swa}, or lower {k.max_seqs}",
+        e.kv_pools[pool],
+    )
+
+
+def _prefix_heavy(e: Engine) -> Finding | None:
     hit = e.prefix_cache_hit_rate
-    if hit is not None and at_least(hit, PREFIX_HEAVY) and e.prompt_tokens_per_s:
-        measured = e.prefill_tokens_per_s is not None
-        computed = (
-            e.prefill_tokens_per_s
-            if e.prefill_tokens_per_s is not None
-            else e.prompt_tokens_per_s * (1 - hit)
-        )
-        out.append(
-            Finding(
-                "info",
-                e.name,
-                f"prefix-cache hits make {hit * 100:.0f}% of prompt tokens",
-                [
-                    f"prompt {e.prompt_tokens_per_s:,.0f} tok/s counted, "
-                    f"{'' if measured else 'about '}{computed:,.0f} tok/s computed"
-                    + (" (the engine's computed-token counter)" if measured else ""),
-                ],
-                "compare throughput with computed prompt tokens (prompt tokens by source), not "
-                "the prompt counter",
-                hit,
-            )
-        )
-    out += _saturation(e, k)
+    if not (hit is not None and at_least(hit, PREFIX_HEAVY) and e.prompt_tokens_per_s):
+        return None
+    measured = e.prefill_tokens_per_s is not None
+    computed = (
+        e.prefill_tokens_per_s
+        if e.prefill_tokens_per_s is not None
+        else e.prompt_tokens_per_s * (1 - hit)
+    )
+    return Finding(
+        "info",
+        e.name,
+        f"prefix-cache hits make {hit * 100:.0f}% of prompt tokens",
+        [
+            f"prompt {e.prompt_tokens_per_s:,.0f} tok/s counted, "
+            f"{'' if measured else 'about '}{computed:,.0f} tok/s computed"
+            + (" (the engine's computed-token counter)" if measured else ""),
+        ],
+        "compare throughput with computed prompt tokens (prompt tokens by source), not the "
+        "prompt counter",
+        hit,
+    )
+
+
+def _kv_full_soon(e: Engine) -> Finding | None:
     full_in = e.capacity.kv_full_in_s if e.capacity is not None else None
-    if full_in is not None and full_in < KV_FULL_SOON_S and not kv_full:
-        out.append(
-            Finding(
-                "warning",
-                e.name,
-                f"KV cache full {eta_text(full_in)} at this rate",
-                [
-                    f"KV use {pct(e.kv_cache_usage)} now, rising over the last "
-                    f"{CAPACITY_WINDOW_S / 60:.0f} minutes (its robust trend)",
-                    f"room before an SLO breaks: {capacity_text(e.capacity)}",
-                ],
-                f"add a replica or shed load before it fills; lower {k.max_len} if requests are "
-                "shorter than it",
-                KV_FULL_SOON_S - full_in,
-            )
-        )
+    if full_in is None or full_in >= KV_FULL_SOON_S or at_least(_kv_peak(e), KV_FULL):
+        return None
+    return Finding(
+        "warning",
+        e.name,
+        f"KV cache full {eta_text(full_in)} at this rate",
+        [
+            f"KV use {pct(e.kv_cache_usage)} now, rising over the last "
+            f"{CAPACITY_WINDOW_S / 60:.0f} minutes (its robust trend)",
+            f"room before an SLO breaks: {capacity_text(e.capacity)}",
+        ],
+        f"add a replica or shed load before it fills; lower {knobs(e.kind).max_len} if requests "
+        "are shorter than it",
+        KV_FULL_SOON_S - full_in,
+    )
+
+
+def _saturated(e: Engine) -> list[Finding]:
+    return _saturation(e, knobs(e.kind))
+
+
+# an up engine's rules, in the order their findings are listed (then ranked by severity)
+ENGINE_RULES: tuple[Callable[[Engine], Finding | list[Finding] | None], ...] = (
+    _ttft_split,
+    _kv_waiting,
+    _kv_full_preempting,
+    _imbalance,
+    _binding_pool,
+    _prefix_heavy,
+    _saturated,
+    _kv_full_soon,
+)
+
+
+def _engine(e: Engine) -> list[Finding]:
+    out: list[Finding] = []
+    for rule in ENGINE_RULES:
+        got = rule(e)
+        if isinstance(got, Finding):
+            out.append(got)
+        elif got:
+            out += got
     return out
 
 

@@ -80,6 +80,17 @@ def test_kv_pressure_with_preemptions():
     assert titles(frame([eng(kv_cache_usage=0.6, preemptions=4)])) == []
 
 
+def test_kv_findings_never_read_an_unread_kv_use_as_zero():
+    """Requests waiting for KV (or preempted at a full window peak) with the current KV use
+    unread: the evidence says n/a now, not 0.0%."""
+    (waits,) = findings(frame([eng(requests_waiting_kv=3, kv_cache_usage_peak=0.97)]))
+    assert "KV use n/a now, peak 97.0% in the window" in waits.evidence[0], waits.evidence
+    (full,) = findings(frame([eng(kv_cache_usage_peak=0.95, preemptions=4)]))
+    assert full.evidence[0].startswith("KV use n/a of n/a tokens now, peak 95.0%"), full.evidence
+    (read,) = findings(frame([eng(requests_waiting_kv=3, kv_cache_usage=0.5)]))
+    assert "KV use 50.0% now, peak 50.0%" in read.evidence[0]
+
+
 def test_queue_finding_names_its_window_in_words():
     early = Percentiles(p95=2.0, window="since_start", observations=100)
     f = frame([eng(ttft_s=early, queue_time_s=pct(1.8))])
