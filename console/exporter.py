@@ -8,8 +8,9 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
+from collections.abc import Callable
 
-from console.frame import CapacityReport, Frame
+from console.frame import BurnReport, CapacityReport, Engine, Frame, Gpu, ServiceStatus
 from console.plan import Plan
 from console.verdict import EXIT
 
@@ -217,8 +218,22 @@ def frame_metrics(frame: Frame, plan: Plan, version: str) -> str:
 
 
 def frame_figures(frame: Frame, plan: Plan, version: str) -> Figures:
-    """Every figure the exporter serves for one frame (the Prometheus page and OTLP alike)."""
+    """Every figure the exporter serves for one frame (the Prometheus page and OTLP alike): each
+    family by the function for its subject, in the order the page lists them."""
     p = Figures()
+    _node_figures(p, frame, plan, version)
+    for e in frame.engines:
+        _engine_figures(p, e)
+    for s in frame.services:
+        for section in SERVICE_SECTIONS:
+            section(p, s)
+    _alert_figures(p, frame)
+    for g in frame.gpus:
+        _gpu_figures(p, g)
+    return p
+
+
+def _node_figures(p: Figures, frame: Frame, plan: Plan, version: str) -> None:
     p.add("build_info", 1.0, version=version, plan_hash=plan_hash(plan))
     p.add("frame_timestamp_seconds", frame.taken_at.timestamp())
     p.add("status", float(EXIT[frame.status]))
@@ -227,145 +242,139 @@ def frame_figures(frame: Frame, plan: Plan, version: str) -> Figures:
         tally[(v.severity, v.source)] = tally.get((v.severity, v.source), 0) + 1
     for (severity, source), n in sorted(tally.items()):
         p.add("verdict_concerns", float(n), severity=severity, source=source)
-    for e in frame.engines:
-        p.add("engine_up", 1.0 if e.up else 0.0, engine=e.name, kind=e.kind or "")
-        cap = e.capacity
-        if cap is not None and cap.requests_per_s is not None:
-            breaks = cap.binding or ""
-            for bound, value in _bounds(cap):
-                p.add("capacity_requests_per_second", value, engine=e.name, slo=breaks, bound=bound)
-            p.add("capacity_room_requests_per_second", cap.room_per_s, engine=e.name, slo=breaks,
-                  bound="at_least" if cap.at_least else "estimate")  # fmt: skip
-        if cap is not None and cap.backtest_scored:
-            held = float(cap.backtest_held or 0)
-            p.add("capacity_backtest_estimates", held, engine=e.name, outcome="held")
-            p.add("capacity_backtest_estimates", cap.backtest_scored - held, engine=e.name,
-                  outcome="missed")  # fmt: skip
-        if cap is not None and cap.queue_limit is not None:
-            p.add("capacity_queue_limit_requests", cap.queue_limit, engine=e.name)
-        if cap is not None and cap.batch_limit is not None:
-            p.add("capacity_batch_limit_sequences", cap.batch_limit, engine=e.name,
-                  source=_BATCH_FROM.get(cap.batch_from or "", "load"))  # fmt: skip
-        if cap is not None and e.not_judged is None:  # just back: nothing to fire on yet
-            p.add("kv_full_in_seconds", cap.kv_full_in_s, engine=e.name)
-            p.add("queue_full_in_seconds", cap.queue_full_in_s, engine=e.name)
-            p.add("saturation_ratio", cap.saturation, engine=e.name, slo=cap.saturation_slo or "")
-            if cap.saturating is not None:
-                p.add("saturating", float(cap.saturating), engine=e.name)
-    for s in frame.services:
-        for h in s.headroom:
-            if h.unit in BASE_UNITS:  # one unit per name, so sum() and rate() mean something
-                unit, scale = BASE_UNITS[h.unit]
-                labels = {"service": s.name, "rule": h.name}
-                p.add(f"headroom_{unit}", None if h.value is None else h.value * scale, **labels)
-                budget = None if h.budget is None else h.budget * scale
-                p.add(f"headroom_budget_{unit}", budget, **labels)
-            p.add("headroom_severity", SEVERITY.get(h.state), service=s.name, rule=h.name)
-            p.add("headroom_exhausted_in_seconds", h.exhausted_in_s, service=s.name, rule=h.name)
-        cap = s.capacity
-        if cap is not None and cap.requests_per_s is not None:
-            for bound, value in _bounds(cap):
-                p.add(
-                    "service_capacity_requests_per_second",
-                    value,
-                    service=s.name,
-                    slo=cap.binding or "",
-                    bound=bound,
-                )
-            p.add(
-                "service_capacity_room_requests_per_second",
-                cap.room_per_s,
-                service=s.name,
-                slo=cap.binding or "",
-                bound="at_least" if cap.at_least else "estimate",
-            )
-        slo = s.slo
-        if slo is not None:
-            for key, t in slo.targets.items():
-                target = key.removesuffix("_s")
-                p.add("slo_target_seconds", t.target_s, service=s.name, slo=target)
-                p.add("slo_observed_seconds", t.observed_s, service=s.name, slo=target)
-                p.add("slo_attainment_ratio", t.attainment, service=s.name, slo=target)
-            if slo.completion is not None:
-                p.add("slo_completion_ratio", slo.completion.observed, service=s.name)
-            if slo.good_share is not None:
-                p.add("slo_good_share_ratio", slo.good_share.low, service=s.name, bound="low")
-                p.add("slo_good_share_ratio", slo.good_share.high, service=s.name, bound="high")
-            if slo.burn is not None:
-                p.add(
-                    "slo_budget_spent_in_seconds",
-                    slo.burn.budget_spent_in_s,
-                    service=s.name,
-                    window=slo.burn.budget_window or "",
-                )
-                for window, w in slo.burn.windows.items():
-                    # absent until the window holds enough (slo.BURN_READY_S): rules never page on
-                    # 20 s of data; its coverage says how far it has come
-                    ready = w.ready is not False
-                    p.add("slo_burn_rate", w.burn if ready else None, service=s.name, window=window)
-                    p.add(
-                        "slo_burn_window_covered_seconds",
-                        w.covered_s,
-                        service=s.name,
-                        window=window,
-                    )
-                for objective, per in slo.burn.objectives.items():
-                    for window, w in per.items():
-                        p.add(
-                            "slo_objective_burn_rate",
-                            w.burn if w.ready is not False else None,
-                            service=s.name,
-                            objective=objective,
-                            window=window,
-                        )
-        if s.cost is not None:
-            p.add("service_total_hourly_cost", s.cost.usd_per_h, service=s.name)
-            price = s.cost.usd_per_m_compliant_tokens
-            if price is not None:
-                for bound in ("low", "high"):
-                    p.add(
-                        "cost_usd_per_million_compliant_tokens",
-                        getattr(price, bound),
-                        service=s.name,
-                        bound=bound,
-                    )
-    active = Counter(
-        (a.rule or a.key.split(":", 1)[0], a.severity) for a in frame.alerts if a.state == "active"
-    )
-    for (rule, severity), n in sorted(active.items()):
+
+
+def _engine_figures(p: Figures, e: Engine) -> None:
+    p.add("engine_up", 1.0 if e.up else 0.0, engine=e.name, kind=e.kind or "")
+    cap = e.capacity
+    if cap is None:
+        return
+    if cap.requests_per_s is not None:
+        breaks = cap.binding or ""
+        for bound, value in _bounds(cap):
+            p.add("capacity_requests_per_second", value, engine=e.name, slo=breaks, bound=bound)
+        p.add("capacity_room_requests_per_second", cap.room_per_s, engine=e.name, slo=breaks,
+              bound="at_least" if cap.at_least else "estimate")  # fmt: skip
+    if cap.backtest_scored:
+        held = float(cap.backtest_held or 0)
+        p.add("capacity_backtest_estimates", held, engine=e.name, outcome="held")
+        p.add("capacity_backtest_estimates", cap.backtest_scored - held, engine=e.name,
+              outcome="missed")  # fmt: skip
+    if cap.queue_limit is not None:
+        p.add("capacity_queue_limit_requests", cap.queue_limit, engine=e.name)
+    if cap.batch_limit is not None:
+        p.add("capacity_batch_limit_sequences", cap.batch_limit, engine=e.name,
+              source=_BATCH_FROM.get(cap.batch_from or "", "load"))  # fmt: skip
+    if e.not_judged is None:  # just back: nothing to fire on yet
+        p.add("kv_full_in_seconds", cap.kv_full_in_s, engine=e.name)
+        p.add("queue_full_in_seconds", cap.queue_full_in_s, engine=e.name)
+        p.add("saturation_ratio", cap.saturation, engine=e.name, slo=cap.saturation_slo or "")
+        if cap.saturating is not None:
+            p.add("saturating", float(cap.saturating), engine=e.name)
+
+
+def _service_headroom(p: Figures, s: ServiceStatus) -> None:
+    for h in s.headroom:
+        if h.unit in BASE_UNITS:  # one unit per name, so sum() and rate() mean something
+            unit, scale = BASE_UNITS[h.unit]
+            labels = {"service": s.name, "rule": h.name}
+            p.add(f"headroom_{unit}", None if h.value is None else h.value * scale, **labels)
+            budget = None if h.budget is None else h.budget * scale
+            p.add(f"headroom_budget_{unit}", budget, **labels)
+        p.add("headroom_severity", SEVERITY.get(h.state), service=s.name, rule=h.name)
+        p.add("headroom_exhausted_in_seconds", h.exhausted_in_s, service=s.name, rule=h.name)
+
+
+def _service_capacity(p: Figures, s: ServiceStatus) -> None:
+    cap = s.capacity
+    if cap is None or cap.requests_per_s is None:
+        return
+    breaks = cap.binding or ""
+    for bound, value in _bounds(cap):
+        p.add("service_capacity_requests_per_second", value, service=s.name, slo=breaks,
+              bound=bound)  # fmt: skip
+    p.add("service_capacity_room_requests_per_second", cap.room_per_s, service=s.name,
+          slo=breaks, bound="at_least" if cap.at_least else "estimate")  # fmt: skip
+
+
+def _service_slo(p: Figures, s: ServiceStatus) -> None:
+    slo = s.slo
+    if slo is None:
+        return
+    for key, t in slo.targets.items():
+        target = key.removesuffix("_s")
+        p.add("slo_target_seconds", t.target_s, service=s.name, slo=target)
+        p.add("slo_observed_seconds", t.observed_s, service=s.name, slo=target)
+        p.add("slo_attainment_ratio", t.attainment, service=s.name, slo=target)
+    if slo.completion is not None:
+        p.add("slo_completion_ratio", slo.completion.observed, service=s.name)
+    if slo.good_share is not None:
+        p.add("slo_good_share_ratio", slo.good_share.low, service=s.name, bound="low")
+        p.add("slo_good_share_ratio", slo.good_share.high, service=s.name, bound="high")
+    if slo.burn is not None:
+        _service_burn(p, s.name, slo.burn)
+
+
+def _service_burn(p: Figures, service: str, burn: BurnReport) -> None:
+    p.add("slo_budget_spent_in_seconds", burn.budget_spent_in_s, service=service,
+          window=burn.budget_window or "")  # fmt: skip
+    for window, w in burn.windows.items():
+        # absent until the window holds enough (slo.BURN_READY_S): rules never page on 20 s of
+        # data; its coverage says how far it has come
+        ready = w.ready is not False
+        p.add("slo_burn_rate", w.burn if ready else None, service=service, window=window)
+        p.add("slo_burn_window_covered_seconds", w.covered_s, service=service, window=window)
+    for objective, per in burn.objectives.items():
+        for window, w in per.items():
+            p.add("slo_objective_burn_rate", w.burn if w.ready is not False else None,
+                  service=service, objective=objective, window=window)  # fmt: skip
+
+
+def _service_cost(p: Figures, s: ServiceStatus) -> None:
+    if s.cost is None:
+        return
+    p.add("service_total_hourly_cost", s.cost.usd_per_h, service=s.name)
+    price = s.cost.usd_per_m_compliant_tokens
+    if price is not None:
+        for bound in ("low", "high"):
+            p.add("cost_usd_per_million_compliant_tokens", getattr(price, bound),
+                  service=s.name, bound=bound)  # fmt: skip
+
+
+# a service's families, in the order the page lists them
+SERVICE_SECTIONS: tuple[Callable[[Figures, ServiceStatus], None], ...] = (
+    _service_headroom,
+    _service_capacity,
+    _service_slo,
+    _service_cost,
+)
+
+
+def _alert_figures(p: Figures, frame: Frame) -> None:
+    active = [a for a in frame.alerts if a.state == "active"]
+    counts = Counter((a.rule or a.key.split(":", 1)[0], a.severity) for a in active)
+    for (rule, severity), n in sorted(counts.items()):
         p.add("alerts_active", float(n), rule=rule, severity=severity)
-    for a in frame.alerts:
-        if a.state == "active":
-            p.add(
-                "alert_since_timestamp_seconds",
-                a.since.timestamp(),
-                rule=a.rule or a.key.split(":", 1)[0],
-                severity=a.severity,
-                subject=a.subject,
-            )
-    for g in frame.gpus:
-        if g.utilization_gpu_pct is not None:
-            p.add("gpu_utilization_ratio", g.utilization_gpu_pct / 100, gpu=str(g.index))
-        if g.activity is not None and g.activity.graphics_pct is not None:
-            p.add(
-                "gpu_activity_ratio",
-                g.activity.graphics_pct / 100,
-                gpu=str(g.index),
-                gpu_instance="",
-            )
-        seen: set[int | None] = set()
-        for d in g.mig.devices if g.mig else []:
-            if d.gpu_instance_id in seen or d.activity is None:
-                continue
-            seen.add(d.gpu_instance_id)
-            if d.activity.graphics_pct is not None:
-                p.add(
-                    "gpu_activity_ratio",
-                    d.activity.graphics_pct / 100,
-                    gpu=str(g.index),
-                    gpu_instance=str(d.gpu_instance_id),
-                )
-    return p
+    for a in active:
+        p.add("alert_since_timestamp_seconds", a.since.timestamp(),
+              rule=a.rule or a.key.split(":", 1)[0], severity=a.severity,
+              subject=a.subject)  # fmt: skip
+
+
+def _gpu_figures(p: Figures, g: Gpu) -> None:
+    if g.utilization_gpu_pct is not None:
+        p.add("gpu_utilization_ratio", g.utilization_gpu_pct / 100, gpu=str(g.index))
+    if g.activity is not None and g.activity.graphics_pct is not None:
+        p.add("gpu_activity_ratio", g.activity.graphics_pct / 100, gpu=str(g.index),
+              gpu_instance="")  # fmt: skip
+    seen: set[int | None] = set()
+    for d in g.mig.devices if g.mig else []:
+        if d.gpu_instance_id in seen or d.activity is None:
+            continue
+        seen.add(d.gpu_instance_id)
+        if d.activity.graphics_pct is not None:
+            p.add("gpu_activity_ratio", d.activity.graphics_pct / 100, gpu=str(g.index),
+                  gpu_instance=str(d.gpu_instance_id))  # fmt: skip
 
 
 def alert_rules(plan: Plan) -> str:
