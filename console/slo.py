@@ -116,7 +116,9 @@ def compliance(
     profile: EngineProfile,
     window_s: float | None = None,
 ) -> SloReport:
-    """SLO figures for one service over its evaluation window (the plan's, or ``window_s``)."""
+    """SLO figures for one service over its evaluation window (the plan's, or ``window_s``): each
+    target from its histogram, the completion rate from the outcomes, and the good-request share
+    they bound."""
     slo = default_slo(svc)
     w = window_s or parse_window(slo.window)
     q = slo.percentile
@@ -137,82 +139,18 @@ def compliance(
             targets[key] = _approx_target(win, histories, signal, limit, q, unavailable, key)
             unknown.append(key)
             continue
-        entry: dict[str, Any] = {"target_s": limit}
-        if signal == "tpot" and any(
-            h[-1].series.get("tpot") in per_token_series() for h in histories if h
-        ):
-            entry["counts"] = "tokens"
-            entry["note"] = (
-                "this engine's TPOT histogram counts every output token, not requests: the "
-                "attainment is a share of tokens"
-            )
-        buckets, since_start = win.buckets(signal)
-        total = buckets[-1][1] if buckets else 0.0
-        entry["requests"] = total
-        if not buckets or total <= 0:
-            unavailable[key] = (
-                "engine exports no such histogram"
-                if not buckets
-                else f"no requests in the last {window_label(w)}"
-            )
-            entry.update(observed_s=None, headroom_s=None, attainment=None)
-            unknown.append(key)
+        t, why = _target(win, histories, signal, limit, q, w, part)
+        targets[key] = t
+        if why is not None:
+            unavailable[key] = why
+        approx_any |= t.attainment_exact is False
+        if t.attainment is not None:
+            attain.append(t.attainment)
         else:
-            observed, ge = histogram_quantile(q, buckets)
-            share, exact = fraction_at_or_below(limit, buckets)
-            bucket = quantile_bucket(observed, buckets) if observed is not None and not ge else None
-            entry.update(
-                observed_s=observed,
-                observed_lower_bound_only=ge,
-                headroom_s=(limit - observed) if observed is not None else None,
-                met=observed is not None and observed <= limit and not ge,
-                attainment=share,
-                attainment_exact=exact,
-                since_start=since_start,
-            )
-            if not exact:
-                at_edge, edge = fraction_at_edge_below(limit, buckets)
-                if at_edge is not None and share is not None and abs(at_edge - share) > 5e-4:
-                    entry.update(attainment_at_edge=at_edge, edge_s=edge)
-            if part is not None and not since_start:
-                entry["covered_s"] = part
-            if bucket is not None:
-                entry["observed_bucket_s"] = bucket
-                entry["observed_wide"] = wide(bucket, observed)
-            approx_any |= not exact
-            if share is not None:
-                attain.append(share)
-            else:
-                unknown.append(key)
-        targets[key] = TargetReport.model_validate(entry)
-    out_ok = win.outcomes(profile)
-    c = out_ok.completion if out_ok else None
-    if c is not None and not math.isfinite(c):
-        c = None  # counts past what a float holds (a hostile or broken page): not a share
-    completion = CompletionReport(
-        target=slo.completion,
-        observed=c,
-        requests=(out_ok.good + out_ok.failed) if out_ok else 0.0,
-        aborted=out_ok.aborted if out_ok else None,
-        met=c is not None and c >= slo.completion,
-    )
-    if c is None:
-        unavailable["completion"] = (
-            "engine exports no request outcomes"
-            if out_ok is None
-            else f"no requests finished in the last {window_label(w)}"
-        )
-    good: RangeReport | None = None
-    if (attain or unknown) and c is not None:
-        # an SLO whose attainment is unknown could be met by none: the lower bound falls to 0
-        lo = c * max(0.0, sum(attain) - (len(attain) - 1)) if not unknown else 0.0
-        hi = c * min(attain) if attain else c
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            lo, hi, unknown = 0.0, c, [*unknown, *(k for k in targets if k not in unknown)]
-        good = RangeReport(low=lo, high=hi, approx=approx_any)
-        if unknown:
-            good = good.model_copy(update={"unknown": unknown})
-    else:
+            unknown.append(key)
+    completion = _completion(win, profile, slo.completion, w, unavailable)
+    good = _good_share(attain, unknown, approx_any, completion.observed, targets)
+    if good is None:
         unavailable["good_share"] = "needs an attainment and a completion rate"
     tokens = win.rate("generation_tokens")
     report = SloReport(
@@ -238,6 +176,105 @@ def compliance(
     if tokens is not None:
         extra["output_tokens_per_s"] = tokens
     return report.model_copy(update=extra) if extra else report
+
+
+def _target(
+    win: Windowed,
+    histories: Sequence[Sequence[Extract]],
+    signal: str,
+    limit: float,
+    q: float,
+    w: float,
+    part: float | None,
+) -> tuple[TargetReport, str | None]:
+    """One latency target from its windowed histogram: the observed percentile, the share of
+    requests at or under the limit (exact on a bucket edge, else interpolated with the edge's
+    share beside it), and the bucket the percentile lies in; with why it is unread, if it is."""
+    entry: dict[str, Any] = {"target_s": limit}
+    if signal == "tpot" and any(
+        h[-1].series.get("tpot") in per_token_series() for h in histories if h
+    ):
+        entry["counts"] = "tokens"
+        entry["note"] = (
+            "this engine's TPOT histogram counts every output token, not requests: the "
+            "attainment is a share of tokens"
+        )
+    buckets, since_start = win.buckets(signal)
+    total = buckets[-1][1] if buckets else 0.0
+    entry["requests"] = total
+    if not buckets or total <= 0:
+        entry.update(observed_s=None, headroom_s=None, attainment=None)
+        why = (
+            "engine exports no such histogram"
+            if not buckets
+            else f"no requests in the last {window_label(w)}"
+        )
+        return TargetReport.model_validate(entry), why
+    observed, ge = histogram_quantile(q, buckets)
+    share, exact = fraction_at_or_below(limit, buckets)
+    bucket = quantile_bucket(observed, buckets) if observed is not None and not ge else None
+    entry.update(
+        observed_s=observed,
+        observed_lower_bound_only=ge,
+        headroom_s=(limit - observed) if observed is not None else None,
+        met=observed is not None and observed <= limit and not ge,
+        attainment=share,
+        attainment_exact=exact,
+        since_start=since_start,
+    )
+    if not exact:
+        at_edge, edge = fraction_at_edge_below(limit, buckets)
+        if at_edge is not None and share is not None and abs(at_edge - share) > 5e-4:
+            entry.update(attainment_at_edge=at_edge, edge_s=edge)
+    if part is not None and not since_start:
+        entry["covered_s"] = part
+    if bucket is not None:
+        entry["observed_bucket_s"] = bucket
+        entry["observed_wide"] = wide(bucket, observed)
+    return TargetReport.model_validate(entry), None
+
+
+def _completion(
+    win: Windowed, profile: EngineProfile, target: float, w: float, unavailable: dict[str, str]
+) -> CompletionReport:
+    """The share of finished requests that succeeded, from the engine's request outcomes."""
+    out_ok = win.outcomes(profile)
+    c = out_ok.completion if out_ok else None
+    if c is not None and not math.isfinite(c):
+        c = None  # counts past what a float holds (a hostile or broken page): not a share
+    if c is None:
+        unavailable["completion"] = (
+            "engine exports no request outcomes"
+            if out_ok is None
+            else f"no requests finished in the last {window_label(w)}"
+        )
+    return CompletionReport(
+        target=target,
+        observed=c,
+        requests=(out_ok.good + out_ok.failed) if out_ok else 0.0,
+        aborted=out_ok.aborted if out_ok else None,
+        met=c is not None and c >= target,
+    )
+
+
+def _good_share(
+    attain: list[float],
+    unknown: list[str],
+    approx: bool,
+    c: float | None,
+    targets: dict[str, TargetReport],
+) -> RangeReport | None:
+    """The share of requests that finished and met every target, as bounds: at most the
+    completion rate times the worst attainment, at least what the attainments' misses leave if
+    they never overlap (0 while an attainment is unknown: it could be met by none)."""
+    if not (attain or unknown) or c is None:
+        return None
+    lo = c * max(0.0, sum(attain) - (len(attain) - 1)) if not unknown else 0.0
+    hi = c * min(attain) if attain else c
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        lo, hi, unknown = 0.0, c, [*unknown, *(k for k in targets if k not in unknown)]
+    good = RangeReport(low=lo, high=hi, approx=approx)
+    return good.model_copy(update={"unknown": unknown}) if unknown else good
 
 
 def _approx_target(
