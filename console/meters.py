@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from console.alerts import Condition
-from console.cost import energy, node_hourly, per_million, slice_share
+from console.cost import CostSpec, energy, node_hourly, per_million, slice_share
 from console.engines import EngineProfile, Extract
 from console.frame import (
+    BurnReport,
     CostReport,
     Gpu,
     GpuCost,
@@ -86,33 +87,12 @@ def service_meters(
     gpus: list[Gpu],
     now: float,
 ) -> tuple[list[ServiceStatus], NodeCost | None, list[Condition]]:
+    """Each service's SLO (with its burn rates) and cost, the node's cost, and the budget and burn
+    conditions the alerts weigh."""
     conds: list[Condition] = []
     out = []
     hour = dt.datetime.fromtimestamp(now).hour
-    spec = plan.cost
-    node: NodeCost | None = None
-    if spec is not None:
-        total_w = sum(g.power_w for g in gpus if g.power_w is not None) if gpus else None
-        hourly = node_hourly(spec)
-        e = energy(spec, total_w, hour)
-        per_gpu = []
-        for g in gpus:  # each GPU on the node's basis: its board power, its share of the host, PUE
-            ge = energy(spec, g.power_w, hour, node_share=1 / len(gpus))
-            per_gpu.append(
-                GpuCost(
-                    gpu=g.index,
-                    usd_per_h=hourly / len(gpus),
-                    energy_usd_per_h=ge.usd_per_h,
-                    energy_basis=ge.basis,
-                )
-            )
-        node = NodeCost(
-            usd_per_h=hourly,
-            horizon_h=spec.horizon_h,
-            energy=e,
-            total_usd_per_h=hourly + (e.usd_per_h or 0.0),
-            per_gpu=per_gpu,
-        )
+    node = _node_cost(plan.cost, gpus, hour) if plan.cost is not None else None
     by_name = {s.name: s for s in plan.services}
     for status in services:
         svc = by_name[status.name]
@@ -121,74 +101,113 @@ def service_meters(
         w_s = parse_window(default_slo(svc).window)
         slo_doc = compliance(svc, hists, prof, w_s) if prof is not None and hists else None
         if slo_doc is not None and prof is not None:
-            series: dict[tuple[Any, ...], tuple[float, float, float]] = {}
-            restarted = set()
-            for name in svc.engine_names:
-                h = histories.get(name)
-                if h:
-                    series.update({(name, *k): v for k, v in outcome_series(h[-1], prof).items()})
-                    if h[-1].t in restart_times(h):
-                        restarted.add(name)
-            if series:
-                slo = default_slo(svc)
-                hist = burn_hist.setdefault(svc.name, OutcomeHistory())
-                hist.add(now, series, restarted)
-                late: dict[str, dict[tuple[Any, ...], tuple[float, float]]] = {}
-                for name in svc.engine_names:
-                    h = histories.get(name)
-                    if h:
-                        for key, rows in latency_series(h[-1], slo).items():
-                            late.setdefault(key, {}).update(
-                                {(name, *k): v for k, v in rows.items()}
-                            )
-                for key, rows in late.items():
-                    hist.latency.setdefault(key, LatencyHistory()).add(now, rows, restarted)
-                burn = burn_rates(hist, slo.completion, slo.percentile, slo.budget_period_days)
+            burn = _burn(svc, histories, prof, burn_hist, now)
+            if burn is not None:
                 slo_doc = slo_doc.model_copy(update={"burn": burn})
-                lasts = burn.budget_spent_in_s
-                if lasts is not None and lasts < plan.alerts.budget_horizon_s:
-                    if plan.alerts.exhaustion.enabled:
-                        conds.append(
-                            Condition(
-                                f"exhaustion:budget:{svc.name}",
-                                "warning",
-                                svc.name,
-                                f"error budget spent in ~{duration_text(lasts)} at the "
-                                f"{burn.budget_window} burn ({burn.period_days:g}-day budget; "
-                                f"planned horizon {duration_text(plan.alerts.budget_horizon_s)}):"
-                                " look at the failing or slow requests",
-                                "exhaustion",
-                                plan.alerts.exhaustion.for_s,
-                                plan.alerts.exhaustion.clear_s,
-                            )
-                        )
-                hit = burn_alert(burn)
-                if hit is not None and plan.alerts.burn.enabled:
-                    conds.append(
-                        Condition(
-                            f"burn:{svc.name}",
-                            hit[0],
-                            svc.name,
-                            hit[1],
-                            "burn",
-                            plan.alerts.burn.for_s,
-                            plan.alerts.burn.clear_s,
-                        )
-                    )
+                conds += _burn_conditions(plan, svc.name, burn)
         cost_doc = (
             _cost(svc, plan, gpus, node, hists, prof, slo_doc, w_s, hour)
-            if spec is not None and node is not None
+            if node is not None
             else None
         )
-        out.append(
-            status.model_copy(
-                update={
-                    "slo": slo_doc,
-                    "cost": cost_doc,
-                }
+        out.append(status.model_copy(update={"slo": slo_doc, "cost": cost_doc}))
+    return out, node, conds
+
+
+def _node_cost(spec: CostSpec, gpus: list[Gpu], hour: int) -> NodeCost:
+    """The node's hourly cost and energy, and each GPU's share on the node's basis (its board
+    power, its share of the host, PUE)."""
+    total_w = sum(g.power_w for g in gpus if g.power_w is not None) if gpus else None
+    hourly = node_hourly(spec)
+    e = energy(spec, total_w, hour)
+    per_gpu = []
+    for g in gpus:
+        ge = energy(spec, g.power_w, hour, node_share=1 / len(gpus))
+        per_gpu.append(
+            GpuCost(
+                gpu=g.index,
+                usd_per_h=hourly / len(gpus),
+                energy_usd_per_h=ge.usd_per_h,
+                energy_basis=ge.basis,
             )
         )
-    return out, node, conds
+    return NodeCost(
+        usd_per_h=hourly,
+        horizon_h=spec.horizon_h,
+        energy=e,
+        total_usd_per_h=hourly + (e.usd_per_h or 0.0),
+        per_gpu=per_gpu,
+    )
+
+
+def _burn(
+    svc: Service,
+    histories: Mapping[str, Sequence[Extract]],
+    prof: EngineProfile,
+    burn_hist: dict[str, OutcomeHistory],
+    now: float,
+) -> BurnReport | None:
+    """The service's error-budget burn: this poll's request outcomes and latency counts (every
+    replica, a restarted one marked) added to its history, the burn rates read from it; None
+    while no replica exports outcomes."""
+    series: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+    restarted = set()
+    for name in svc.engine_names:
+        h = histories.get(name)
+        if h:
+            series.update({(name, *k): v for k, v in outcome_series(h[-1], prof).items()})
+            if h[-1].t in restart_times(h):
+                restarted.add(name)
+    if not series:
+        return None
+    slo = default_slo(svc)
+    hist = burn_hist.setdefault(svc.name, OutcomeHistory())
+    hist.add(now, series, restarted)
+    late: dict[str, dict[tuple[Any, ...], tuple[float, float]]] = {}
+    for name in svc.engine_names:
+        h = histories.get(name)
+        if h:
+            for key, rows in latency_series(h[-1], slo).items():
+                late.setdefault(key, {}).update({(name, *k): v for k, v in rows.items()})
+    for key, rows in late.items():
+        hist.latency.setdefault(key, LatencyHistory()).add(now, rows, restarted)
+    return burn_rates(hist, slo.completion, slo.percentile, slo.budget_period_days)
+
+
+def _burn_conditions(plan: Plan, service: str, burn: BurnReport) -> list[Condition]:
+    """The budget spent sooner than the plan's horizon, and a burn past its pace."""
+    conds = []
+    lasts = burn.budget_spent_in_s
+    rule = plan.alerts.exhaustion
+    if lasts is not None and lasts < plan.alerts.budget_horizon_s and rule.enabled:
+        conds.append(
+            Condition(
+                f"exhaustion:budget:{service}",
+                "warning",
+                service,
+                f"error budget spent in ~{duration_text(lasts)} at the {burn.budget_window} burn "
+                f"({burn.period_days:g}-day budget; planned horizon "
+                f"{duration_text(plan.alerts.budget_horizon_s)}): look at the failing or slow "
+                "requests",
+                "exhaustion",
+                rule.for_s,
+                rule.clear_s,
+            )
+        )
+    hit = burn_alert(burn)
+    if hit is not None and plan.alerts.burn.enabled:
+        conds.append(
+            Condition(
+                f"burn:{service}",
+                hit[0],
+                service,
+                hit[1],
+                "burn",
+                plan.alerts.burn.for_s,
+                plan.alerts.burn.clear_s,
+            )
+        )
+    return conds
 
 
 def _cost(
