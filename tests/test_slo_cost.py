@@ -9,6 +9,7 @@ import pytest
 from console.alerts import AlertBook, Condition
 from console.cost import CostSpec, crossover, energy, hourly_cost, per_million, slice_share
 from console.engines import extract, profiles
+from console.frame import ServiceStatus
 from console.plan import Service, SloSpec
 from console.promtext import parse
 from console.sim.engine import TrafficModel, TrafficSpec, page_for
@@ -217,3 +218,46 @@ def test_snapshot_demo_has_services_with_slo_and_cost():
     assert frame["cost"]["energy"]["basis"] == "GPU boards + host figure x PUE 1.54"
     # slices carry their share: GPU 0 whole = 1/4 of the node, a 2g.48gb of a 4g card = 1/8
     assert [s["cost"]["device_share"] for s in frame["services"]] == [0.25, 0.125, 0.125]
+
+
+@pytest.mark.slow
+def test_service_meters_raise_the_budget_and_burn_conditions_from_a_services_outcomes():
+    """A service failing a third of its requests for 20 minutes (scraped every 15 s): the meters
+    put its burn on the SLO report, page on the fast burn, and warn that the 28-day budget goes
+    in under the planned day; the same load without errors raises neither."""
+    from console.meters import service_meters
+    from console.plan import Plan
+
+    def run(error_share: float) -> tuple[object, list[Condition]]:
+        clock = Clock()
+        spec = TrafficSpec(rate_rps=4, seed=5, abort_share=0.0, error_share=error_share)
+        model = TrafficModel(spec, clock=clock)
+        prof, hist = profiles()["vllm"], EngineHistory()
+        plan = Plan.model_validate(
+            {
+                "services": [
+                    {"name": "s", "engine": "e", "device": "0", "model": "llama-3.1-8b",
+                     "weight_bits": 16, "tokens_per_sequence": 4096, "concurrent_sequences": 8}
+                ]
+            }
+        )  # fmt: skip
+        status = ServiceStatus(name="s", engine="e", device="0", model="m", required_bytes=1.0)
+        burn_hist: dict[str, OutcomeHistory] = {}
+        for _ in range(80):
+            clock.t += 15.0
+            hist.add(extract(parse(page_for("vllm", model)), prof, clock.t))
+            out, _, conds = service_meters(
+                plan, [status], {"e": hist.points}, {"e": prof}, burn_hist, [], clock.t
+            )
+        return out[0].slo, conds
+
+    slo, conds = run(1 / 3)
+    assert slo.burn is not None and slo.burn.windows["5m"].burn > 14.4
+    assert {c.key: c.severity for c in conds} == {
+        "exhaustion:budget:s": "warning",
+        "burn:s": "critical",
+    }
+    (spent,) = [c.message for c in conds if c.key.startswith("exhaustion")]
+    assert spent.startswith("error budget spent in ~") and "28-day budget" in spent
+    slo, conds = run(0.0)
+    assert slo.burn is not None and conds == []
