@@ -591,58 +591,10 @@ class EngineDetailScreen(DeckScreen):
             return
         c = theme_colors(self.app.theme_variables)
         e = engine
-        subjects = {e.name} | {s.name for s in frame.services if s.engine == e.name}
-        worst = worst_for(frame.verdict, subjects)
-        state = (
-            Text(f"DOWN: {e.error}", style=f"bold {c['error']}")
-            if not e.up
-            else Text(
-                f"up, {worst.upper()}",
-                style=f"bold {c['error' if worst == 'critical' else 'warning']}",
-            )
-            if worst
-            else Text("up", style=f"bold {c['success']}")
-        )
-        head = Text.assemble(
-            (f"{e.name}", "bold"),
-            f"  {e.kind or '?'}  {e.model or NA}  device {e.device or '?'}  ",
-            state,
-            f"\n{e.url}",
-        )
-        # what is wrong with it and what to turn, first (the Alerts view has every line)
-        for v in frame.verdict:
-            if v.subject not in subjects or v.severity == "info":
-                continue
-            mark = "CRIT" if v.severity == "critical" else "WARN"
-            head.append(f"\n{mark} ", style=f"bold {c['error' if mark == 'CRIT' else 'warning']}")
-            head.append(f"{v.subject}: {v.message}" if v.subject != e.name else v.message)
-        if e.moved_to:
-            head.append(
-                f"\n↪ redirected to {e.moved_to}: the page shown is that host's (its "
-                "credentials are not sent there); give that URL if it is the engine",
-                style=c["warning"],
-            )
-        if e.version_hints:
-            head.append("\nversion hints: " + "; ".join(e.version_hints), style=c["dim"])
-        if e.restarted_at:
-            head.append(
-                f"\nrestarted at {e.restarted_at:%H:%M:%S}Z (counters reset; windows restart there)",
-                style=c["warning"],
-            )
-        self.query_one("#detail-head", Static).update(head)
+        self.query_one("#detail-head", Static).update(_head(frame, e, c))
         self._charts(frame, e)
-        rows = [
-            _pct_row(label, getattr(e, fld), e.unavailable.get(fld))
-            for label, fld in (
-                ("TTFT", "ttft_s"),
-                ("TPOT", "tpot_s"),
-                ("ITL", "itl_s"),
-                ("e2e", "e2e_s"),
-                ("queue", "queue_time_s"),
-            )
-        ]
         t = self.query_one("#detail-latency", DataTable)
-        for row in rows:
+        for row in _latency_rows(e):
             if row[0] in t.rows:
                 for key, value in zip(
                     ("p50", "p95", "p99", "requests", "basis"), row[1:], strict=True
@@ -658,69 +610,7 @@ class EngineDetailScreen(DeckScreen):
             body.append(f"{label:<23} ", style="bold")
             body.append(value + "\n")
 
-        line("running / waiting", f"{num(e.requests_running)} / {num(e.requests_waiting)}")
-        kv = pct(e.kv_cache_usage, 1)
-        if e.kv_cache_usage_by_rank:
-            kv += (
-                "  ("
-                + ", ".join(
-                    f"{k}: {v * 100:.0f}%" for k, v in sorted(e.kv_cache_usage_by_rank.items())
-                )
-                + ")"
-            )
-        line("KV cache", kv, "kv_cache_usage")
-        if e.kv_pools:
-            pools = ", ".join(
-                f"{name} {v * 100:.0f}%"
-                for name, v in e.kv_pools.items()
-                if v or name == "full"  # engines write the pools a model lacks at 0
-            )
-            binding = (
-                f" (binding: {e.kv_binding_pool})"
-                if e.kv_binding_pool
-                else f" — {e.unavailable['kv_binding_pool']}"
-                if "kv_binding_pool" in e.unavailable
-                else ""
-            )
-            line("KV pools", pools + binding)
-        line(
-            "KV capacity",
-            f"{num(e.kv_capacity_tokens)} tokens" if e.kv_capacity_tokens else NA,
-            "kv_capacity_tokens",
-        )
-        line(
-            "tokens/s out / in",
-            f"{num(e.generation_tokens_per_s, 1)} / {num(e.prompt_tokens_per_s, 1)}"
-            + (" (in: every prompt token, cache hits too)" if e.prompt_tokens_per_s else ""),
-        )
-        if e.prefill_tokens_per_s is not None or "prefill_tokens_per_s" in e.unavailable:
-            line("prefill computed tok/s", num(e.prefill_tokens_per_s, 1), "prefill_tokens_per_s")
-        line("completion rate", pct(e.success_rate, 2), "success_rate")
-        if e.finish_reasons:
-            line(
-                "finished in window",
-                ", ".join(f"{k} {v:,.0f}" for k, v in sorted(e.finish_reasons.items())),
-            )
-        line(
-            "requests finished/s",
-            num(e.requests_per_s, 2)
-            + (
-                f" (aborted {num(e.requests_aborted)}, failed {num(e.requests_failed)} in the "
-                "window)"
-                if e.requests_per_s is not None
-                else ""
-            ),
-        )
-        line("aborted / failed", f"{num(e.requests_aborted)} / {num(e.requests_failed)}")
-        line("prefix-cache hit rate", pct(e.prefix_cache_hit_rate, 1), "prefix_cache_hit_rate")
-        line(
-            "preemptions in window",
-            num(e.preemptions)
-            + (f" ({e.preemptions_per_min:.1f}/min)" if e.preemptions_per_min is not None else ""),
-            "preemptions",
-        )
-        if e.e2e_mean_s is not None or e.queue_mean_s is not None:
-            line("mean e2e / queue", f"{seconds(e.e2e_mean_s)} / {seconds(e.queue_mean_s)}")
+        _load(e, line)
         _features(e, line)
         _fit(e, body, c, self.size.width or 80)
         _ranks(e, body, c, self.size.width or 80)
@@ -730,3 +620,118 @@ class EngineDetailScreen(DeckScreen):
         for signal, name in sorted(e.series.items()):
             line(f"  {signal}", name)
         self.query_one("#detail-body", Static).update(body)
+
+
+def _head(frame: Frame, e: Engine, c: dict[str, str]) -> Text:
+    """Its name, kind, model, device and state; what is wrong with it (the Alerts view has every
+    line); where it was redirected, its version hints, its last restart."""
+    subjects = {e.name} | {s.name for s in frame.services if s.engine == e.name}
+    worst = worst_for(frame.verdict, subjects)
+    state = (
+        Text(f"DOWN: {e.error}", style=f"bold {c['error']}")
+        if not e.up
+        else Text(
+            f"up, {worst.upper()}",
+            style=f"bold {c['error' if worst == 'critical' else 'warning']}",
+        )
+        if worst
+        else Text("up", style=f"bold {c['success']}")
+    )
+    head = Text.assemble(
+        (f"{e.name}", "bold"),
+        f"  {e.kind or '?'}  {e.model or NA}  device {e.device or '?'}  ",
+        state,
+        f"\n{e.url}",
+    )
+    for v in frame.verdict:
+        if v.subject not in subjects or v.severity == "info":
+            continue
+        mark = "CRIT" if v.severity == "critical" else "WARN"
+        head.append(f"\n{mark} ", style=f"bold {c['error' if mark == 'CRIT' else 'warning']}")
+        head.append(f"{v.subject}: {v.message}" if v.subject != e.name else v.message)
+    if e.moved_to:
+        head.append(
+            f"\n↪ redirected to {e.moved_to}: the page shown is that host's (its "
+            "credentials are not sent there); give that URL if it is the engine",
+            style=c["warning"],
+        )
+    if e.version_hints:
+        head.append("\nversion hints: " + "; ".join(e.version_hints), style=c["dim"])
+    if e.restarted_at:
+        head.append(
+            f"\nrestarted at {e.restarted_at:%H:%M:%S}Z (counters reset; windows restart there)",
+            style=c["warning"],
+        )
+    return head
+
+
+def _latency_rows(e: Engine) -> list[list[str]]:
+    return [
+        _pct_row(label, getattr(e, fld), e.unavailable.get(fld))
+        for label, fld in (
+            ("TTFT", "ttft_s"),
+            ("TPOT", "tpot_s"),
+            ("ITL", "itl_s"),
+            ("e2e", "e2e_s"),
+            ("queue", "queue_time_s"),
+        )
+    ]
+
+
+def _load(e: Engine, line: Callable[..., None]) -> None:
+    """Load, KV and throughput, outcomes, prefix cache and preemptions over the window."""
+    line("running / waiting", f"{num(e.requests_running)} / {num(e.requests_waiting)}")
+    kv = pct(e.kv_cache_usage, 1)
+    if e.kv_cache_usage_by_rank:
+        ranks = ", ".join(
+            f"{k}: {v * 100:.0f}%" for k, v in sorted(e.kv_cache_usage_by_rank.items())
+        )
+        kv += f"  ({ranks})"
+    line("KV cache", kv, "kv_cache_usage")
+    if e.kv_pools:
+        pools = ", ".join(
+            f"{name} {v * 100:.0f}%"
+            for name, v in e.kv_pools.items()
+            if v or name == "full"  # engines write the pools a model lacks at 0
+        )
+        binding = (
+            f" (binding: {e.kv_binding_pool})"
+            if e.kv_binding_pool
+            else f" — {e.unavailable['kv_binding_pool']}"
+            if "kv_binding_pool" in e.unavailable
+            else ""
+        )
+        line("KV pools", pools + binding)
+    line(
+        "KV capacity",
+        f"{num(e.kv_capacity_tokens)} tokens" if e.kv_capacity_tokens else NA,
+        "kv_capacity_tokens",
+    )
+    line(
+        "tokens/s out / in",
+        f"{num(e.generation_tokens_per_s, 1)} / {num(e.prompt_tokens_per_s, 1)}"
+        + (" (in: every prompt token, cache hits too)" if e.prompt_tokens_per_s else ""),
+    )
+    if e.prefill_tokens_per_s is not None or "prefill_tokens_per_s" in e.unavailable:
+        line("prefill computed tok/s", num(e.prefill_tokens_per_s, 1), "prefill_tokens_per_s")
+    line("completion rate", pct(e.success_rate, 2), "success_rate")
+    if e.finish_reasons:
+        line(
+            "finished in window",
+            ", ".join(f"{k} {v:,.0f}" for k, v in sorted(e.finish_reasons.items())),
+        )
+    failed = f" (aborted {num(e.requests_aborted)}, failed {num(e.requests_failed)} in the window)"
+    line(
+        "requests finished/s",
+        num(e.requests_per_s, 2) + (failed if e.requests_per_s is not None else ""),
+    )
+    line("aborted / failed", f"{num(e.requests_aborted)} / {num(e.requests_failed)}")
+    line("prefix-cache hit rate", pct(e.prefix_cache_hit_rate, 1), "prefix_cache_hit_rate")
+    line(
+        "preemptions in window",
+        num(e.preemptions)
+        + (f" ({e.preemptions_per_min:.1f}/min)" if e.preemptions_per_min is not None else ""),
+        "preemptions",
+    )
+    if e.e2e_mean_s is not None or e.queue_mean_s is not None:
+        line("mean e2e / queue", f"{seconds(e.e2e_mean_s)} / {seconds(e.queue_mean_s)}")
