@@ -3,6 +3,8 @@ screen (every NVML field, the MIG layout, and a sortable, filterable process tab
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -324,16 +326,13 @@ class GpuDetailScreen(DeckScreen):
         if g is None:
             return
         c = theme_colors(self.app.theme_variables)
-        head = Text.assemble(
-            (f"GPU {g.index}  {g.name or NA}", "bold"),
-            f"\n{g.uuid or NA}  bus {g.pci_bus_id or NA}"
-            f"  {g.architecture or ''}  driver {frame.gpu_source.driver_version or NA}"
-            f"  CUDA {frame.gpu_source.cuda_driver_version or NA}"
-            f"  NVML {frame.gpu_source.nvml_version or NA}",
-        )
-        if g.fault:
-            head.append(f"\n{g.fault}", style=f"bold {c['error']}")
-        self.query_one("#gpu-head", Static).update(head)
+        self.query_one("#gpu-head", Static).update(_head(frame, g, c))
+        self._charts(g)
+        self.query_one("#gpu-fields", Static).update(self._fields(g, c))
+        self.query_one("#gpu-mig", Static).update(self._mig(g, c))
+        self._process_table(g, c)
+
+    def _charts(self, g: Gpu) -> None:
         keys, i = self.deck.keys, g.index
         self.query_one("#chart-power", SeriesChart).draw(
             keys,
@@ -359,8 +358,9 @@ class GpuDetailScreen(DeckScreen):
                     for d in devices
                 ],
             )
-        self.query_one("#gpu-fields", Static).update(self._fields(g, c))
-        self.query_one("#gpu-mig", Static).update(self._mig(g, c))
+
+    def _process_table(self, g: Gpu, c: dict[str, str]) -> None:
+        """Its processes (MIG devices' too), filtered and sorted as asked."""
         rows = []
         for dev, p in self._processes(g):
             pod = workload_text(p.workload)
@@ -383,31 +383,7 @@ class GpuDetailScreen(DeckScreen):
             )
         )
         self.query_one("#proc-table", KeyedTable).sync(
-            [
-                (
-                    f"{dev}:{p.pid}",
-                    [
-                        Text(dev),
-                        Text(str(p.pid)),
-                        Text(p.user or "?"),
-                        Text(
-                            gib(p.used_memory_bytes) + "G"
-                            if p.used_memory_bytes is not None
-                            else NA
-                        ),
-                        Text(gi_ci.get(dev, "-")),
-                        Text(p.engine or "-"),
-                        Text(workload_text(p.workload), no_wrap=True, overflow="ellipsis"),
-                        Text(
-                            p.command or "not visible from here",
-                            style="" if p.command else c["dim"],
-                            no_wrap=True,
-                            overflow="ellipsis",
-                        ),
-                    ],
-                )
-                for dev, p in rows
-            ]
+            [(f"{dev}:{p.pid}", _process_cells(dev, p, gi_ci.get(dev, "-"), c)) for dev, p in rows]
         )
 
     @staticmethod
@@ -427,81 +403,9 @@ class GpuDetailScreen(DeckScreen):
             t.append(f"{label:<22}", style="bold")
             t.append(value + "\n", style=style)
 
-        def mhz(v: int | None) -> str:
-            return f"{v} MHz" if v is not None else NA
-
-        line(
-            "memory used/total",
-            f"{gib(g.memory_used_bytes)} / {gib(g.memory_total_bytes)} GiB",
-            "memory_used_bytes",
-        )
-        line("memory reserved", f"{gib(g.memory_reserved_bytes)} GiB", "memory_reserved_bytes")
-        line(
-            "BAR1 used/total",
-            f"{gib(g.bar1_used_bytes)} / {gib(g.bar1_total_bytes)} GiB",
-            "bar1_used_bytes",
-        )
-        line(
-            "utilisation gpu/mem",
-            f"{num(g.utilization_gpu_pct)}% / {num(g.utilization_memory_pct)}%",
-            "utilization_gpu_pct",
-        )
-        if g.activity is not None:
-            line("activity (GPM)", activity_text(g.activity))
-        elif "activity" in g.unavailable and not (g.mig and g.mig.current):
-            line("activity (GPM)", NA, "activity")
-        line("persistence mode", {True: "on", False: "off", None: NA}[g.persistence_mode])
-        line("SM clock", f"{mhz(g.clock_sm_mhz)} of {mhz(g.clock_sm_max_mhz)}", "clock_sm_mhz")
-        line(
-            "memory clock", f"{mhz(g.clock_mem_mhz)} of {mhz(g.clock_mem_max_mhz)}", "clock_mem_mhz"
-        )
-        line("performance state", f"P{g.pstate}" if g.pstate is not None else NA, "pstate")
-        line(
-            "power (1 s avg)",
-            f"{watts(g.power_w)} of {watts(g.power_limit_w)} enforced, "
-            f"{watts(g.power_default_limit_w)} default",
-            "power_w",
-        )
-        line(
-            "energy since load",
-            f"{g.energy_j / 3.6e6:.3f} kWh" if g.energy_j is not None else NA,
-            "energy_j",
-        )
-        line(
-            "temperature",
-            f"{num(g.temperature_c)} °C (slowdown {num(g.temperature_slowdown_c)}, "
-            f"shutdown {num(g.temperature_shutdown_c)})",
-            "temperature_c",
-        )
-        line("fan", f"{num(g.fan_pct)}%" if g.fan_pct is not None else NA, "fan_pct")
-        active = g.clock_events or []
-        line(
-            "clock events",
-            ", ".join(active) if active else ("none" if g.clock_events is not None else NA),
-            "clock_events",
-            style=f"bold {c['warning']}" if HOT & set(active) else "",
-        )
-        ecc = NA if g.ecc_enabled is None else ("on" if g.ecc_enabled else "off")
-        if g.ecc_pending is not None and g.ecc_pending != g.ecc_enabled:
-            ecc += " (change pending)"
-        line("ECC", ecc, "ecc_enabled")
-        line(
-            "ECC volatile corr/unc",
-            f"{num(g.ecc_corrected_volatile)} / {num(g.ecc_uncorrected_volatile)}",
-            "ecc_corrected_volatile",
-            style=c["error"] if (g.ecc_uncorrected_volatile or 0) > 0 else "",
-        )
-        if g.remapped_rows is not None:
-            r = g.remapped_rows
-            line(
-                "remapped rows",
-                f"{r.correctable} correctable, {r.uncorrectable} uncorrectable"
-                + (", remap pending (reset the GPU)" if r.pending else "")
-                + (", REMAP FAILED" if r.failure else ""),
-                style=c["error"] if r.failure or r.pending else "",
-            )
-        else:
-            line("retired pages", num(g.retired_pages), "retired_pages")
+        _usage(g, line)
+        _clocks_power(g, line)
+        _health(g, c, line)
         return t
 
     @staticmethod
@@ -540,3 +444,120 @@ class GpuDetailScreen(DeckScreen):
             t.append(f"  GI {d.gpu_instance_id} activity: ", style="bold")
             t.append(what + "\n")
         return t
+
+
+def _head(frame: Frame, g: Gpu, c: dict[str, str]) -> Text:
+    head = Text.assemble(
+        (f"GPU {g.index}  {g.name or NA}", "bold"),
+        f"\n{g.uuid or NA}  bus {g.pci_bus_id or NA}"
+        f"  {g.architecture or ''}  driver {frame.gpu_source.driver_version or NA}"
+        f"  CUDA {frame.gpu_source.cuda_driver_version or NA}"
+        f"  NVML {frame.gpu_source.nvml_version or NA}",
+    )
+    if g.fault:
+        head.append(f"\n{g.fault}", style=f"bold {c['error']}")
+    return head
+
+
+def _process_cells(dev: str, p: GpuProcess, gi_ci: str, c: dict[str, str]) -> list[Text]:
+    return [
+        Text(dev),
+        Text(str(p.pid)),
+        Text(p.user or "?"),
+        Text(gib(p.used_memory_bytes) + "G" if p.used_memory_bytes is not None else NA),
+        Text(gi_ci),
+        Text(p.engine or "-"),
+        Text(workload_text(p.workload), no_wrap=True, overflow="ellipsis"),
+        Text(
+            p.command or "not visible from here",
+            style="" if p.command else c["dim"],
+            no_wrap=True,
+            overflow="ellipsis",
+        ),
+    ]
+
+
+Line = Callable[..., None]  # a detail line: label, value, the field it reads, a style
+
+
+def _usage(g: Gpu, line: Line) -> None:
+    line(
+        "memory used/total",
+        f"{gib(g.memory_used_bytes)} / {gib(g.memory_total_bytes)} GiB",
+        "memory_used_bytes",
+    )
+    line("memory reserved", f"{gib(g.memory_reserved_bytes)} GiB", "memory_reserved_bytes")
+    line(
+        "BAR1 used/total",
+        f"{gib(g.bar1_used_bytes)} / {gib(g.bar1_total_bytes)} GiB",
+        "bar1_used_bytes",
+    )
+    line(
+        "utilisation gpu/mem",
+        f"{num(g.utilization_gpu_pct)}% / {num(g.utilization_memory_pct)}%",
+        "utilization_gpu_pct",
+    )
+    if g.activity is not None:
+        line("activity (GPM)", activity_text(g.activity))
+    elif "activity" in g.unavailable and not (g.mig and g.mig.current):
+        line("activity (GPM)", NA, "activity")
+    line("persistence mode", {True: "on", False: "off", None: NA}[g.persistence_mode])
+
+
+def _mhz(v: int | None) -> str:
+    return f"{v} MHz" if v is not None else NA
+
+
+def _clocks_power(g: Gpu, line: Line) -> None:
+    line("SM clock", f"{_mhz(g.clock_sm_mhz)} of {_mhz(g.clock_sm_max_mhz)}", "clock_sm_mhz")
+    line("memory clock", f"{_mhz(g.clock_mem_mhz)} of {_mhz(g.clock_mem_max_mhz)}", "clock_mem_mhz")
+    line("performance state", f"P{g.pstate}" if g.pstate is not None else NA, "pstate")
+    line(
+        "power (1 s avg)",
+        f"{watts(g.power_w)} of {watts(g.power_limit_w)} enforced, "
+        f"{watts(g.power_default_limit_w)} default",
+        "power_w",
+    )
+    line(
+        "energy since load",
+        f"{g.energy_j / 3.6e6:.3f} kWh" if g.energy_j is not None else NA,
+        "energy_j",
+    )
+    line(
+        "temperature",
+        f"{num(g.temperature_c)} °C (slowdown {num(g.temperature_slowdown_c)}, "
+        f"shutdown {num(g.temperature_shutdown_c)})",
+        "temperature_c",
+    )
+    line("fan", f"{num(g.fan_pct)}%" if g.fan_pct is not None else NA, "fan_pct")
+
+
+def _health(g: Gpu, c: dict[str, str], line: Line) -> None:
+    active = g.clock_events or []
+    line(
+        "clock events",
+        ", ".join(active) if active else ("none" if g.clock_events is not None else NA),
+        "clock_events",
+        style=f"bold {c['warning']}" if HOT & set(active) else "",
+    )
+    ecc = NA if g.ecc_enabled is None else ("on" if g.ecc_enabled else "off")
+    if g.ecc_pending is not None and g.ecc_pending != g.ecc_enabled:
+        ecc += " (change pending)"
+    line("ECC", ecc, "ecc_enabled")
+    line(
+        "ECC volatile corr/unc",
+        f"{num(g.ecc_corrected_volatile)} / {num(g.ecc_uncorrected_volatile)}",
+        "ecc_corrected_volatile",
+        style=c["error"] if (g.ecc_uncorrected_volatile or 0) > 0 else "",
+    )
+    if g.remapped_rows is not None:
+        r = g.remapped_rows
+        line(
+            "remapped rows",
+            f"{r.correctable} correctable, {r.uncorrectable} uncorrectable"
+            + (", remap pending (reset the GPU)" if r.pending else "")
+            + (", REMAP FAILED" if r.failure else ""),
+            style=c["error"] if r.failure or r.pending else "",
+        )
+    else:
+        line("retired pages", num(g.retired_pages), "retired_pages")

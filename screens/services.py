@@ -265,70 +265,11 @@ class ServiceDetailScreen(DeckScreen):
             [("waiting", f"{n}.requests_waiting", 1.0), ("running", f"{n}.requests_running", 1.0)],
         )
         t = Text()
-        t.append(f"{s.name}", style="bold")
-        t.append(
-            f"  engine {s.engine}  model {s.model}  device {s.device} -> {s.device_id or 'NOT FOUND'}\n"
-        )
-        cap = f"{s.capacity_bytes / 2**30:.2f}" if s.capacity_bytes else "?"
-        t.append(
-            f"plan: {s.required_bytes / 2**30:.2f} GiB required of {cap} GiB"
-            f" ({'fits' if s.fits else 'DOES NOT FIT' if s.fits is False else 'capacity unknown'})\n\n"
-        )
-        t.append("headroom against the plan\n", style="bold")
-        for h in s.headroom:
-            value = "" if h.value is None else _headroom_value(h)
-            budget = "" if h.budget is None else _budget_words(h)
-            t.append(
-                f"  {h.name:<9}{h.state:<9}{value:<13}{budget:<33}{h.detail}\n",
-                style={"warning": c["warning"], "critical": c["error"]}.get(h.state, ""),
-            )
-        for h in s.headroom:
-            if h.exhausted_in_s is not None:
-                t.append(
-                    f"  {h.name} used up {eta_text(h.exhausted_in_s)} at this rate\n",
-                    style=c["warning"],
-                )
-        if s.capacity is not None:
-            t.append("\ncapacity to SLO breach\n", style="bold")
-            t.append(f"  {capacity_text(s.capacity)}\n")
-            if s.capacity.saturation is not None:
-                t.append(f"  saturation: {saturation_text(s.capacity)}\n")
-        if s.memory:
-            t.append("\nmemory: plan against what the engine holds (GiB)\n", style="bold")
-            t.append(f"  {'':<9}{'planned':>9}{'engine':>9}{'drift':>9}  basis\n", style=c["dim"])
-            for m in s.memory:
-                engine = "n/a" if m.engine_bytes is None else f"{m.engine_bytes / 2**30:.2f}"
-                drift = "" if m.drift_bytes is None else f"{m.drift_bytes / 2**30:+.2f}"
-                planned = "" if m.planned_bytes is None else f"{m.planned_bytes / 2**30:.2f}"
-                short = strays(m)
-                t.append(
-                    f"  {m.name:<9}{planned:>9}{engine:>9}{drift:>9}  {m.source}\n",
-                    style=c["warning"] if short else "",
-                )
-        slo = s.slo
-        if slo is not None:
-            self._slo_lines(t, slo, c)
-        k = s.cost
-        if k is not None:
-            t.append("\ncost\n", style="bold")
-            t.append(
-                f"  {money(k.usd_per_h, 3)}/h for its {k.device_share * 100:.1f}% of the node\n"
-            )
-            e = k.energy
-            if e is not None and e.power_w is not None:
-                basis = f" ({e.basis})" if e.basis else ""
-                t.append(f"  energy {e.power_w:.0f} W{basis} = {money(e.usd_per_h, 3)}/h\n")
-            good = k.usd_per_m_compliant_tokens
-            t.append(
-                f"  per million output tokens {money(k.usd_per_m_output_tokens)}; good "
-                f"{price_range(good)}; busy "
-                f"{pct(k.occupancy)} of the window\n"
-            )
-            if k.joules_per_output_token:
-                t.append(
-                    f"  {k.joules_per_output_token:.2f} J per output token; "
-                    f"{num(k.wh_per_1000_requests, 1)} Wh per 1,000 requests\n"
-                )
+        for section in (_plan_fit, _headroom, _capacity, _memory):
+            section(t, s, c)
+        if s.slo is not None:
+            self._slo_lines(t, s.slo, c)
+        _cost(t, s, c)
         self.query_one("#svc-body", Static).update(t)
         self._whatif(frame)
 
@@ -449,3 +390,77 @@ class ServiceDetailScreen(DeckScreen):
                 f"{verdict}"
             )
         box.update(line + ".")
+
+
+def _plan_fit(t: Text, s: ServiceStatus, c: dict[str, str]) -> None:
+    t.append(f"{s.name}", style="bold")
+    t.append(
+        f"  engine {s.engine}  model {s.model}  device {s.device} -> {s.device_id or 'NOT FOUND'}\n"
+    )
+    cap = f"{s.capacity_bytes / 2**30:.2f}" if s.capacity_bytes else "?"
+    t.append(
+        f"plan: {s.required_bytes / 2**30:.2f} GiB required of {cap} GiB"
+        f" ({'fits' if s.fits else 'DOES NOT FIT' if s.fits is False else 'capacity unknown'})\n\n"
+    )
+
+
+def _headroom(t: Text, s: ServiceStatus, c: dict[str, str]) -> None:
+    t.append("headroom against the plan\n", style="bold")
+    for h in s.headroom:
+        value = "" if h.value is None else _headroom_value(h)
+        budget = "" if h.budget is None else _budget_words(h)
+        t.append(
+            f"  {h.name:<9}{h.state:<9}{value:<13}{budget:<33}{h.detail}\n",
+            style={"warning": c["warning"], "critical": c["error"]}.get(h.state, ""),
+        )
+    for h in s.headroom:
+        if h.exhausted_in_s is not None:
+            t.append(
+                f"  {h.name} used up {eta_text(h.exhausted_in_s)} at this rate\n",
+                style=c["warning"],
+            )
+
+
+def _capacity(t: Text, s: ServiceStatus, c: dict[str, str]) -> None:
+    if s.capacity is None:
+        return
+    t.append("\ncapacity to SLO breach\n", style="bold")
+    t.append(f"  {capacity_text(s.capacity)}\n")
+    if s.capacity.saturation is not None:
+        t.append(f"  saturation: {saturation_text(s.capacity)}\n")
+
+
+def _memory(t: Text, s: ServiceStatus, c: dict[str, str]) -> None:
+    if not s.memory:
+        return
+    t.append("\nmemory: plan against what the engine holds (GiB)\n", style="bold")
+    t.append(f"  {'':<9}{'planned':>9}{'engine':>9}{'drift':>9}  basis\n", style=c["dim"])
+    for m in s.memory:
+        engine = "n/a" if m.engine_bytes is None else f"{m.engine_bytes / 2**30:.2f}"
+        drift = "" if m.drift_bytes is None else f"{m.drift_bytes / 2**30:+.2f}"
+        planned = "" if m.planned_bytes is None else f"{m.planned_bytes / 2**30:.2f}"
+        t.append(
+            f"  {m.name:<9}{planned:>9}{engine:>9}{drift:>9}  {m.source}\n",
+            style=c["warning"] if strays(m) else "",
+        )
+
+
+def _cost(t: Text, s: ServiceStatus, c: dict[str, str]) -> None:
+    k = s.cost
+    if k is None:
+        return
+    t.append("\ncost\n", style="bold")
+    t.append(f"  {money(k.usd_per_h, 3)}/h for its {k.device_share * 100:.1f}% of the node\n")
+    e = k.energy
+    if e is not None and e.power_w is not None:
+        basis = f" ({e.basis})" if e.basis else ""
+        t.append(f"  energy {e.power_w:.0f} W{basis} = {money(e.usd_per_h, 3)}/h\n")
+    t.append(
+        f"  per million output tokens {money(k.usd_per_m_output_tokens)}; good "
+        f"{price_range(k.usd_per_m_compliant_tokens)}; busy {pct(k.occupancy)} of the window\n"
+    )
+    if k.joules_per_output_token:
+        t.append(
+            f"  {k.joules_per_output_token:.2f} J per output token; "
+            f"{num(k.wh_per_1000_requests, 1)} Wh per 1,000 requests\n"
+        )
