@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from console.columns import COST_COLUMNS
 from console.findings import findings
 from console.frame import Frame, GpuProcess, Percentiles, TargetReport
 from console.safetext import printable
@@ -17,7 +18,6 @@ from console.units import (
     money,
     num,
     pct,
-    price_range,
     quantile_text,
     saturation_text,
     seconds,
@@ -376,20 +376,8 @@ def _cost(frame: Frame) -> list[str]:
             f"({num(node_energy.power_w)} W, {node_energy.basis or NA})"
         )
         lines.append("")
-        rows = []
-        for s in frame.services:
-            k = s.cost
-            good = k.usd_per_m_compliant_tokens if k else None
-            rows.append(
-                [
-                    s.name,
-                    money(k.usd_per_h if k else None, 3),
-                    money(k.usd_per_m_output_tokens if k else None),
-                    price_range(good),
-                    pct(k.occupancy if k else None),
-                ]
-            )
-        lines += _table(["service", "$/h", "$/M output tokens", "$/M good tokens", "busy"], rows)
+        rows = [[col.text(s) for col in COST_COLUMNS] for s in frame.services]
+        lines += _table([col.doc for col in COST_COLUMNS], rows)
     else:
         lines.append("no cost inputs in the config")
     return lines

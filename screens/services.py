@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
+from console.columns import COST_COLUMNS
 from console.cost import crossover, serving_goodput
 from console.findings import strays
 from console.frame import Frame, Headroom, ServiceStatus, SloReport, TargetReport
@@ -160,16 +161,8 @@ class CostPane(Pane):
 
     def compose(self) -> ComposeResult:
         t = KeyedTable(id="cost-table", cursor_type="row")
-        for label, key, width in (
-            ("Service", "service", 12),
-            ("$/h", "hourly", 6),
-            ("Energy", "energy", 7),
-            ("Busy", "busy", 5),
-            ("$/M out", "out", 8),
-            ("$/M good", "good", 13),
-            ("J/tok", "jtok", 6),
-        ):
-            t.add_column(label, key=key, width=width)
+        for col in COST_COLUMNS:
+            t.add_column(col.label, key=col.key, width=col.width)
         yield t
 
     def show(self, frame: Frame) -> None:
@@ -182,26 +175,14 @@ class CostPane(Pane):
             )
         rows = []
         for s in frame.services:
-            k = s.cost
-            if k is None:  # no cost figures for it: every cell says so
-                na = [Text(NA) for _ in range(5)] + [Text(NA, style=c["dim"])]
-                rows.append((f"cost:{s.name}", [Text(s.name[:12]), *na]))
-                continue
-            jtok = k.joules_per_output_token
-            rows.append(
-                (
-                    f"cost:{s.name}",
-                    [
-                        Text(s.name[:12]),
-                        Text(money(k.usd_per_h)),
-                        Text(money(k.energy.usd_per_h if k.energy else None, 3)),
-                        Text(f"{k.occupancy * 100:.0f}%" if k.occupancy is not None else NA),
-                        Text(money(k.usd_per_m_output_tokens)),
-                        Text(price_range(k.usd_per_m_compliant_tokens)),
-                        Text(f"{jtok:.1f}" if jtok else NA, style="" if jtok else c["dim"]),
-                    ],
-                )
-            )
+            cells = []
+            for col in COST_COLUMNS:
+                text = col.text(s)
+                if col.key == "service":
+                    text = text[: col.width]
+                dim = col.key == "jtok" and text == NA  # no energy reading behind it
+                cells.append(Text(text, style=c["dim"] if dim else ""))
+            rows.append((f"cost:{s.name}", cells))
         self.query_one(KeyedTable).sync(rows)
         self.display = bool(frame.services) and frame.cost is not None
 

@@ -40,6 +40,7 @@ DERIVATIONS = (
     "console/mig/preview.py",
     "console/mig/script.py",
     "console/fleet/state.py",
+    "console/columns.py",
 )
 # what screens/ may import of console/ at run time (docs/architecture.md lists the same): the
 # Frame, its units, and pure helpers (each in DERIVATIONS); besides them only the incident bundle
@@ -48,6 +49,7 @@ SCREENS_USE = (
     "frame",
     "units",
     "charts",
+    "columns",
     "cost",
     "findings",
     "fleet.state",

@@ -136,3 +136,35 @@ def test_help_names_every_engines_column():
         if key not in ("engine", "kind", "model", "dev", "trend") and label not in text
     ]
     assert not missing, missing
+
+
+async def test_the_cost_pane_and_snapshot_md_draw_the_same_columns_with_the_same_text():
+    """One column spec (console/columns.py) drawn by both: the Cost pane's header and every cell
+    are snapshot.md's Cost table's (the pane's names short, the document's whole), a service
+    without cost figures n/a on both."""
+    from console.columns import COST_COLUMNS
+
+    frame = Frame.model_validate_json(GOLDEN.read_text())
+    engines = [  # the golden frame writes every engine's port as PORT: one row key each here
+        e.model_copy(update={"url": e.url.replace("PORT", str(8000 + i))})
+        for i, e in enumerate(frame.engines)
+    ]
+    bare = frame.services[0].model_copy(update={"name": "no-cost", "cost": None})
+    frame = frame.model_copy(update={"services": [*frame.services, bare], "engines": engines})
+    app = InferdeckApp(StaticSource(frame))
+    async with app.run_test(size=(220, 60)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#cost-table", KeyedTable)
+        heads = [str(c.label) for c in table.columns.values()]
+        pane = [[str(v) for v in table.get_row(k)] for k in table.rows]
+    lines = to_markdown(frame).splitlines()
+    at = lines.index(
+        "| service | $/h | energy | busy | $/M output tokens | $/M good tokens | J/tok |"
+    )
+    doc = [row.strip("|").split(" | ") for row in lines[at + 2 : at + 2 + len(frame.services)]]
+    doc = [[cell.strip() for cell in row] for row in doc]
+    assert heads == [c.label for c in COST_COLUMNS] == ["Service", "$/h", "Energy", "Busy",
+                                                         "$/M out", "$/M good", "J/tok"]  # fmt: skip
+    assert pane == doc and len(pane) == 4, (pane, doc)
+    assert pane[-1] == ["no-cost"] + ["n/a"] * 6
+    assert pane[0][5] == "$0.39–$0.39" and pane[0][6] == "3.1"
