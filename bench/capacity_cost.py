@@ -1,4 +1,4 @@
-"""What the capacity estimator (console/capacity.py) costs per engine per poll, beside the rest of
+"""What the capacity estimator (console/figures/capacity.py) costs per engine per poll, beside the rest of
 the engine's derivation (enginestats.derive) measured in the same run.
 
     python bench/capacity_cost.py [--polls 600]
@@ -18,13 +18,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from console.capacity import CAPACITY_WINDOW_S, RENEW_S, estimate  # noqa: E402
 from console.engines import extract, profiles  # noqa: E402
-from console.enginestats import derive  # noqa: E402
+from console.figures.capacity import CAPACITY_WINDOW_S, RENEW_S, estimate  # noqa: E402
+from console.figures.enginestats import derive  # noqa: E402
+from console.figures.windowed import EngineHistory  # noqa: E402
 from console.promtext import parse  # noqa: E402
 from console.sim.engine import page_for  # noqa: E402
 from console.sim.traffic import TrafficModel, TrafficSpec  # noqa: E402
-from console.windowed import EngineHistory  # noqa: E402
 
 
 def _estimate(hist: EngineHistory, kv: float | None) -> None:

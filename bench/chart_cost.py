@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from console.textchart import text_chart  # noqa: E402
+from console.figures.textchart import text_chart  # noqa: E402
 from screens.widgets import spark  # noqa: E402
 
 SERIES = [(0.2, 0.05, 30), (0.6, 0.2, 40), (0.05, 0.0, 1), (0.04, 0.01, 10)]

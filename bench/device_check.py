@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pynvml  # noqa: E402
 
-from console.nvml import NvmlReader  # noqa: E402
+from console.read.nvml import NvmlReader  # noqa: E402
 
 
 def direct(i: int) -> dict:
@@ -94,7 +94,7 @@ def gpm_direct(i: int, seconds: float = 1.0) -> dict:
 def events_direct(count: int) -> list[str]:
     """NVML's event API, read-only: a set, each GPU's supported event types, XID registration,
     one wait with timeout 0 (NVML_ERROR_TIMEOUT expected on a quiet GPU), the set freed. The
-    reader's XID path makes the same calls (console/nvml.py ``_with_xids``)."""
+    reader's XID path makes the same calls (console/read/nvml.py ``_with_xids``)."""
     out = []
     es = pynvml.nvmlEventSetCreate()
     try:

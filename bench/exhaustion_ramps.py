@@ -1,4 +1,4 @@
-"""How near the time to a full KV pool (console/capacity.py's ``kv_full_in``) comes to when the
+"""How near the time to a full KV pool (console/figures/capacity.py's ``kv_full_in``) comes to when the
 simulator's pool fills, on ramps of arrivals.
 
     python bench/exhaustion_ramps.py [--scale 10] [--seeds 7 8 9]
@@ -21,12 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from console.capacity import CAPACITY_WINDOW_S, kv_full_in  # noqa: E402
 from console.engines import extract, profiles  # noqa: E402
+from console.figures.capacity import CAPACITY_WINDOW_S, kv_full_in  # noqa: E402
+from console.figures.windowed import EngineHistory  # noqa: E402
 from console.promtext import parse  # noqa: E402
 from console.sim.engine import page_for  # noqa: E402
 from console.sim.traffic import TrafficModel, TrafficSpec  # noqa: E402
-from console.windowed import EngineHistory  # noqa: E402
 
 LEVELS = (0.3, 0.5, 0.7)
 

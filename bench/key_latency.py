@@ -43,9 +43,9 @@ from textual import events  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 from textual.widgets import Input  # noqa: E402
 
-from console.live import LiveSource  # noqa: E402
 from console.mig.manager import MigManager  # noqa: E402
-from console.nvml import NvmlReader  # noqa: E402
+from console.read.live import LiveSource  # noqa: E402
+from console.read.nvml import NvmlReader  # noqa: E402
 from console.settings import demo_settings  # noqa: E402
 from console.sim.demo import start_demo  # noqa: E402
 from screens.app import GC_THRESHOLDS, VIEW_MODULES, InferdeckApp  # noqa: E402

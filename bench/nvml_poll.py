@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from console.nvml import NvmlReader  # noqa: E402
+from console.read.nvml import NvmlReader  # noqa: E402
 from console.sim.nvml import DeviceLoad, SimNvml  # noqa: E402
 
 

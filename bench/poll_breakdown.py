@@ -21,13 +21,13 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from console.derive import Deriver  # noqa: E402
 from console.engines import detect_kind, extract, needed_families, profiles  # noqa: E402
-from console.http1 import Http1  # noqa: E402
-from console.nvml import NvmlReader  # noqa: E402
+from console.figures.derive import Deriver  # noqa: E402
 from console.promtext import parse  # noqa: E402
+from console.read.http1 import Http1  # noqa: E402
+from console.read.nvml import NvmlReader  # noqa: E402
+from console.read.scraper import scrape  # noqa: E402
 from console.sample import EngineSample, Sample  # noqa: E402
-from console.scraper import scrape  # noqa: E402
 from console.sim.nvml import DeviceLoad, SimNvml  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 """Replaying a day: a 24-hour recording at 1 s of the demo node (86,400 frames), opened the way
-`inferdeck replay` opens it (console/recording.py `Recording`, lazy, and console/replay.py).
+`inferdeck replay` opens it (console/read/recording.py `Recording`, lazy, and console/read/replay.py).
 
     python bench/replay_day.py [--hours 24] [--keep DIR]
 
@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from console.live import LiveSource  # noqa: E402
-from console.nvml import NvmlReader  # noqa: E402
-from console.recording import MEMBER_FRAMES, Recorder, Recording, read  # noqa: E402
-from console.replay import ReplaySource  # noqa: E402
+from console.read.live import LiveSource  # noqa: E402
+from console.read.nvml import NvmlReader  # noqa: E402
+from console.read.recording import MEMBER_FRAMES, Recorder, Recording, read  # noqa: E402
+from console.read.replay import ReplaySource  # noqa: E402
 from console.settings import demo_settings  # noqa: E402
 from console.sim.demo import start_demo  # noqa: E402
 

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pynvml  # noqa: E402
 
 from console.frame import Frame  # noqa: E402
-from console.live import LiveSource  # noqa: E402
-from console.nvml import NvmlReader  # noqa: E402
-from console.poller import EngineTarget  # noqa: E402
+from console.read.live import LiveSource  # noqa: E402
+from console.read.nvml import NvmlReader  # noqa: E402
+from console.read.poller import EngineTarget  # noqa: E402
 from console.sim.engine import page_for, start_engine  # noqa: E402
 from console.sim.nvml import DeviceLoad, SimNvml  # noqa: E402
 

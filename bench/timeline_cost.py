@@ -29,13 +29,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from console.live import LiveSource  # noqa: E402
-from console.nvml import NvmlReader  # noqa: E402
-from console.recording import Recorder, Recording  # noqa: E402
-from console.replay import ReplaySource  # noqa: E402
+from console.figures.timeline import EventBook, lines  # noqa: E402
+from console.read.live import LiveSource  # noqa: E402
+from console.read.nvml import NvmlReader  # noqa: E402
+from console.read.recording import Recorder, Recording  # noqa: E402
+from console.read.replay import ReplaySource  # noqa: E402
 from console.settings import demo_settings  # noqa: E402
 from console.sim.demo import start_demo  # noqa: E402
-from console.timeline import EventBook, lines  # noqa: E402
 
 
 class Clock:

@@ -14,7 +14,7 @@ from console.commands.record import record, replay
 from console.commands.tui import run_tui
 from console.completion import SHELLS
 from console.compose import NoAnswer, UsageError
-from console.schemas import KINDS as SCHEMA_KINDS
+from console.out.schemas import KINDS as SCHEMA_KINDS
 from console.sim.formats import FORMATS
 from console.sim.traffic import PROFILES
 
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(script(shell, _parser(), __version__))
             return 0
         if args.command == "schema":
-            from console.schemas import print_schema
+            from console.out.schemas import print_schema
 
             return print_schema(args.schema_kind)
         if args.command == "snapshot":

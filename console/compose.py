@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.engines import kinds
+from console.figures.keyseries import KeySeries
+from console.figures.windowed import parse_window
 from console.frame import Frame
-from console.keyseries import KeySeries
-from console.live import LiveSource
-from console.nvml import NvmlReader
 from console.paths import mig_audit_log, recordings_dir
-from console.poller import EngineTarget, KubeletTarget, Poller
-from console.scraper import (
+from console.read.live import LiveSource
+from console.read.nvml import NvmlReader
+from console.read.poller import EngineTarget, KubeletTarget, Poller
+from console.read.scraper import (
     UrlError,
     check_url,
     query_secrets,
@@ -38,10 +39,9 @@ from console.settings import (
     load_settings,
     token_headers,
 )
-from console.windowed import parse_window
 
 if TYPE_CHECKING:
-    from console.recording import Recorder
+    from console.read.recording import Recorder
     from console.sim.demo import DemoNode
 
 
@@ -229,7 +229,7 @@ def config_targets(settings: Settings) -> list[EngineTarget]:
 
 def discover_targets(nvml: NvmlReader | None) -> list[EngineTarget]:
     """Local engines from GPU processes, every process's command line, and default ports."""
-    from console.discovery import discover
+    from console.read.discovery import discover
 
     devices: dict[int, str] = {}
     if nvml is not None:
@@ -261,7 +261,7 @@ def open_recorder(
 ) -> Recorder:
     """A recorder with its file already open: a path that cannot be written, or an existing file
     that is no recording, is one sentence now rather than a traceback at the first poll."""
-    from console.recording import Recorder, RecordingError
+    from console.read.recording import Recorder, RecordingError
 
     path = Path(out).expanduser() if out else recordings_dir()
     header = {

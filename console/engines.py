@@ -15,10 +15,9 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
-from console.promtext import Labels, Page, label, without
+from console.promtext import Labels, Page, Vector, label, without
 from console.records import Record
 from console.safetext import printable
-from console.window import Vector
 from console.yamlfile import ConfigError, load_entries
 
 _SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$")

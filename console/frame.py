@@ -488,7 +488,7 @@ class SloReport(_Report):
 
 
 class CapacityReport(_Report):
-    """How much more an engine can take before an SLO breaks (console/capacity.py; the model
+    """How much more an engine can take before an SLO breaks (console/figures/capacity.py; the model
     in docs/capacity.md). Rates are finished requests per second."""
 
     requests_per_s: float | None = None  # the rate at the first SLO breach
@@ -622,7 +622,7 @@ Scope = Literal["gpu", "mig", "engine", "service", "node"]
 
 
 class Event(Record):
-    """One entry of the incident timeline (console/timeline.py): a point (an edge: a restart, an
+    """One entry of the incident timeline (console/figures/timeline.py): a point (an edge: a restart, an
     XID) or a range (a state: an engine down, KV at its limit), with the figures that show it.
     Repeats within a short gap are folded into one entry and counted."""
 
@@ -665,7 +665,7 @@ class Frame(Record):
     services: list[ServiceStatus] = Field(default_factory=list)
     cost: NodeCost | None = None  # node cost meters (hourly, energy, per-GPU split)
     alerts: list[Alert] = Field(default_factory=list)  # active first, then recently cleared
-    # the one verdict every surface reads (console.verdict): worst first, and the node's status
+    # the one verdict every surface reads (console.figures.verdict): worst first, and the node's status
     verdict: list[Concern] = Field(default_factory=list)
     status: State = "unknown"
     limits: Limits = Field(default_factory=Limits)

@@ -16,12 +16,12 @@ from typing import Any, Self
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from console.engines import add_profiles, kinds
-from console.plan import Plan, check_plan
+from console.figures.plan import Plan, check_plan
+from console.figures.windowed import parse_window
 from console.promtext import MAX_LABEL_CHARS, MAX_SERIES
+from console.read.scraper import UrlError, check_url, split_query_secrets, without_credentials
 from console.records import Invalid, UserFile
 from console.sample import ConfigChange
-from console.scraper import UrlError, check_url, split_query_secrets, without_credentials
-from console.windowed import parse_window
 from console.yamlfile import ConfigError, config_error, load_yaml
 
 

@@ -93,7 +93,7 @@ PARTIAL = "°"  # the window is not full yet: the figure covers what the console
 
 def window_text(window_s: float, covered_s: float | None) -> str:
     """'1m', or '1m (12s watched)' while the console has watched less than the window."""
-    from console.windowed import window_label
+    from console.figures.windowed import window_label
 
     label = window_label(window_s)
     if covered_s is not None and covered_s < window_s - 1e-6:

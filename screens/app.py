@@ -24,11 +24,11 @@ from textual.scrollbar import ScrollBar
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from console.figures.keyseries import KeySeries
+from console.figures.windowed import WINDOWS_S, window_label
 from console.frame import Frame
-from console.keyseries import KeySeries
 from console.paths import snapshots_dir
 from console.units import window_text, workload_text
-from console.windowed import WINDOWS_S, window_label
 from screens.charts import ChartStrip
 from screens.deck import Deck, FrameSource, FrameView
 from screens.engines import EngineDetailScreen, EnginePane
@@ -50,7 +50,7 @@ from screens.widgets import (
 
 if TYPE_CHECKING:  # loaded on first use: a console that never changes MIG or replays stays small
     from console.mig.manager import MigManager
-    from console.replay import ReplaySource
+    from console.read.replay import ReplaySource
 
 
 _W = TypeVar("_W", bound=Widget)
@@ -633,7 +633,7 @@ class InferdeckApp(Flashing, App[None]):
             if note is None:
                 return
 
-            from console.bundle import write_bundle
+            from console.out.bundle import write_bundle
 
             if self.replay is not None:  # a bundle from a replay says so, and of what
                 origin = f"replay of {self.replay.origin}, frame recorded {frame.taken_at:%Y-%m-%d %H:%M:%S}Z"
@@ -744,7 +744,7 @@ VIEW_MODULES = (
     "screens.alerts",
     "screens.findings",
     "screens.timeline",
-    "console.bundle",
+    "console.out.bundle",
 )
 
 

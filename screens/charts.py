@@ -1,5 +1,5 @@
 """Charts of the last 15 minutes in the detail screens and the dashboard strip, drawn in braille
-(console.textchart) from the console's key-series history: x is minutes before now, limits and
+(console.figures.textchart) from the console's key-series history: x is minutes before now, limits and
 SLOs dashed."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from textual.app import RenderResult
 from textual.containers import Horizontal
 from textual.widget import Widget
 
+from console.figures.keyseries import KeySeries
+from console.figures.textchart import text_chart
 from console.frame import Frame
-from console.keyseries import KeySeries
-from console.textchart import text_chart
 from screens.widgets import theme_colors
 
 MAX_POINTS = 240  # per series: two braille dots per column at 120 columns
@@ -26,7 +26,7 @@ class ChartRow(Horizontal):
 
 
 class SeriesChart(Widget):
-    """A line chart of key series (console.textchart), built once per draw and size: the
+    """A line chart of key series (console.figures.textchart), built once per draw and size: the
     dashboard repaints every poll, a chart changes only when drawn."""
 
     DEFAULT_CSS = "SeriesChart { height: 12; width: 1fr; min-width: 30; }"

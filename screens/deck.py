@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from console.figures.keyseries import KeySeries
+from console.figures.plan import Plan
 from console.frame import Frame
-from console.keyseries import KeySeries
-from console.plan import Plan
 
 
 class FrameSource(Protocol):
     """What the console needs of a source: frames, the plan behind them, a window it may change,
-    and a way to have a GPU's MIG layout read afresh (``console.live.LiveSource`` and
-    ``console.replay.ReplaySource`` both are one)."""
+    and a way to have a GPU's MIG layout read afresh (``console.read.live.LiveSource`` and
+    ``console.read.replay.ReplaySource`` both are one)."""
 
     window_s: float
 

@@ -10,11 +10,12 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from console.charts import slo_lines
+from console.figures.charts import slo_lines
+from console.figures.plan import SloSpec
+from console.figures.textchart import fit_chart
+from console.figures.thresholds import at_least
+from console.figures.verdict import worst_for
 from console.frame import Engine, Frame, Limits, Percentiles
-from console.plan import SloSpec
-from console.textchart import fit_chart
-from console.thresholds import at_least
 from console.units import (
     FEW,
     NA,
@@ -31,7 +32,6 @@ from console.units import (
     seconds,
     unknown_reasons,
 )
-from console.verdict import worst_for
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import (
     DeckScreen,

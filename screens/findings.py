@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
 
-from console.findings import findings
+from console.figures.findings import findings
 from console.frame import Frame
 from screens.widgets import ReadingScreen, theme_colors
 

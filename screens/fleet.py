@@ -18,6 +18,8 @@ from textual.screen import Screen
 from textual.scrollbar import ScrollBar
 from textual.widgets import DataTable, Footer, Input, Static
 
+from console.figures.keyseries import KeySeries
+from console.figures.windowed import window_label
 from console.fleet.state import (
     FleetState,
     NodeSummary,
@@ -29,9 +31,7 @@ from console.fleet.state import (
     warnings_line,
 )
 from console.frame import Frame, Gpu
-from console.keyseries import KeySeries
 from console.units import NA, duration_text, gib, num, pct, seconds, window_text
-from console.windowed import window_label
 from screens.engines import EnginePane
 from screens.gpus import GpuPane
 from screens.panes import AlertPane

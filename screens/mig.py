@@ -20,9 +20,9 @@ from console.mig.script import nvidia_smi
 from screens.widgets import DeckScreen, KeyBar, Quiet, theme_colors
 
 if TYPE_CHECKING:  # the manager drives NVML: screens only hold it
+    from console.figures.plan import Plan
     from console.mig.layouts import Instance
     from console.mig.manager import ApplyReport, GpuMig, MigManager, Recovery
-    from console.plan import Plan
 
 
 class ConfirmApply(ModalScreen[bool]):

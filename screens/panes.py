@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from console.findings import strays
+from console.figures.findings import strays
 from console.frame import Alert, Frame, Headroom, MemoryLine
 from console.units import GIB, NA, count_text, gib
 from screens.widgets import KeyedTable, Pane, Quiet, TablePane

@@ -13,7 +13,7 @@ from textual.widgets import Static
 from screens.snapshots import PromptScreen
 
 if TYPE_CHECKING:
-    from console.replay import ReplaySource
+    from console.read.replay import ReplaySource
 
 BAR_WIDTH = 30
 

@@ -9,12 +9,13 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
-from console.columns import COST_COLUMNS
-from console.cost import crossover, serving_goodput
-from console.findings import strays
+from console.figures.columns import COST_COLUMNS
+from console.figures.cost import crossover, serving_goodput
+from console.figures.findings import strays
+from console.figures.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN, time_to_page_s
+from console.figures.thresholds import at_least
+from console.figures.windowed import parse_window
 from console.frame import Frame, Headroom, ServiceStatus, SloReport, TargetReport
-from console.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN, time_to_page_s
-from console.thresholds import at_least
 from console.units import (
     FEW,
     NA,
@@ -31,7 +32,6 @@ from console.units import (
     share_range,
     target_text,
 )
-from console.windowed import parse_window
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import DeckScreen, KeyBar, KeyedTable, Pane, Quiet, theme_colors
 

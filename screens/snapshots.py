@@ -74,7 +74,7 @@ class SnapshotBrowser(Screen[None]):
         t = self.query_one(DataTable)
         for label in ("taken at (UTC)", "host", "alerts", "note"):
             t.add_column(label)
-        from console.bundle import list_bundles
+        from console.out.bundle import list_bundles
 
         bundles = list_bundles(self.root)
         for b in bundles:

@@ -11,8 +11,8 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
 
+from console.figures.timeline import MAX_EVENTS, event_text, span_text
 from console.frame import Frame, Timeline
-from console.timeline import MAX_EVENTS, event_text, span_text
 from screens.widgets import ReadingScreen, theme_colors
 
 

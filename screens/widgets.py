@@ -20,8 +20,8 @@ from textual.screen import Screen
 from textual.scrollbar import ScrollBarRender
 from textual.widgets import DataTable, Static
 
+from console.figures.keyseries import KeySeries
 from console.frame import Frame, Percentiles
-from console.keyseries import KeySeries
 from console.units import FEW, NA, quantile_text
 from screens.deck import Deck
 from screens.tableshim import CachedDataTable

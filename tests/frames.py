@@ -3,6 +3,7 @@
 from datetime import UTC, datetime
 
 from console.engines import Extract
+from console.figures.plan import Plan, Service, SloSpec
 from console.frame import (
     Alert,
     CostReport,
@@ -20,7 +21,6 @@ from console.frame import (
     ServiceStatus,
     SloReport,
 )
-from console.plan import Plan, Service, SloSpec
 from console.sample import EngineSample, Sample
 
 GIB = 1024**3

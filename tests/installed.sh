@@ -77,7 +77,7 @@ run "record --demo" 0 "$id" record --demo --duration 3 --out "$work/rec"
 rec=$(ls "$work"/rec/*.idrec.gz | head -1)
 run "replay --help" 0 "$id" replay --help
 run "recording reads back" 0 "$work/v/bin/python" -c \
-  "import sys; from pathlib import Path; from console.recording import read; h, s = read(Path(sys.argv[1])); assert s, 'no frames'" "$rec"
+  "import sys; from pathlib import Path; from console.read.recording import read; h, s = read(Path(sys.argv[1])); assert s, 'no frames'" "$rec"
 run "simulate" "0 124" timeout 3 "$id" simulate --engine vllm --port 0
 grep -q "serving http://127.0.0.1:" "$work/out" || fail "simulate did not say where it serves"
 run "--demo with --prometheus refused" 2 "$id" check --demo --prometheus http://127.0.0.1:9

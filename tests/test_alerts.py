@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from console.alerts import AlertBook, Condition
-from console.live import LiveSource
-from console.nvml import NvmlReader
+from console.figures.alerts import AlertBook, Condition
+from console.read.live import LiveSource
+from console.read.nvml import NvmlReader
 from console.settings import demo_settings
 from console.sim.demo import start_demo
 
@@ -155,10 +155,10 @@ def test_check_demo_exit_codes():
 def test_a_mig_re_cut_is_a_recent_event_for_ten_minutes():
     """A GPU whose MIG layout changed between polls raises an info event (before -> after) that
     snapshot.md lists under Recent events; the first reading and a steady layout raise none."""
+    from console.figures.headroom import LAYOUT_EVENT_S, HeadroomState, evaluate
+    from console.figures.plan import Plan
     from console.frame import GpuSource
-    from console.headroom import LAYOUT_EVENT_S, HeadroomState, evaluate
-    from console.plan import Plan
-    from console.snapshot import to_markdown
+    from console.out.snapshot import to_markdown
     from tests.frames import node_frame
 
     frame = node_frame()

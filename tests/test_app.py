@@ -5,9 +5,9 @@ import re
 import pytest
 from rich.text import Text
 
-from console.live import LiveSource
-from console.nvml import NvmlReader
-from console.poller import EngineTarget
+from console.read.live import LiveSource
+from console.read.nvml import NvmlReader
+from console.read.poller import EngineTarget
 from console.sim.demo import start_demo
 from screens.app import InferdeckApp
 from screens.charts import ChartStrip
@@ -928,8 +928,8 @@ async def test_the_incident_shows_its_knob_and_says_messages_on_the_key_line(siz
     line (it used to be cut off the end of each alert line, one undiscoverable key away), `a`
     and `F` are in the footer, and a message (here the refresh rate) is said on the key bar's
     line instead of a toast over the engine rows."""
+    from console.figures.verdict import judged
     from console.frame import Concern
-    from console.verdict import judged
 
     frame = judged(node_frame())
     knob = "lower --max-num-seqs: smaller batches decode faster (or add a replica)"
@@ -971,8 +971,8 @@ async def test_four_alerts_and_findings_never_give_the_page_a_scrollbar():
     terminal (the sizing counted alerts only, not the pane's other lines)."""
     from datetime import UTC, datetime
 
+    from console.figures.verdict import judged
     from console.frame import Alert, Concern
-    from console.verdict import judged
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     alerts = [

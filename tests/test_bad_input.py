@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from console.live import LiveSource
-from console.poller import EngineTarget
+from console.read.live import LiveSource
+from console.read.poller import EngineTarget
 from console.sim.engine import MetricsServer
 from tests.conftest import fixture_text
 

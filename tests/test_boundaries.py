@@ -13,80 +13,49 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-DERIVATIONS = (
-    "console/window.py",
-    "console/enginestats.py",
-    "console/windowed.py",
-    "console/slo.py",
-    "console/cost.py",
-    "console/headroom.py",
-    "console/plan.py",
-    "console/alerts.py",
-    "console/meters.py",
-    "console/derive.py",
+# nothing under console/figures/ does I/O; besides it the Frame, the Sample, their units, the
+# Triton ensembles' arithmetic and the pure parts of the MIG and fleet packages
+DERIVATIONS = tuple(
+    sorted(str(p.relative_to(ROOT)) for p in (ROOT / "console" / "figures").glob("*.py"))
+) + (
     "console/units.py",
     "console/frame.py",
+    "console/sample.py",
     "console/triton.py",
     "console/mig/layouts.py",
-    "console/capacity.py",
-    "console/findings.py",
-    "console/verdict.py",
-    "console/linking.py",
-    "console/keyseries.py",
-    "console/thresholds.py",
-    "console/textchart.py",
-    "console/timeline.py",
-    "console/charts.py",
     "console/mig/preview.py",
     "console/mig/script.py",
     "console/fleet/state.py",
-    "console/columns.py",
 )
 # what screens/ may import of console/ at run time (docs/architecture.md lists the same): the
-# Frame, its units, and pure helpers (each in DERIVATIONS); besides them only the incident bundle
+# Frame, its units and the figures (each a derivation); besides them only the incident bundle
 # the `s` key writes, and the state folder's paths it is written under
 SCREENS_USE = (
     "frame",
     "units",
-    "charts",
-    "columns",
-    "cost",
-    "findings",
+    "figures",
     "fleet.state",
-    "keyseries",
     "mig.layouts",
     "mig.preview",
     "mig.script",
-    "plan",
-    "slo",
-    "textchart",
-    "thresholds",
-    "timeline",
-    "verdict",
-    "windowed",
 )
-SCREENS_WRITE = ("bundle", "paths")
+SCREENS_WRITE = ("out.bundle", "paths")
 IO = (
     "httpx",
     "pynvml",
     "subprocess",
-    "console.poller",
-    "console.scraper",
-    "console.nvml",
+    "console.read",
+    "console.out",
     "console.sim",
     "console.fleet.prom",
     "console.fleet.source",
     "console.mig.manager",
-    "console.recording",
-    "console.replay",
 )
 DRAWING = ("textual", "rich", "screens")
 SOURCES = (
     "httpx",
     "pynvml",
-    "console.poller",
-    "console.scraper",
-    "console.nvml",
+    "console.read",
     "console.sim",
     "console.fleet.prom",
     "console.fleet.source",
@@ -98,26 +67,14 @@ SIM_USERS = (
     "console/commands/node.py",
     "console/mig/cli.py",
 )
-# the readers (what a poll acquires: a Sample) and what they never import: the figures are
-# derived from a Sample by console/live.py's Deriver, as a replay derives a recorded one
-READERS = (
-    "console/poller.py",
-    "console/scraper.py",
-    "console/nvml.py",
-    "console/gpm.py",
-    "console/workload.py",
-    "console/http1.py",
-    "console/llamaslots.py",
-    "console/promtext.py",
-    "console/engines.py",
-)
-FIGURING = tuple(
-    f"console.{m}"
-    for m in (
-        "derive alerts plan headroom slo meters capacity findings verdict timeline cost "
-        "enginestats windowed linking keyseries thresholds charts textchart"
-    ).split()
-)
+# the readers (what a poll acquires: a Sample) never import a figure: the two FrameSources
+# (console/read/live.py, console/read/replay.py) are where a Sample meets the Deriver
+READERS = tuple(
+    str(p.relative_to(ROOT))
+    for p in sorted((ROOT / "console" / "read").glob("*.py"))
+    if p.name not in ("live.py", "replay.py")
+) + ("console/engines.py",)
+FIGURING = ("console.figures",)
 # the commands that start an app (the console, a replay, the fleet screen), importing it lazily
 LAUNCHERS = ("console/commands/tui.py", "console/commands/record.py", "console/commands/fleet.py")
 
@@ -158,9 +115,9 @@ def violations(files: dict[str, str]) -> list[str]:
             elif (
                 path.startswith("screens/")
                 and _under(module, ("console",))
-                and module.removeprefix("console.") not in SCREENS_USE + SCREENS_WRITE
+                and not _under(module, tuple(f"console.{m}" for m in SCREENS_USE + SCREENS_WRITE))
             ):
-                out.append(f"{where}: screens/ use only the Frame, units and pure helpers")
+                out.append(f"{where}: screens/ use only the Frame, units and figures")
             if (
                 path.startswith("console/")
                 and not path.startswith("console/sim/")
@@ -189,32 +146,32 @@ def test_the_project_keeps_its_import_contracts():
 
 def test_each_contract_catches_a_planted_violation():
     planted = {
-        "console/slo.py": "import httpx\n",
-        "console/headroom.py": "def f():\n    from textual.app import App\n",
-        "screens/gpus.py": "from console.nvml import NvmlReader\n",
-        "console/poller.py": "from console.sim.engine import MetricsServer\n",
+        "console/figures/slo.py": "import httpx\n",
+        "console/figures/headroom.py": "def f():\n    from textual.app import App\n",
+        "screens/gpus.py": "from console.read.nvml import NvmlReader\n",
+        "console/read/poller.py": "from console.sim.engine import MetricsServer\n",
         "screens/mig.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from console.mig.manager import M\n",
-        # a screen reaching past the Frame and the pure helpers (the bundle's writer may be used)
+        # a screen reaching past the Frame, units and figures (the bundle's writer may be used)
         "screens/engines.py": "from console.frame import Engine\nfrom console.units import num\n",
-        "screens/panes.py": "from console.derive import Deriver\n",
-        "screens/services.py": "def f():\n    from console.alerts import evaluate\n",
-        "screens/app.py": "from console.bundle import write_bundle\nfrom console.timeline import lines\n",
-        "console/findings.py": "import subprocess\n",
-        "console/nvml.py": "from console.alerts import AlertBook\n",
+        "screens/panes.py": "from console.out.snapshot import to_markdown\n",
+        "screens/services.py": "def f():\n    from console.settings import load_settings\n",
+        "screens/app.py": "from console.out.bundle import write_bundle\nfrom console.figures.timeline import lines\n",
+        "console/figures/findings.py": "import subprocess\n",
+        "console/read/nvml.py": "from console.figures.alerts import AlertBook\n",
     }
     found = violations(planted)
     assert [v.split(":")[0] for v in found] == [
-        "console/slo.py",
-        "console/headroom.py",
+        "console/figures/slo.py",
+        "console/figures/headroom.py",
         "screens/gpus.py",
-        "console/poller.py",
+        "console/read/poller.py",
         "screens/panes.py",
         "screens/services.py",
-        "console/findings.py",
-        "console/nvml.py",
+        "console/figures/findings.py",
+        "console/read/nvml.py",
     ], found
     assert "a derivation does no I/O" in found[0] and "never draws" in found[1]
-    assert "only the Frame, units and pure helpers" in found[4]
+    assert "only the Frame, units and figures" in found[4]
     assert "a derivation does no I/O" in found[6]
     assert "a reader only reads" in found[7]
 
@@ -222,8 +179,9 @@ def test_each_contract_catches_a_planted_violation():
 def test_the_modules_screens_use_are_pure_and_the_docs_list_them():
     """Each console module screens/ may import is a derivation (no I/O, held above), but for
     the bundle's writer and its paths; docs/architecture.md's screens row names exactly these."""
-    assert all(f"console/{m.replace('.', '/')}.py" in DERIVATIONS for m in SCREENS_USE), [
-        m for m in SCREENS_USE if f"console/{m.replace('.', '/')}.py" not in DERIVATIONS
+    pure = [m for m in SCREENS_USE if m != "figures"]  # figures/: every module a derivation
+    assert all(f"console/{m.replace('.', '/')}.py" in DERIVATIONS for m in pure), [
+        m for m in pure if f"console/{m.replace('.', '/')}.py" not in DERIVATIONS
     ]
     row = next(
         line
@@ -348,10 +306,10 @@ def test_engine_series_are_named_only_in_the_profiles():
 
 def test_a_planted_engine_name_in_code_is_found():
     planted = {
-        "console/slo.py": '"""About vllm:e2e_request_latency_seconds."""\nX = ("vllm:e2e",)\n',
+        "console/figures/slo.py": '"""About vllm:e2e_request_latency_seconds."""\nX = ("vllm:e2e",)\n',
         "console/sim/formats.py": 'Y = "sglang:num_running_reqs"\n',
     }
-    assert engine_names_in_code(planted) == ["console/slo.py:2: 'vllm:e2e'"]
+    assert engine_names_in_code(planted) == ["console/figures/slo.py:2: 'vllm:e2e'"]
 
 
 SHIM = "screens/tableshim.py"

@@ -1,4 +1,4 @@
-"""Live capacity to SLO breach (console/capacity.py) against the simulator's ground truth: the
+"""Live capacity to SLO breach (console/figures/capacity.py) against the simulator's ground truth: the
 breach point found by sweeping the simulated engine's arrival rate, which the estimator never
 sees (it reads only the engine's /metrics page, as from a real engine)."""
 
@@ -10,14 +10,14 @@ import re
 import pytest
 
 from bench.exhaustion_ramps import ramps, run
-from console.capacity import estimate, fit_itl, kv_full_in, theil_sen
 from console.engines import Extract, extract, profiles
-from console.enginestats import derive
+from console.figures.capacity import estimate, fit_itl, kv_full_in, theil_sen
+from console.figures.enginestats import derive
+from console.figures.windowed import EngineHistory
 from console.frame import CapacityReport
 from console.promtext import parse
 from console.sim.engine import page_for
 from console.sim.traffic import TrafficModel, TrafficSpec
-from console.windowed import EngineHistory
 
 VLLM = profiles()["vllm"]
 
@@ -165,7 +165,7 @@ def test_time_to_kv_exhaustion_under_linear_and_accelerating_ramps():
 
 
 def test_the_fit_and_the_robust_slope_on_hand_computed_points():
-    from console.capacity import LoadPoint
+    from console.figures.capacity import LoadPoint
 
     def p(n, itl):
         return LoadPoint(0.0, n, itl, 1.0, 100.0, 0.0, None, 10.0)
@@ -198,11 +198,11 @@ def test_kv_exhaustion_is_not_guessed_on_a_flat_or_noisy_series():
 def test_every_surface_says_the_room_and_its_binding_slo():
     """The engine detail's sentence, the dashboard cell, snapshot.md, the exporter and check's
     performance data, from one report."""
-    from console.checkplugin import perfdata
-    from console.exporter import frame_metrics
+    from console.figures.plan import Plan
     from console.frame import CapacityReport
-    from console.plan import Plan
-    from console.snapshot import to_markdown
+    from console.out.checkplugin import perfdata
+    from console.out.exporter import frame_metrics
+    from console.out.snapshot import to_markdown
     from console.units import capacity_text, room_cell
     from tests.frames import node_frame
 
@@ -283,7 +283,7 @@ def test_every_surface_says_the_room_and_its_binding_slo():
 
 
 def test_a_kv_pool_filling_within_ten_minutes_is_a_warning_finding():
-    from console.findings import findings
+    from console.figures.findings import findings
     from console.frame import CapacityReport
     from tests.frames import node_frame
 
@@ -352,7 +352,7 @@ def test_the_fit_chart_puts_points_line_and_bound_in_their_cells():
     """16 columns over 0..15 sequences (1.5x the 10 seen), 5 rows over 0..26.25 ms (the fit's
     25 ms at 15, +5 %): the point (10, 20 ms) in column 10, row 1; the fit's 10 ms at no load in
     column 0, row 2; the bound at 12 sequences in column 12."""
-    from console.textchart import fit_chart
+    from console.figures.textchart import fit_chart
 
     rows = fit_chart([(10.0, 0.02)], 0.01, 0.001, 12.0, width=16, height=5)
     grid = [r[7:] for r in rows[:5]]  # past the 6-wide label and the axis
@@ -366,7 +366,7 @@ def test_a_batch_limit_nothing_exports_is_read_from_stretches_that_queued_with_k
     """Stretches queued throughout while the KV pool had room ran at the engine's batch limit
     (vLLM's --max-num-seqs is on no metrics page): the most running among them is the limit. A
     brief queue, or one with the pool full (KV binds, not the batch), says nothing of it."""
-    from console.capacity import LoadPoint, _batch_seen
+    from console.figures.capacity import LoadPoint, _batch_seen
 
     def p(running, queued, kv_fill):
         return LoadPoint(
@@ -392,9 +392,9 @@ PERF = re.compile(
 def test_perfdata_keeps_to_the_plugin_grammar(value):
     """12,345 waiting printed as 1.234e+04 (read as 1.234, or dropped by a strict poller) and
     tokens/s as 1.23463e+06; now fixed point, an integer whole."""
-    from console.checkplugin import perfdata
+    from console.figures.plan import Plan
     from console.frame import Percentiles
-    from console.plan import Plan
+    from console.out.checkplugin import perfdata
     from tests.frames import node_frame
 
     frame = node_frame()
@@ -437,7 +437,7 @@ def test_capacity_reads_the_load_the_dashboard_shows_on_repeating_ranks():
     """SGLang repeats its running, queue and token-usage gauges on every TP rank. The Run column
     read 10 while the capacity model summed the ranks to 20 (its own gauge reading): it learned
     from twice the load. Now it reads through the profile's aggregation, as the dashboard does."""
-    from console.capacity import gauge_reader, load_points
+    from console.figures.capacity import gauge_reader, load_points
 
     sglang = profiles()["sglang"]
     clock = Clock()
@@ -477,8 +477,8 @@ def test_the_batch_cap_comes_from_the_engine_its_command_line_or_the_plan(how):
     """The model's batch bound used to be read only from stretches that queued with KV room: a
     NIM's num_request_max, the --max-num-seqs discovery saw and a plan's max_running were never
     used. Each is now, in that order, and the report says which stated it."""
-    from console.derive import Deriver
-    from console.plan import Plan
+    from console.figures.derive import Deriver
+    from console.figures.plan import Plan
     from tests.frames import engine_sample
 
     plan = Plan.model_validate(
@@ -508,7 +508,7 @@ def test_the_batch_cap_comes_from_the_engine_its_command_line_or_the_plan(how):
 
 
 def test_discovery_reads_the_batch_cap_from_a_command_line():
-    from console.discovery import flag_value
+    from console.read.discovery import flag_value
 
     assert flag_value(["vllm", "serve", "m", "--max-num-seqs", "64"], "--max-num-seqs") == 64
     assert flag_value(["python", "-m", "x", "--max-num-seqs=32"], "--max-num-seqs") == 32
@@ -585,7 +585,7 @@ def test_each_estimate_is_scored_on_the_minute_of_load_after_it():
     """The live backtest: a range is missed when the SLO breaks below its low end or holds above
     its high end, a floor when the SLO breaks below it; otherwise it held (and was tested when
     the load reached it). One bet a minute; the engine detail says "last N estimates: M held"."""
-    from console.capacity import Backtest
+    from console.figures.capacity import Backtest
 
     limits = {"ttft": None, "tpot": 0.05}
     rng = CapacityReport(requests_per_s=4.5, low=4.0, high=5.0)

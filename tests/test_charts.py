@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from console.bundle import write_bundle
-from console.charts import bundle_charts
-from console.keyseries import KeySeries
-from console.live import LiveSource
-from console.nvml import NvmlReader
+from console.figures.charts import bundle_charts
+from console.figures.keyseries import KeySeries
+from console.out.bundle import write_bundle
+from console.read.live import LiveSource
+from console.read.nvml import NvmlReader
 from console.settings import demo_settings
 from console.sim.demo import start_demo
 from tests.test_golden import Clock

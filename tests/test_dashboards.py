@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from console.dashboards import WINDOW, dashboards
+from console.out.dashboards import WINDOW, dashboards
 from console.sim.dcgm import start_dcgm
 from console.sim.engine import METRICS_PATHS, MetricsServer, TrafficSpec, start_engine
 from console.sim.formats import FORMATS

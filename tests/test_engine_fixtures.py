@@ -4,7 +4,7 @@ null with a reason, never 0."""
 import pytest
 
 from console.engines import detect_kind, extract, needed_families, profiles
-from console.enginestats import derive
+from console.figures.enginestats import derive
 from console.promtext import parse
 from tests.conftest import fixture_text
 

@@ -1,9 +1,9 @@
 import pytest
 
 from console.engines import ProfileError, _load, detect_kind, extract, profiles
-from console.enginestats import derive
+from console.figures.enginestats import derive
+from console.figures.windowed import EngineHistory
 from console.promtext import parse
-from console.windowed import EngineHistory
 from tests.conftest import fixture_text
 
 

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 
 from console.cmdline import classify
-from console.discovery import from_processes, probe_ports
 from console.engines import detect_kind, extract, needed_families, profiles
-from console.enginestats import derive, imbalance
+from console.figures.enginestats import derive, imbalance
+from console.figures.headroom import HeadroomState, evaluate, memory_lines
+from console.figures.plan import GIB, Node, Plan, Service, fit
 from console.frame import Engine, EngineRank
-from console.headroom import HeadroomState, evaluate, memory_lines
-from console.live import LiveSource
-from console.llamaslots import slots_kv
-from console.plan import GIB, Node, Plan, Service, fit
-from console.poller import EngineTarget
 from console.promtext import parse
+from console.read.discovery import from_processes, probe_ports
+from console.read.live import LiveSource
+from console.read.llamaslots import slots_kv
+from console.read.poller import EngineTarget
 from console.sim.engine import TrafficSpec, start_engine
 from tests import promref
 

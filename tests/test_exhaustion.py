@@ -1,4 +1,4 @@
-"""Saturation and time to exhaustion (console/capacity.py, headroom, slo): the saturation index
+"""Saturation and time to exhaustion (console/figures/capacity.py, headroom, slo): the saturation index
 and the over-saturation slope test on hand-computed scrapes, the queue's and power's time to
 their limits, a service's capacity over its replicas, the budget's time to spent, and the alerts
 against the plan's horizons; on every surface."""
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from console.capacity import LoadPoint, queue_full_in, saturation, service_capacity, time_to
 from console.engines import Extract
+from console.figures.capacity import LoadPoint, queue_full_in, saturation, service_capacity, time_to
 from console.frame import CapacityReport, Headroom
 
 TTFT_BOUNDS = (0.5, 1.0, 2.0, float("inf"))
@@ -50,7 +50,7 @@ def test_a_few_requests_give_a_marked_index_that_raises_nothing():
     """Two scrapes 2 s apart (a check at its default --wait) holding 8 requests: the index is read
     (p90 of 8) and carries its count; the finding and alert want 20 requests, so it stays
     a figure; with 20 it is judged. Under 5 requests: no figure."""
-    from console.findings import saturation_kind
+    from console.figures.findings import saturation_kind
     from console.units import saturation_text
     from tests.frames import node_frame
 
@@ -133,14 +133,14 @@ def test_thirty_minutes_of_the_demo_raise_no_exhaustion():
     ever falls within the plan's 15-minute horizon."""
     from dataclasses import replace
 
-    from console.capacity import CAPACITY_WINDOW_S, estimate
     from console.engines import extract, profiles
-    from console.enginestats import derive
+    from console.figures.capacity import CAPACITY_WINDOW_S, estimate
+    from console.figures.enginestats import derive
+    from console.figures.windowed import EngineHistory
     from console.promtext import parse
     from console.sim.demo import SERVICES
     from console.sim.engine import page_for
     from console.sim.traffic import TrafficModel
-    from console.windowed import EngineHistory
 
     vllm = profiles()["vllm"]
     slos = {"llama-70b": (2.0, 0.08)}
@@ -206,9 +206,9 @@ def test_a_service_adds_its_replicas_room_and_the_tightest_names_the_slo():
 
 
 def test_exhaustion_within_the_planned_horizon_is_an_alert():
+    from console.figures.headroom import _exhaustion
+    from console.figures.plan import Plan, Service
     from console.frame import Engine
-    from console.headroom import _exhaustion
-    from console.plan import Plan, Service
 
     plan = Plan.model_validate({"alerts": {"exhaustion_horizon_s": 600}})
     svc = Service.model_validate(
@@ -250,7 +250,7 @@ def test_exhaustion_within_the_planned_horizon_is_an_alert():
 
 
 def test_a_whole_budget_lasts_the_period_over_the_longest_ready_burn():
-    from console.slo import OutcomeHistory, burn_rates
+    from console.figures.slo import OutcomeHistory, burn_rates
 
     hist = OutcomeHistory()
     good = failed = 0.0
@@ -269,10 +269,10 @@ def test_a_whole_budget_lasts_the_period_over_the_longest_ready_burn():
 
 def test_saturation_and_exhaustion_on_every_surface():
     """The dashboard cell, the engine detail's sentence, the finding, snapshot.md, the exporter."""
-    from console.exporter import frame_metrics
-    from console.findings import findings
-    from console.plan import Plan
-    from console.snapshot import to_markdown
+    from console.figures.findings import findings
+    from console.figures.plan import Plan
+    from console.out.exporter import frame_metrics
+    from console.out.snapshot import to_markdown
     from console.units import saturation_cell, saturation_text
     from tests.frames import node_frame
 
@@ -320,7 +320,7 @@ def test_saturation_and_exhaustion_on_every_surface():
     )
     md = to_markdown(frame).split("## Capacity to SLO breach")[1].split("\n## ")[0]
     assert "p90 TTFT at 1.31x its SLO" in md and "queue ~2 min" in md
-    from console.checkplugin import perfdata
+    from console.out.checkplugin import perfdata
 
     assert f"'{e.name} saturation'=1.31;1" in perfdata(frame, Plan())
     page = frame_metrics(frame, Plan(), "t")
@@ -337,7 +337,7 @@ def test_the_queue_limit_leaves_the_first_token_its_own_time():
     1.5 s (p95 1.45 s, interpolated); 4 requests finish a second. Queueing alone breaks the SLO
     once the wait reaches what is left, 2 s − p95: at (2 − 1.45) × 4 = 2.2 waiting — it used to
     be the whole 2 s × 4 = 8."""
-    from console.capacity import estimate, load_points, unqueued_ttft
+    from console.figures.capacity import estimate, load_points, unqueued_ttft
 
     hist = []
     for k in range(120):

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from console.exporter import alert_rules, frame_metrics
+from console.out.exporter import alert_rules, frame_metrics
 from console.promtext import parse
 from console.settings import Settings
 from console.sim.engine import TrafficSpec, start_engine

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from console.engines import detect_kind, extract, needed_families, parse_selector, profiles
-from console.enginestats import derive
-from console.findings import findings
+from console.figures.enginestats import derive
+from console.figures.findings import findings
 from console.fleet.promql import signal_query
 from console.frame import Engine
+from console.out.snapshot import to_markdown
 from console.promtext import parse
-from console.snapshot import to_markdown
 from tests.test_findings import frame
 
 FIX = Path(__file__).parent / "fixtures" / "metrics"

@@ -12,18 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.cost import CostSpec, serving_goodput
-from console.derive import Deriver
 from console.engines import Extract, gauge_value, profiles
-from console.enginestats import derive
+from console.figures.cost import CostSpec, serving_goodput
+from console.figures.derive import Deriver
+from console.figures.enginestats import derive
+from console.figures.meters import service_meters
+from console.figures.plan import Plan, Service, SloSpec
+from console.figures.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcome_series
+from console.figures.window import fraction_at_or_below
+from console.figures.windowed import EngineHistory
 from console.frame import Gpu, GpuSource, Percentiles, RangeReport
-from console.meters import service_meters
-from console.plan import Plan, Service, SloSpec
-from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcome_series
-from console.snapshot import to_markdown
+from console.out.snapshot import to_markdown
 from console.units import quantile_text, share_range
-from console.window import fraction_at_or_below
-from console.windowed import EngineHistory
 from tests import promref
 from tests.frames import engine_sample, service
 
@@ -335,7 +335,7 @@ def test_aggregation_rules_across_dp_engines_tp_ranks_and_replicas():
 
 
 def test_a_service_with_two_replicas_sums_their_kv_capacity():
-    from console.headroom import HeadroomState, evaluate
+    from console.figures.headroom import HeadroomState, evaluate
 
     plan = Plan(
         services=[
@@ -645,8 +645,8 @@ def test_a_replay_at_any_speed_draws_the_trend_seen_live():
     gives the same last 16 seconds of tokens/s as the live console drew."""
     import asyncio
 
-    from console.keyseries import KeySeries
-    from console.replay import ReplaySource
+    from console.figures.keyseries import KeySeries
+    from console.read.replay import ReplaySource
 
     samples = []
     for k in range(120):
@@ -678,7 +678,7 @@ def _burning(seconds: int, error_share: float, start: float = 0.0) -> OutcomeHis
 def test_burn_windows_say_how_much_they_hold_and_never_alert_on_too_little():
     """Defect 2: 20 s at 7x read 7x over 5m, 1h and 6h and fired both burn alerts. A window
     counts once it holds its pair's short window (5m whole; 1h for 5 m; 6h for 1 h)."""
-    from console.slo import BURN_READY_S
+    from console.figures.slo import BURN_READY_S
 
     assert BURN_READY_S == {300.0: 300.0, 3600.0: 300.0, 21600.0: 3600.0}
     burn = burn_rates(_burning(20, 0.035), 0.995)  # 7x
@@ -697,7 +697,7 @@ def test_burn_windows_say_how_much_they_hold_and_never_alert_on_too_little():
 
 
 def test_a_burn_window_with_too_few_requests_never_alerts():
-    from console.slo import MIN_BURN_REQUESTS
+    from console.figures.slo import MIN_BURN_REQUESTS
 
     hist = OutcomeHistory()
     for k in range(400):  # one request a minute, every one failing

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from console.findings import findings
+from console.figures.findings import findings
 from console.frame import (
     BurnReport,
     BurnWindow,
@@ -20,7 +20,7 @@ from console.frame import (
     ServiceStatus,
     SloReport,
 )
-from console.snapshot import to_markdown
+from console.out.snapshot import to_markdown
 
 GIB = 2**30
 

@@ -10,8 +10,13 @@ from array import array
 import pytest
 
 from console.engines import Extract, detect_kind, extract, needed_families, profiles
-from console.enginestats import derive, imbalance
-from console.findings import findings, strays
+from console.figures.enginestats import derive, imbalance
+from console.figures.findings import findings, strays
+from console.figures.headroom import drift_tolerance
+from console.figures.slo import OutcomeHistory, burn_alert, burn_rates
+from console.figures.thresholds import at_least, below
+from console.figures.window import wide
+from console.figures.windowed import EngineHistory
 from console.frame import (
     BurnReport,
     BurnWindow,
@@ -21,13 +26,8 @@ from console.frame import (
     ServiceStatus,
     SloReport,
 )
-from console.headroom import drift_tolerance
 from console.promtext import parse
-from console.slo import OutcomeHistory, burn_alert, burn_rates
-from console.thresholds import at_least, below
 from console.units import quantile_text
-from console.window import wide
-from console.windowed import EngineHistory
 from tests.conftest import fixture_text
 from tests.test_findings import frame as _frame
 

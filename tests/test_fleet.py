@@ -18,8 +18,8 @@ import pytest
 from console.fleet.prom import PromClient, PromError
 from console.fleet.promql import signal_query
 from console.fleet.source import FleetSource
-from console.live import LiveSource
-from console.poller import EngineTarget
+from console.read.live import LiveSource
+from console.read.poller import EngineTarget
 from console.sim.dcgm import start_dcgm
 from console.sim.engine import TrafficSpec, start_engine
 from console.sim.nvml import DeviceLoad, SimNvml
@@ -506,7 +506,7 @@ async def test_fleet_screen_rows_sort_filter_and_drill_in(fleet):
 
 
 def test_scrubbing_history_and_a_node_plan(fleet):
-    from console.plan import Node, Plan, Service
+    from console.figures.plan import Node, Plan, Service
 
     url, nodes, _ = fleet
     settle(25)
@@ -528,7 +528,7 @@ def test_scrubbing_history_and_a_node_plan(fleet):
     )
 
     async def go():
-        from console.cost import CostSpec
+        from console.figures.cost import CostSpec
 
         source = FleetSource(
             PromClient(url),
@@ -562,8 +562,8 @@ def test_fleet_alerts_go_through_the_node_s_for_and_clear():
     """A fleet node's plan alerts rise after their rule's `for`, as on the node (not at once)."""
     from datetime import UTC, datetime
 
+    from console.figures.plan import Node, Plan, Service
     from console.frame import Frame, Gpu, GpuSource
-    from console.plan import Node, Plan, Service
 
     plan = Plan(
         node=Node(name="n"),
@@ -1522,7 +1522,7 @@ def test_an_engine_down_told_first_by_the_nodes_export_is_one_timeline_entry():
     timeline had the export's alert as an entry of its own (0 s long, and marked the first
     sign), then the engine-down beside it. Now the alert opens the engine-down entry, which
     goes on once up says so."""
-    from console.timeline import EventBook
+    from console.figures.timeline import EventBook
 
     source = FleetSource(PromClient("http://127.0.0.1:9"))
     eng = {"instance": "10.0.0.5:8000", "job": "engines", "node": "n1"}

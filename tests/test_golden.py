@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from console.live import LiveSource
-from console.nvml import NvmlReader
+from console.read.live import LiveSource
+from console.read.nvml import NvmlReader
 from console.settings import demo_settings
 from console.sim.demo import start_demo
 from tests.conftest import ROOT

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from console.frame import GpmActivity
-from console.gpm import NO_GPM, GpmSampler
-from console.live import LiveSource
 from console.mig.layouts import parse_layout
 from console.mig.manager import MigManager
-from console.nvml import NvmlReader
-from console.poller import KubeletTarget
+from console.read.gpm import NO_GPM, GpmSampler
+from console.read.live import LiveSource
+from console.read.nvml import NvmlReader
+from console.read.poller import KubeletTarget
+from console.read.workload import kubelet_index, parse_cgroup, workload_of
 from console.sim.engine import MetricsServer
 from console.sim.nvml import DeviceLoad, SimNvml
-from console.workload import kubelet_index, parse_cgroup, workload_of
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.exportserver import ListenError, parse_listen, serve
-from console.textserver import token_ok
+from console.out.exportserver import ListenError, parse_listen, serve
+from console.out.textserver import token_ok
 from tests.waits import until
 
 
@@ -110,7 +110,7 @@ def test_the_token_scheme_is_case_insensitive_and_compared_whole():
 
 
 def test_an_open_path_is_served_without_the_token_and_a_route_may_say_unavailable():
-    from console.textserver import TextServer, Unavailable
+    from console.out.textserver import TextServer, Unavailable
 
     state = {"up": False}
 
@@ -246,8 +246,8 @@ async def test_no_control_character_reaches_the_screen():
 async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(series):
     """`num_requests_waiting +Inf` or `kv_cache_usage_perc +Inf` crashed the console at start
     (OverflowError in the chart ticks)."""
-    from console.live import LiveSource
-    from console.poller import EngineTarget
+    from console.read.live import LiveSource
+    from console.read.poller import EngineTarget
     from console.sim.engine import MetricsServer
     from screens.app import InferdeckApp
     from tests.conftest import fixture_text
@@ -280,7 +280,7 @@ async def test_an_inf_gauge_is_na_with_a_reason_and_the_console_keeps_drawing(se
 
 
 def _poll(page: str):
-    from console.poller import EngineTarget
+    from console.read.poller import EngineTarget
     from console.sim.engine import MetricsServer
 
     server = MetricsServer(lambda: page).start()
@@ -292,7 +292,7 @@ def _poll(page: str):
 
 def _poll_once(targets: list):
     """One poll of ``targets`` by a real Poller: (the frame, the live)."""
-    from console.live import LiveSource
+    from console.read.live import LiveSource
 
     live = LiveSource.reading(targets, None)
 
@@ -372,8 +372,8 @@ def test_query_string_secrets_never_leave(tmp_path):
     engine is fetched with its real URL; every surface shows the parameter masked."""
     import json
 
-    from console.redact import redact
-    from console.scraper import split_query_secrets
+    from console.out.redact import redact
+    from console.read.scraper import split_query_secrets
     from console.sim.engine import MetricsServer
     from tests.conftest import fixture_text
 
@@ -471,7 +471,7 @@ def _samples(n: int):
 
 def test_damage_in_the_middle_of_a_recording_loses_only_its_member_and_says_where(tmp_path):
     """Damage in the middle lost every frame, and the message said 'no header line'."""
-    from console.recording import MEMBER_FRAMES, Recorder, read
+    from console.read.recording import MEMBER_FRAMES, Recorder, read
 
     path = tmp_path / "r.idrec.gz"
     rec = Recorder(path, "h", {"window_s": 60.0})
@@ -501,7 +501,7 @@ def test_damage_in_the_middle_of_a_recording_loses_only_its_member_and_says_wher
 def test_a_recording_that_cannot_be_written_leaves_no_empty_file(tmp_path, monkeypatch):
     import errno
 
-    from console.recording import Recorder
+    from console.read.recording import Recorder
 
     def full(self, doc):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -517,7 +517,7 @@ def test_a_recording_that_cannot_be_written_leaves_no_empty_file(tmp_path, monke
 def test_a_bundle_that_cannot_be_written_leaves_no_folder(tmp_path, monkeypatch):
     import errno
 
-    import console.bundle as bundle
+    import console.out.bundle as bundle
     from tests.frames import node_frame
 
     calls = {"n": 0}
@@ -584,15 +584,15 @@ def test_generated_hostile_pages_pass_every_surface_without_an_exception(ops, fi
     scrapes (a counter may go down): parse -> derive -> JSON, check, the exporter, snapshot.md."""
     import json as _json
 
-    from console.checkplugin import check_lines
-    from console.derive import Deriver
     from console.engines import detect_kind, extract, needed_families, profiles
-    from console.exporter import frame_metrics
+    from console.figures.derive import Deriver
+    from console.figures.plan import Plan
     from console.frame import GpuSource
-    from console.plan import Plan
+    from console.out.checkplugin import check_lines
+    from console.out.exporter import frame_metrics
+    from console.out.snapshot import to_markdown
     from console.promtext import parse
     from console.sample import EngineSample, Sample
-    from console.snapshot import to_markdown
     from tests.conftest import fixture_text
 
     lines = fixture_text(fixture).splitlines()
@@ -633,7 +633,7 @@ def test_a_recorded_frame_of_the_wrong_shape_is_a_gap_not_a_frame(tmp_path):
     import gzip
     import json
 
-    from console.recording import SCHEMA, read
+    from console.read.recording import SCHEMA, read
     from console.sample import sample_from_json, sample_to_json
 
     good = [sample_to_json(s) for s in _samples(6)]
@@ -834,8 +834,8 @@ def test_a_huge_page_of_unread_lines_delays_only_its_own_engine():
     toward scrape.max_series) was parsed on the event loop in 3.7-5.4 s: every engine's frame
     aged 8-9 s. Parsing now runs off the loop: beside it two healthy engines answer fresh at
     every 1 s poll, each poll ends within its budget, their frames under 2 s old."""
-    from console.live import LiveSource
-    from console.poller import EngineTarget
+    from console.read.live import LiveSource
+    from console.read.poller import EngineTarget
     from console.sim.engine import MetricsServer, TrafficSpec, start_engine
 
     # a family per line, each with its HELP and TYPE: the costliest shape to skip
@@ -918,7 +918,7 @@ def test_an_engine_redirected_to_another_host_says_so_on_its_row():
     marks it ↪ and the detail says where."""
     import http.server
 
-    from console.poller import EngineTarget
+    from console.read.poller import EngineTarget
     from console.sim.engine import TrafficSpec, start_engine
 
     other = start_engine("vllm", TrafficSpec(rate_rps=1, seed=3))

@@ -9,8 +9,8 @@ import gzip
 
 import httpx
 
-from console.http1 import Http1
-from console.scraper import scrape
+from console.read.http1 import Http1
+from console.read.scraper import scrape
 
 PAGE = b"# TYPE x counter\nx_total 1\n"
 

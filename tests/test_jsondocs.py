@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import jsonschema
 import pytest
 
-from console.schemas import KINDS, schema
+from console.out.schemas import KINDS, schema
 from tests.conftest import ROOT
 
 
@@ -42,9 +42,9 @@ def test_every_schema_is_a_valid_json_schema():
 
 
 def test_check_json_says_what_the_plugin_lines_say_for_the_same_frame():
-    from console.checkplugin import check_doc, check_lines, perf_text, perfdata
+    from console.figures.plan import Plan
     from console.frame import Concern
-    from console.plan import Plan
+    from console.out.checkplugin import check_doc, check_lines, perf_text, perfdata
     from tests.frames import node_frame
 
     frame = node_frame()

@@ -22,8 +22,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from console.out.slorules import k8s_name, rule_groups, to_yaml
 from console.settings import load_settings
-from console.slorules import k8s_name, rule_groups, to_yaml
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "config" / "kubernetes.yaml"

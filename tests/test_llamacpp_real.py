@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from console.live import LiveSource
-from console.poller import EngineTarget
+from console.read.live import LiveSource
+from console.read.poller import EngineTarget
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

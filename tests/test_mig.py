@@ -297,8 +297,8 @@ def test_mig_parted_round_trip_and_reference_examples(tmp_path):
 
 @pytest.mark.slow
 async def test_menu_walk_preview_cancel_then_apply(tmp_path):
-    from console.live import LiveSource
-    from console.nvml import NvmlReader
+    from console.read.live import LiveSource
+    from console.read.nvml import NvmlReader
     from console.settings import demo_settings
     from console.sim.demo import start_demo
     from screens.app import InferdeckApp
@@ -367,8 +367,8 @@ def test_layouts_come_from_the_driver_with_the_catalogue_as_fallback(tmp_path):
 
 
 def test_preview_says_where_planned_services_land(tmp_path):
+    from console.figures.plan import Node, Plan, Service
     from console.mig.preview import landing
-    from console.plan import Node, Plan, Service
 
     sim, mm = manager(tmp_path, "rtx-pro-6000-se", mig=[("1g.24gb", s) for s in (0, 3, 6, 9)])
     plan = Plan(
@@ -406,9 +406,9 @@ def test_preview_says_where_planned_services_land(tmp_path):
 def test_the_preview_scales_each_service_s_measured_capacity_to_its_new_slice(tmp_path):
     """A service measured at 3 req/s (TPOT binds) on a 1g slice of a 4-slice card lands on a 2g:
     twice the compute, ~6 req/s, said to be a scaling; a KV-bound one scales by memory."""
+    from console.figures.plan import Node, Plan, Service
     from console.frame import CapacityReport
     from console.mig.preview import capacity_there, landing
-    from console.plan import Node, Plan, Service
 
     sim, mm = manager(tmp_path, "rtx-pro-6000-se", mig=[("1g.24gb", s) for s in (0, 3, 6, 9)])
     svc = dict(model="llama-3.1-8b", weight_bits=16, tokens_per_sequence=4096)

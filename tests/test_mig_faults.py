@@ -184,10 +184,10 @@ def _child(state: Path, journal: Path, locks: Path, model: str, target: str, sig
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_interrupted_at_every_step(tmp_path, sig):
-    from console.checkplugin import check_lines
-    from console.findings import findings
-    from console.live import LiveSource
-    from console.nvml import NvmlReader
+    from console.figures.findings import findings
+    from console.out.checkplugin import check_lines
+    from console.read.live import LiveSource
+    from console.read.nvml import NvmlReader
     from console.settings import Settings
 
     model, before_text, after_text = RECUTS[0]
@@ -352,9 +352,9 @@ def small_disk(tmp_path: Path, free_kib: int):
 
 @pytest.mark.parametrize("free_kib", [0, 40, 70, 100, 130])
 def test_a_nearly_full_state_folder_never_loses_a_change(tmp_path, free_kib):
-    from console.bundle import write_bundle
-    from console.live import LiveSource
-    from console.nvml import NvmlReader
+    from console.out.bundle import write_bundle
+    from console.read.live import LiveSource
+    from console.read.nvml import NvmlReader
 
     model, before, after = RECUTS[0]
     before, after = _layout(model, before), _layout(model, after)

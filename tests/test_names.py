@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from console.checkplugin import perfdata
 from console.frame import Frame
+from console.out.checkplugin import perfdata
+from console.out.snapshot import to_markdown
 from console.settings import demo_settings
-from console.snapshot import to_markdown
 from screens.app import InferdeckApp
 from screens.engines import COLUMNS as ENGINE_COLUMNS
 from screens.fleet import COLUMNS as FLEET_COLUMNS
@@ -139,10 +139,10 @@ def test_help_names_every_engines_column():
 
 
 async def test_the_cost_pane_and_snapshot_md_draw_the_same_columns_with_the_same_text():
-    """One column spec (console/columns.py) drawn by both: the Cost pane's header and every cell
+    """One column spec (console/figures/columns.py) drawn by both: the Cost pane's header and every cell
     are snapshot.md's Cost table's (the pane's names short, the document's whole), a service
     without cost figures n/a on both."""
-    from console.columns import COST_COLUMNS
+    from console.figures.columns import COST_COLUMNS
 
     frame = Frame.model_validate_json(GOLDEN.read_text())
     engines = [  # the golden frame writes every engine's port as PORT: one row key each here

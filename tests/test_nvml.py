@@ -2,7 +2,7 @@ import pynvml
 import pytest
 
 from console.gpucatalog import catalog, mig_profile_name
-from console.nvml import NvmlReader
+from console.read.nvml import NvmlReader
 from console.sim.demo import start_demo
 from console.sim.nvml import DeviceLoad, SimNvml
 
@@ -103,9 +103,9 @@ def test_mig_instance_ids_are_read_once_a_walk_and_again_for_a_new_device(tmp_pa
     """A MIG device's GPU and compute instance ids are fixed for its life: read with its UUID's
     first sight and with every instance walk (5 s), not every poll; a device re-created by a tool
     outside the console (new UUID) is read at once."""
-    from console import nvml
     from console.mig.layouts import parse_layout
     from console.mig.manager import MigManager
+    from console.read import nvml
 
     now = [100.0]
     monkeypatch.setattr(nvml.time, "monotonic", lambda: now[0])

@@ -6,7 +6,7 @@ import pynvml
 import pytest
 
 from console.gpucatalog import catalog
-from console.nvml import LOST, NvmlReader
+from console.read.nvml import LOST, NvmlReader
 from console.sim.nvml import DeviceLoad, SimNvml
 
 GIB = 1024**3

@@ -20,9 +20,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 
-from console.exporter import frame_metrics
 from console.frame import Frame
-from console.otlp import OtlpPush
+from console.out.exporter import frame_metrics
+from console.out.otlp import OtlpPush
 from console.settings import demo_settings
 from tests.conftest import ROOT
 
@@ -435,8 +435,8 @@ def test_engine_histograms_go_under_the_genai_conventions_as_the_page_holds_them
     push: every bucket, count and sum equal to the page's, cumulative, in seconds."""
     import asyncio
 
-    from console.live import LiveSource
-    from console.poller import EngineTarget
+    from console.read.live import LiveSource
+    from console.read.poller import EngineTarget
     from console.sim.engine import MetricsServer
     from tests.conftest import fixture_text
 
@@ -495,8 +495,8 @@ def test_an_engine_restart_starts_its_histograms_again_from_its_new_start(receiv
     moves; the pushed histograms say so (their start time), never a negative bucket."""
     import asyncio
 
-    from console.live import LiveSource
-    from console.poller import EngineTarget
+    from console.read.live import LiveSource
+    from console.read.poller import EngineTarget
     from console.sim.engine import MetricsServer
     from tests.conftest import fixture_text
 

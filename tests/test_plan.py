@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from console.plan import (
+from console.figures.plan import (
     GIB,
     Node,
     Plan,
@@ -17,7 +17,7 @@ from console.plan import (
     model_catalog,
     weights_bytes,
 )
-from console.planreport import fits, plan_json
+from console.out.planreport import fits, plan_json
 from console.settings import ConfigError, load_settings
 from tests.conftest import ROOT
 

@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from console.bundle import list_bundles, write_bundle
-from console.live import LiveSource
-from console.nvml import NvmlReader
-from console.poller import EngineTarget
-from console.recording import Recorder, read
-from console.replay import ReplaySource
+from console.out.bundle import list_bundles, write_bundle
+from console.read.live import LiveSource
+from console.read.nvml import NvmlReader
+from console.read.poller import EngineTarget
+from console.read.recording import Recorder, read
+from console.read.replay import ReplaySource
 from console.settings import demo_settings
 from console.sim.demo import start_demo
 from tests.conftest import ROOT
@@ -145,7 +145,7 @@ def test_replay_raises_the_same_alerts_at_the_same_recorded_times(tmp_path):
     ]
     # read lazily (as `inferdeck replay` does): the same frames, member by member, the same
     # alerts at the same recorded times
-    from console.recording import Recording
+    from console.read.recording import Recording
     from console.sample import sample_to_json
 
     lazy = Recording(tmp_path / "rec")
@@ -177,7 +177,7 @@ def test_a_folder_of_two_recorders_replays_one_and_names_the_other(tmp_path):
     import shutil
 
     from console.frame import GpuSource
-    from console.recording import Recording, RecordingError
+    from console.read.recording import Recording, RecordingError
     from console.sample import EngineSample, Sample
 
     for host, t0 in (("node-a", 1_800_000_000.0), ("node-b", 1_800_000_000.5)):
@@ -378,7 +378,7 @@ async def test_pressing_s_saves_a_bundle_with_the_note(tmp_path):
 async def test_the_replay_bar_drives_the_replay():
     """The replay's controls (their own widget): pause, step, jump, speed, and the bar shows them."""
     from console.engines import Extract
-    from console.replay import ReplaySource
+    from console.read.replay import ReplaySource
     from screens.app import InferdeckApp
     from screens.replaybar import ReplayBar
     from tests.frames import engine_sample

@@ -9,11 +9,11 @@ from importlib import resources
 
 import pytest
 
-from console.live import LiveSource
-from console.nvml import NvmlReader
-from console.plan import plan_changes
-from console.recording import Recorder, Recording
-from console.replay import ReplaySource
+from console.figures.plan import plan_changes
+from console.read.live import LiveSource
+from console.read.nvml import NvmlReader
+from console.read.recording import Recorder, Recording
+from console.read.replay import ReplaySource
 from console.settings import ConfigWatch, load_settings
 from console.sim.demo import start_demo
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from console.poller import EngineTarget, unique_names
-from console.recording import RecordingError, read
-from console.replay import ReplaySource
-from console.scraper import without_credentials
+from console.read.poller import EngineTarget, unique_names
+from console.read.recording import RecordingError, read
+from console.read.replay import ReplaySource
+from console.read.scraper import without_credentials
 from console.settings import EngineConfig
 from console.sim.engine import MetricsServer
 from tests.conftest import ROOT, fixture_text

@@ -15,21 +15,21 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from console.checkplugin import check_lines
-from console.derive import Deriver
 from console.engines import extract, needed_families, profiles
-from console.exporter import frame_metrics
-from console.findings import findings
+from console.figures.derive import Deriver
+from console.figures.findings import findings
+from console.figures.plan import Plan
+from console.figures.verdict import EXIT
 from console.frame import Frame, GpuSource
-from console.nvml import NvmlReader
-from console.plan import Plan
+from console.out.checkplugin import check_lines
+from console.out.exporter import frame_metrics
+from console.out.snapshot import to_markdown
 from console.promtext import parse
+from console.read.nvml import NvmlReader
 from console.sample import EngineSample, Sample
 from console.sim.engine import page_for
 from console.sim.nvml import DeviceLoad, SimNvml
 from console.sim.traffic import TrafficModel, TrafficSpec
-from console.snapshot import to_markdown
-from console.verdict import EXIT
 from tests.conftest import ROOT
 from tests.waits import until
 
@@ -439,10 +439,10 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path
     import asyncio
     import socket
 
-    from console.derive import Deriver
-    from console.live import LiveSource
-    from console.poller import EngineTarget, SteadyClock
-    from console.recording import Recorder, read
+    from console.figures.derive import Deriver
+    from console.read.live import LiveSource
+    from console.read.poller import EngineTarget, SteadyClock
+    from console.read.recording import Recorder, read
 
     with socket.socket() as s:  # a port nothing listens on: the engine is down
         s.bind(("127.0.0.1", 0))
@@ -488,8 +488,8 @@ def test_a_wall_clock_step_leaves_windows_and_holds_alone_and_is_stated(tmp_path
     assert [c.message for c in replayed.verdict if c.rule == "clock"] == said
     # the timeline runs on the steady clock too: in order, the outage from the first poll, the
     # step one entry, and the recording's timeline lines give it back whole
-    from console.recording import Recording
-    from console.timeline import Replayed
+    from console.figures.timeline import Replayed
+    from console.read.recording import Recording
 
     tl = frames[-1].timeline
     starts = [e.start for e in tl.events]

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from console.cmdline import classify
-from console.discovery import from_processes, probe_ports, read_cmdline
+from console.read.discovery import from_processes, probe_ports, read_cmdline
 from console.settings import ConfigError, config_path, load_settings, token_headers
 from console.sim.engine import start_engine
 from tests.conftest import ROOT

@@ -4,11 +4,11 @@ import httpx
 import pytest
 
 from console.engines import extract, profiles
-from console.enginestats import derive
+from console.figures.enginestats import derive
+from console.figures.window import window_delta
+from console.figures.windowed import EngineHistory, summed_buckets
 from console.promtext import parse
 from console.sim.engine import TrafficModel, TrafficSpec, page_for, start_engine
-from console.window import window_delta
-from console.windowed import EngineHistory, summed_buckets
 
 
 class Clock:

@@ -4,11 +4,11 @@ restart profile never yields a negative rate."""
 import pytest
 
 from console.engines import detect_kind, extract, needed_families, profiles
-from console.enginestats import derive
+from console.figures.enginestats import derive
+from console.figures.windowed import EngineHistory
 from console.promtext import parse
 from console.sim.engine import TrafficModel, TrafficSpec, page_for
 from console.sim.formats import FORMATS
-from console.windowed import EngineHistory
 
 
 class Clock:

@@ -6,16 +6,16 @@ import sys
 
 import pytest
 
-from console.alerts import AlertBook, Condition
-from console.cost import CostSpec, crossover, energy, hourly_cost, per_million, slice_share
 from console.engines import extract, profiles
+from console.figures.alerts import AlertBook, Condition
+from console.figures.cost import CostSpec, crossover, energy, hourly_cost, per_million, slice_share
+from console.figures.plan import Service, SloSpec
+from console.figures.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcome_series
+from console.figures.window import fraction_at_or_below
+from console.figures.windowed import EngineHistory
 from console.frame import ServiceStatus
-from console.plan import Service, SloSpec
 from console.promtext import parse
 from console.sim.engine import TrafficModel, TrafficSpec, page_for
-from console.slo import OutcomeHistory, burn_alert, burn_rates, compliance, outcome_series
-from console.window import fraction_at_or_below
-from console.windowed import EngineHistory
 from tests.conftest import ROOT
 
 INF = float("inf")
@@ -225,8 +225,8 @@ def test_service_meters_raise_the_budget_and_burn_conditions_from_a_services_out
     """A service failing a third of its requests for 20 minutes (scraped every 15 s): the meters
     put its burn on the SLO report, page on the fast burn, and warn that the 28-day budget goes
     in under the planned day; the same load without errors raises neither."""
-    from console.meters import service_meters
-    from console.plan import Plan
+    from console.figures.meters import service_meters
+    from console.figures.plan import Plan
 
     def run(error_share: float) -> tuple[object, list[Condition]]:
         clock = Clock()

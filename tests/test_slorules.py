@@ -1,4 +1,4 @@
-"""SLO rules from the engines' own series (console/slorules.py): the seed SLOs (p95 TTFT 1 s,
+"""SLO rules from the engines' own series (console/out/slorules.py): the seed SLOs (p95 TTFT 1 s,
 p95 TPOT 50 ms, 99.5 % completion) on a vLLM, an SGLang and a TensorRT-LLM engine, checked
 against PromQL written here by hand for the same SLI; `promtool check rules` and the generated
 `promtool test rules` pass, and a broken expectation fails them."""
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from console.out.slorules import rule_groups, rule_tests, to_yaml
 from console.settings import Settings
-from console.slorules import rule_groups, rule_tests, to_yaml
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 SEED = {"ttft_s": 1.0, "tpot_s": 0.05, "completion": 0.995}

@@ -34,9 +34,9 @@ def test_sixty_second_soak_with_chaos():
 
 @pytest.mark.slow
 async def test_keys_answer_within_100_ms_while_an_engine_hangs_and_nvml_is_slow():
-    from console.live import LiveSource
-    from console.nvml import NvmlReader
-    from console.poller import EngineTarget
+    from console.read.live import LiveSource
+    from console.read.nvml import NvmlReader
+    from console.read.poller import EngineTarget
     from console.sim.engine import start_engine
     from console.sim.nvml import SimNvml
     from screens.app import InferdeckApp
@@ -110,8 +110,8 @@ async def test_check_keeps_the_healthy_engines_cadence_while_one_hangs_and_names
     answer lands late (its timeout, named on the last poll) and the healthy engine is read on every
     poll, so its figures are over the sampled span, not its lifetime."""
     from console.compose import sample
-    from console.live import LiveSource
-    from console.poller import EngineTarget
+    from console.read.live import LiveSource
+    from console.read.poller import EngineTarget
     from console.sim.engine import start_engine
 
     hung, fine = start_engine("vllm"), start_engine("vllm")
@@ -149,7 +149,7 @@ def test_record_keeps_every_healthy_frame_while_an_engine_hangs(tmp_path):
     import sys
     import textwrap
 
-    from console.recording import read
+    from console.read.recording import read
     from console.sim.engine import start_engine
 
     hung, fine = start_engine("vllm"), start_engine("vllm")

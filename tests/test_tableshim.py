@@ -5,8 +5,8 @@ import pytest
 from rich.style import Style
 from textual.widgets import DataTable
 
-from console.live import LiveSource
-from console.nvml import NvmlReader
+from console.read.live import LiveSource
+from console.read.nvml import NvmlReader
 from console.settings import demo_settings
 from console.sim.demo import start_demo
 from screens import tableshim

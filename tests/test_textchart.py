@@ -1,6 +1,6 @@
-"""The braille line chart of the detail screens and the dashboard strip (console.textchart)."""
+"""The braille line chart of the detail screens and the dashboard strip (console.figures.textchart)."""
 
-from console.textchart import text_chart, ticks
+from console.figures.textchart import text_chart, ticks
 
 
 def _rows(chart):

@@ -16,14 +16,14 @@ from datetime import UTC, datetime
 import pynvml
 import pytest
 
+from console.figures.timeline import Replayed, flags_diff, lines
 from console.frame import Frame
-from console.nvml import NvmlReader
-from console.recording import Recorder, Recording, RecordingError
-from console.replay import ReplaySource
+from console.out.snapshot import to_markdown
+from console.read.nvml import NvmlReader
+from console.read.recording import Recorder, Recording, RecordingError
+from console.read.replay import ReplaySource
 from console.sample import Sample
 from console.sim.nvml import SimNvml
-from console.snapshot import to_markdown
-from console.timeline import Replayed, flags_diff, lines
 from console.xids import catalog, describe
 from tests.test_jsondocs import valid
 from tests.test_scenarios import STEADY, Node
@@ -354,7 +354,7 @@ async def test_the_poller_records_the_timeline_beside_its_samples(tmp_path):
     """The live path: the console's live source with a recorder writes the timeline's changes after
     their frame, and `inferdeck timeline` reads them back without deriving."""
     from console.commands.timeline import timeline
-    from console.live import LiveSource
+    from console.read.live import LiveSource
     from console.settings import demo_settings
     from console.sim.demo import start_demo
 
@@ -438,8 +438,8 @@ async def test_a_restart_with_changed_flags_reads_them_from_the_process_end_to_e
     """The real path: a vLLM server (simulated, on loopback) whose GPU process the reader finds
     in /proc with its command line; it restarts as a new process with other flags. The
     timeline's restart point names the flags changed, at the poll that saw it."""
-    from console.live import LiveSource
-    from console.poller import EngineTarget
+    from console.read.live import LiveSource
+    from console.read.poller import EngineTarget
     from console.sim.engine import TrafficSpec, start_engine
 
     class Clock:

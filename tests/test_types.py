@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 RIGHT = """\
 from console.frame import Headroom
-from console.plan import SloSpec
+from console.figures.plan import SloSpec
 from console.settings import EngineConfig
 
 h = Headroom(name="kv", value=1.5, state="ok")

@@ -9,8 +9,14 @@ from array import array
 import pytest
 
 from console.engines import Extract
-from console.plan import SloSpec
-from console.slo import LatencyHistory, OutcomeHistory, burn_alert, burn_rates, latency_series
+from console.figures.plan import SloSpec
+from console.figures.slo import (
+    LatencyHistory,
+    OutcomeHistory,
+    burn_alert,
+    burn_rates,
+    latency_series,
+)
 from tests.test_findings import frame as _frame
 
 LES = (0.5, 1.0, 2.5, math.inf)
@@ -88,10 +94,10 @@ def test_a_cache_full_in_bursts_is_judged_over_the_window():
     """KV >= 90 % for 3 s in every 10, 50 % between, preemptions in the window: the gauge at one
     instant missed it (38 of 146 s full on a real vLLM never showed)."""
     from console.engines import profiles
-    from console.enginestats import derive
-    from console.findings import findings
+    from console.figures.enginestats import derive
+    from console.figures.findings import findings
+    from console.figures.windowed import EngineHistory
     from console.frame import Engine
-    from console.windowed import EngineHistory
 
     vllm = profiles()["vllm"]
     hist = EngineHistory()
@@ -124,7 +130,7 @@ def test_a_cache_full_in_bursts_is_judged_over_the_window():
     ],
 )
 def test_knobs_and_words_are_each_engines_own(kind, word, flag):
-    from console.findings import findings
+    from console.figures.findings import findings
     from console.frame import Engine, Percentiles
 
     full = Engine(name="e", url="u", up=True, kind=kind, kv_cache_usage=0.95, preemptions=4)

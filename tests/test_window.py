@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.window import fraction_at_or_below, histogram_quantile, rate, window_delta
+from console.figures.window import fraction_at_or_below, histogram_quantile, rate, window_delta
 
 INF = math.inf
 
@@ -121,7 +121,13 @@ def test_the_grown_shortcut_equals_the_step_walk():
     from array import array
 
     from console.engines import Extract
-    from console.windowed import EngineHistory, _points, restart_times, signal_delta, window_points
+    from console.figures.windowed import (
+        EngineHistory,
+        _points,
+        restart_times,
+        signal_delta,
+        window_points,
+    )
 
     rng = random.Random(7)
     hist = EngineHistory()
@@ -169,7 +175,7 @@ def test_windowed_figures_sum_replicas_each_with_its_own_restart():
     """One home for windowed history: a counter's increase, a histogram's buckets and the
     requests' outcomes summed over two replicas, one of which restarted (hand-computed)."""
     from console.engines import Extract, profiles
-    from console.windowed import Windowed
+    from console.figures.windowed import Windowed
 
     def scrape(t, ok, failed, le1, inf):
         return Extract(

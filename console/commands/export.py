@@ -20,9 +20,9 @@ def export(args: argparse.Namespace) -> int:
     import signal
     import ssl
 
-    from console.exporter import frame_metrics, plan_hash
-    from console.exportserver import ListenError, is_loopback, parse_listen, serve
-    from console.redact import redact
+    from console.out.exporter import frame_metrics, plan_hash
+    from console.out.exportserver import ListenError, is_loopback, parse_listen, serve
+    from console.out.redact import redact
 
     try:
         host, port = parse_listen(args.listen)
@@ -45,7 +45,7 @@ def export(args: argparse.Namespace) -> int:
             raise UsageError(f"--tls-cert/--tls-key: cannot load them ({exc}).") from None
     push = None
     if getattr(args, "otlp", None):
-        from console.otlp import PROTOCOLS, OtlpPush
+        from console.out.otlp import PROTOCOLS, OtlpPush
 
         protocol = args.otlp_protocol
         if protocol is None:  # the SDK's own variables, metrics' first, as documented there
@@ -92,7 +92,7 @@ def export(args: argparse.Namespace) -> int:
 
     def health() -> str:
         """Whether the polls go on (for a kubelet's probe: no token, no figure)."""
-        from console.textserver import Unavailable
+        from console.out.textserver import Unavailable
 
         if newest["at"] is None:
             raise Unavailable("starting: no poll yet")
@@ -168,8 +168,8 @@ def export(args: argparse.Namespace) -> int:
 def rules(args: argparse.Namespace) -> int:
     import yaml
 
-    from console.exporter import ALERTMANAGER_EXAMPLE, alert_rules
-    from console.slorules import rule_groups, rule_tests, to_yaml
+    from console.out.exporter import ALERTMANAGER_EXAMPLE, alert_rules
+    from console.out.slorules import rule_groups, rule_tests, to_yaml
 
     settings = settings_from(args, args.demo)
     if args.fleet:
@@ -199,7 +199,7 @@ def dashboards(args: argparse.Namespace) -> int:
     file each under --out (written whole), else a JSON list of them on stdout."""
     from pathlib import Path
 
-    from console.dashboards import dashboards as all_dashboards
+    from console.out.dashboards import dashboards as all_dashboards
 
     try:
         docs = all_dashboards(args.format)

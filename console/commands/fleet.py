@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from console.compose import NoAnswer, UsageError, settings_from
-from console.scraper import (
+from console.figures.windowed import window_label
+from console.read.scraper import (
     UrlError,
     check_url,
     split_query_secrets,
@@ -25,14 +26,13 @@ from console.settings import (
     token_headers,
 )
 from console.units import PARTIAL, seconds, when_text
-from console.windowed import window_label
 
 if TYPE_CHECKING:
+    from console.figures.plan import Plan
     from console.fleet.source import FleetSource
     from console.fleet.state import FleetState, SloRow
     from console.frame import Severity
-    from console.jsondocs import FleetCheckDoc
-    from console.plan import Plan
+    from console.out.jsondocs import FleetCheckDoc
 
 
 def fleet_source(args: argparse.Namespace) -> tuple[FleetSource, Settings, str]:
@@ -126,6 +126,7 @@ TIMELINE_LINES = 40  # as on a node's snapshot.md: longer timelines folded, said
 
 
 def fleet_snapshot(args: argparse.Namespace) -> int:
+    from console.figures.timeline import lines as timeline_lines
     from console.fleet.state import (
         budget_text,
         fleet_timeline,
@@ -134,8 +135,7 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
         partial,
         warnings_line,
     )
-    from console.jsondocs import checked
-    from console.timeline import lines as timeline_lines
+    from console.out.jsondocs import checked
 
     state, url = fleet_headless(args, args.wait)
     nodes = []
@@ -256,7 +256,7 @@ def slo_line(r: SloRow) -> str:
 
 def fleet_check(args: argparse.Namespace) -> int:
     """Exit by the worst node: 0 ok, 1 warning, 2 critical (3: Prometheus did not answer)."""
-    from console.jsondocs import FleetCheckDoc, dump
+    from console.out.jsondocs import FleetCheckDoc, dump
 
     as_json = getattr(args, "format", "text") == "json"
     try:
@@ -279,9 +279,9 @@ def fleet_check(args: argparse.Namespace) -> int:
 
 def _fleet_verdict(args: argparse.Namespace) -> tuple[FleetCheckDoc, list[str]]:
     """The fleet check as a record and as the plugin's lines."""
-    from console.alerts import SEVERITY_ORDER, worst
+    from console.figures.alerts import SEVERITY_ORDER, worst
     from console.fleet.state import other_down_line, warnings_line
-    from console.jsondocs import FleetCheckDoc, FleetDetail
+    from console.out.jsondocs import FleetCheckDoc, FleetDetail
 
     state, url = fleet_headless(args, args.wait)
     taken = datetime.fromtimestamp(state.taken_at, tz=UTC).isoformat() if state.taken_at else None

@@ -22,11 +22,11 @@ from console.compose import (
     token_from_file,
     writable_dir,
 )
-from console.keyseries import KeySeries
+from console.figures.keyseries import KeySeries
 
 if TYPE_CHECKING:
     from console.frame import Frame
-    from console.poller import Poller
+    from console.read.poller import Poller
     from console.settings import Settings
 
 
@@ -52,7 +52,7 @@ def snapshot(args: argparse.Namespace) -> int:
         if node is not None:
             node.stop()
     if out is not None:
-        from console.bundle import write_bundle
+        from console.out.bundle import write_bundle
 
         try:
             path = write_bundle(out, frame, note, keys.export(), secrets=secrets_of(live.poller))
@@ -63,7 +63,7 @@ def snapshot(args: argparse.Namespace) -> int:
         print(path)
         return 0
     if args.format == "md":
-        from console.snapshot import to_markdown
+        from console.out.snapshot import to_markdown
 
         sys.stdout.write(to_markdown(frame))
     else:
@@ -72,7 +72,7 @@ def snapshot(args: argparse.Namespace) -> int:
 
 
 def plan(args: argparse.Namespace) -> int:
-    from console.planreport import plan_fits, plan_json, plan_text
+    from console.out.planreport import plan_fits, plan_json, plan_text
 
     args.window = args.interval = None
     settings = settings_from(args, args.demo)
@@ -98,9 +98,9 @@ def check(args: argparse.Namespace) -> int:
     follow; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. The verdict is the console's: alerts,
     findings, and conditions that hold but whose hold has not elapsed (pending, a warning), so the
     same state gives the same code however long the check sampled."""
-    from console.checkplugin import check_doc, check_lines
-    from console.jsondocs import dump
-    from console.verdict import EXIT
+    from console.figures.verdict import EXIT
+    from console.out.checkplugin import check_doc, check_lines
+    from console.out.jsondocs import dump
 
     def say(frame: Frame, source: str | None = None, notes: tuple[str, ...] = ()) -> int:
         if getattr(args, "format", "text") == "json":
@@ -159,9 +159,9 @@ def from_export(
     import httpx
     from pydantic import ValidationError
 
-    from console.exporter import plan_hash
-    from console.exportserver import VERDICT_PATH
     from console.frame import Frame
+    from console.out.exporter import plan_hash
+    from console.out.exportserver import VERDICT_PATH
 
     url = (args.export or "").rstrip("/")
     if url in ("", "none"):

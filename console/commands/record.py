@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from console.compose import UsageError, build, open_recorder, positive, writable_dir
 
 if TYPE_CHECKING:
-    from console.recording import Recorder, Recording
+    from console.read.recording import Recorder, Recording
 
 
 def record(args: argparse.Namespace) -> int:
@@ -84,7 +84,7 @@ def record_progress(rec: Recorder, elapsed_s: float) -> str:
 
 def open_recording(path: str, recorder: str | None) -> Recording:
     """A recording to read (`replay`, `timeline`), or the one sentence that says why not."""
-    from console.recording import Recording, RecordingError
+    from console.read.recording import Recording, RecordingError
 
     try:
         rec = Recording(Path(path).expanduser(), recorder)
@@ -98,7 +98,7 @@ def open_recording(path: str, recorder: str | None) -> Recording:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from console.replay import ReplaySource
+    from console.read.replay import ReplaySource
     from screens.app import InferdeckApp
 
     rec = open_recording(args.path, args.recorder)

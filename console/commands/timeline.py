@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 
 from console.commands.record import open_recording
 from console.compose import UsageError
+from console.figures.timeline import lines
 from console.frame import Timeline
-from console.timeline import lines
 
 
 def timeline(args: argparse.Namespace) -> int:
-    from console.replay import ReplaySource
+    from console.read.replay import ReplaySource
 
     since = _since(args.since) if args.since else None
     rec = open_recording(args.path, args.recorder)

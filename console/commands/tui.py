@@ -9,8 +9,8 @@ from pathlib import Path
 
 from console.commands.fleet import run_fleet
 from console.compose import build, open_recorder, secrets_of, settings_from
-from console.live import LiveSource
 from console.paths import mig_audit_log, snapshots_dir
+from console.read.live import LiveSource
 
 
 def run_tui(args: argparse.Namespace, demo: bool) -> int:
@@ -68,7 +68,7 @@ def run_tui(args: argparse.Namespace, demo: bool) -> int:
 def mig_snapshot(live: LiveSource, root: Path, when: str, simulated: bool = False) -> Path | None:
     """The automatic bundle before and after a MIG change: the last frame, with the GPUs read
     afresh after the change."""
-    from console.bundle import write_bundle
+    from console.out.bundle import write_bundle
 
     frame = live.last_frame
     if frame is None:

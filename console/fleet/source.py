@@ -15,10 +15,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from console import __version__
-from console.alerts import AlertBook, Condition
-from console.cost import CostSpec, node_hourly, per_million
 from console.engines import profiles
-from console.exporter import HEADROOM_NAMES, PREFIX
+from console.figures.alerts import AlertBook, Condition
+from console.figures.cost import CostSpec, node_hourly, per_million
+from console.figures.headroom import HeadroomState, evaluate
+from console.figures.plan import Plan
+from console.figures.timeline import EventBook, note
+from console.figures.windowed import window_label
 from console.fleet.prom import MAX_SERIES, PromClient, PromError
 from console.fleet.promql import (
     BY,
@@ -48,11 +51,8 @@ from console.frame import (
     Severity,
 )
 from console.gpucatalog import catalog
-from console.headroom import HeadroomState, evaluate
-from console.plan import Plan
-from console.slorules import REMAINING, WATCHED
-from console.timeline import EventBook, note
-from console.windowed import window_label
+from console.out.exporter import HEADROOM_NAMES, PREFIX
+from console.out.slorules import REMAINING, WATCHED
 
 MIB = 1024 * 1024
 USUAL_SCRAPES = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300)  # seconds

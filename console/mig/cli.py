@@ -8,15 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.jsondocs import (
-    Interrupted,
-    MigGpu,
-    MigLayout,
-    MigLayoutsDoc,
-    MigShowDoc,
-    Placement,
-    dump,
-)
 from console.mig.layouts import (
     Instance,
     MigError,
@@ -29,9 +20,18 @@ from console.mig.layouts import (
 from console.mig.manager import ApplyReport, GpuMig, MigManager
 from console.mig.parted import export_mig_parted, import_mig_parted
 from console.mig.script import nvidia_smi
+from console.out.jsondocs import (
+    Interrupted,
+    MigGpu,
+    MigLayout,
+    MigLayoutsDoc,
+    MigShowDoc,
+    Placement,
+    dump,
+)
 
 if TYPE_CHECKING:
-    from console.plan import Plan
+    from console.figures.plan import Plan
     from console.settings import Settings
     from console.sim.demo import DemoNode
 
@@ -243,10 +243,10 @@ def _snapshot(lib: Any, demo: bool, when: str, node: DemoNode | None = None) -> 
     reads them, the configured (or demo) engines, the plan — as the console would save it."""
     import asyncio
 
-    from console.bundle import write_bundle
     from console.compose import config_targets, discover_targets, sample, secrets_of
-    from console.live import LiveSource
-    from console.nvml import NvmlReader
+    from console.out.bundle import write_bundle
+    from console.read.live import LiveSource
+    from console.read.nvml import NvmlReader
 
     settings = _plan(demo)
     nvml = NvmlReader(lib, simulated=demo, journal=mig_audit_log(demo))

@@ -13,7 +13,7 @@ Around it (console.mig.guard, console.mig.journal): the GPU's lock is held from 
 the end record, so one writer changes a GPU at a time; every step is in the journal before it is
 taken; SIGINT, SIGTERM and SIGHUP wait until the re-cut is done or undone. An apply that was killed
 is found on the next start and read back (``recoveries``). Every NVML call goes through the one
-choke point (console.nvml.nvml_call), so its errors read as the dashboard's do.
+choke point (console.read.nvml.nvml_call), so its errors read as the dashboard's do.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from console.mig.journal import (
     unfinished,
 )
 from console.mig.layouts import Instance, MigError, diff, layout_text, placements
-from console.nvml import NvmlFailure, nvml_call
 from console.paths import mig_audit_log
+from console.read.nvml import NvmlFailure, nvml_call
 from console.records import Record
 
 CI_INDEX = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from console.cost import slice_share
+from console.figures.cost import slice_share
+from console.figures.plan import GIB, Plan, fit, parse_device
 from console.frame import CapacityReport, Frame
 from console.gpucatalog import MIB
 from console.mig.layouts import Instance
-from console.plan import GIB, Plan, fit, parse_device
 
 if TYPE_CHECKING:  # the manager reads NVML: a preview only reads what it read
     from console.mig.manager import GpuMig

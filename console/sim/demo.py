@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from console.plan import Plan, fit
-from console.poller import EngineTarget
+from console.figures.plan import Plan, fit
+from console.read.poller import EngineTarget
 from console.sim.engine import SimEngine, TrafficSpec, start_engine
 from console.sim.nvml import DeviceLoad, SimNvml
 

@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from console.out.textserver import Route, TextServer
 from console.sim.formats import FORMATS, METRICS_PATHS, llamacpp_slots
 from console.sim.traffic import PROFILES, TrafficModel, TrafficSpec
-from console.textserver import Route, TextServer
 
 __all__ = [
     "PROFILES",
