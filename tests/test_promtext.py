@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.promtext import label, parse
 from console import promtext
+from console.promtext import label, parse
 from console.safetext import printable
 from tests.conftest import fixture_text
 
