@@ -10,7 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from console.figures.plan import Plan
+from console.figures.plan import AlertRules, Plan
 from console.figures.verdict import EXIT
 from console.frame import BurnReport, CapacityReport, Engine, Frame, Gpu, ServiceStatus
 
@@ -377,29 +377,39 @@ def _gpu_figures(p: Figures, g: Gpu) -> None:
                   gpu_instance=str(d.gpu_instance_id))  # fmt: skip
 
 
+# one alerting rule: its name, PromQL, `for` in seconds, severity and summary
+Rule = tuple[str, str, float, str, str]
+
+
 def alert_rules(plan: Plan) -> str:
     """Prometheus alerting rules over the exported series, with the plan's for durations: each
     headroom rule (warning and critical), multi-window burn (fast: 5m and 1h >= 14.4x, critical;
-    slow: 1h and 6h >= 6x, warning), engine down."""
-    r = plan.alerts
+    slow: 1h and 6h >= 6x, warning), saturation, exhaustion, engine down, the node's verdict and
+    the exporter itself."""
     lines = ["groups:", "  - name: inferdeck", "    rules:"]
+    for family in RULE_FAMILIES:
+        for rule in family(plan.alerts):
+            lines += _rule_yaml(*rule)
+    return "\n".join(lines) + "\n"
 
-    def rule(name: str, expr: str, for_s: float, severity: str, summary: str) -> None:
-        lines.extend(
-            [
-                f"      - alert: {name}",
-                f"        expr: {expr}",
-                f"        for: {int(for_s)}s",
-                "        labels:",
-                f"          severity: {severity}",
-                # these read the exporter's gauges: they live only as long as it runs (the SLO
-                # burn that must outlive it is `inferdeck rules --slo`, from the engines' series)
-                "          source: inferdeck-export",
-                "        annotations:",
-                f'          summary: "{summary}"',
-            ]
-        )
 
+def _rule_yaml(name: str, expr: str, for_s: float, severity: str, summary: str) -> list[str]:
+    return [
+        f"      - alert: {name}",
+        f"        expr: {expr}",
+        f"        for: {int(for_s)}s",
+        "        labels:",
+        f"          severity: {severity}",
+        # these read the exporter's gauges: they live only as long as it runs (the SLO burn that
+        # must outlive it is `inferdeck rules --slo`, from the engines' series)
+        "          source: inferdeck-export",
+        "        annotations:",
+        f'          summary: "{summary}"',
+    ]
+
+
+def _headroom_rules(r: AlertRules) -> list[Rule]:
+    out: list[Rule] = []
     for key in ("memory", "kv", "queue", "power", "thermal"):
         cfg = getattr(r, key)
         if not cfg.enabled:
@@ -408,80 +418,115 @@ def alert_rules(plan: Plan) -> str:
         sel = f'{PREFIX}headroom_severity{{rule="{key}"}}'
         # severities nest (>= 1, >= 2): a condition going from warning to critical keeps the
         # warning firing, so neither resets the other's `for`
-        rule(
+        out.append((
             f"Inferdeck{title}HeadroomCritical",
             f"{sel} >= 2",
             cfg.for_s,
             "critical",
             f"{{{{ $labels.service }}}}: {key} headroom critical (severity {{{{ $value }}}}); "
             "the console and inferdeck check say why",
-        )
-        rule(
+        ))  # fmt: skip
+        out.append((
             f"Inferdeck{title}HeadroomWarning",
             f"{sel} >= 1",
             cfg.for_s,
             "warning",
             f"{{{{ $labels.service }}}}: {key} headroom at or past its budget (severity "
             "{{ $value }}); the console and inferdeck check say why",
-        )
-    if r.burn.enabled:
-        burn = f"{PREFIX}slo_burn_rate"
-        rule(
+        ))  # fmt: skip
+    return out
+
+
+def _burn_rules(r: AlertRules) -> list[Rule]:
+    if not r.burn.enabled:
+        return []
+    burn = f"{PREFIX}slo_burn_rate"
+    return [
+        (
             "InferdeckErrorBudgetFastBurn",
             f'{burn}{{window="5m"}} >= 14.4 and on(instance, service) {burn}{{window="1h"}} >= 14.4',
             r.burn.for_s,
             "critical",
             "{{ $labels.service }}: error budget burning at 14.4x or more (5m and 1h)",
-        )
-        rule(
+        ),
+        (
             "InferdeckErrorBudgetSlowBurn",
             f'{burn}{{window="1h"}} >= 6 and on(instance, service) {burn}{{window="6h"}} >= 6',
             r.burn.for_s,
             "warning",
             "{{ $labels.service }}: error budget burning at 6x or more (1h and 6h)",
-        )
-    if r.saturation.enabled:
-        rule(
-            "InferdeckEngineSaturated",
-            f"{PREFIX}saturation_ratio >= 1",
-            r.saturation.for_s,
-            "warning",
-            "{{ $labels.engine }}: p90 {{ $labels.slo }} at {{ $value }}x its SLO (saturated); "
-            "the console's Room and Sat columns say how much more it takes",
-        )
-    if r.exhaustion.enabled:
-        rule(
-            "InferdeckHeadroomExhaustedSoon",
-            f"{PREFIX}headroom_exhausted_in_seconds < {r.exhaustion_horizon_s:g}",
-            r.exhaustion.for_s,
-            "warning",
-            "{{ $labels.service }}: {{ $labels.rule }} used up in {{ $value }} s at its trend "
-            f"(planned horizon {r.exhaustion_horizon_s:g} s)",
-        )
-    if r.engine_down.enabled:
-        rule(
-            "InferdeckEngineDown",
-            f"{PREFIX}engine_up == 0",
-            r.engine_down.for_s,
+        ),
+    ]
+
+
+def _saturation_rules(r: AlertRules) -> list[Rule]:
+    if not r.saturation.enabled:
+        return []
+    return [(
+        "InferdeckEngineSaturated",
+        f"{PREFIX}saturation_ratio >= 1",
+        r.saturation.for_s,
+        "warning",
+        "{{ $labels.engine }}: p90 {{ $labels.slo }} at {{ $value }}x its SLO (saturated); "
+        "the console's Room and Sat columns say how much more it takes",
+    )]  # fmt: skip
+
+
+def _exhaustion_rules(r: AlertRules) -> list[Rule]:
+    if not r.exhaustion.enabled:
+        return []
+    return [(
+        "InferdeckHeadroomExhaustedSoon",
+        f"{PREFIX}headroom_exhausted_in_seconds < {r.exhaustion_horizon_s:g}",
+        r.exhaustion.for_s,
+        "warning",
+        "{{ $labels.service }}: {{ $labels.rule }} used up in {{ $value }} s at its trend "
+        f"(planned horizon {r.exhaustion_horizon_s:g} s)",
+    )]  # fmt: skip
+
+
+def _engine_down_rules(r: AlertRules) -> list[Rule]:
+    if not r.engine_down.enabled:
+        return []
+    return [(
+        "InferdeckEngineDown",
+        f"{PREFIX}engine_up == 0",
+        r.engine_down.for_s,
+        "critical",
+        "{{ $labels.engine }} on {{ $labels.instance }}: metrics page unreadable",
+    )]  # fmt: skip
+
+
+def _node_rules(r: AlertRules) -> list[Rule]:
+    """The node's verdict and the exporter itself: always on."""
+    return [
+        (
+            "InferdeckNodeCritical",
+            f"{PREFIX}status == 2",
+            60,
             "critical",
-            "{{ $labels.engine }} on {{ $labels.instance }}: metrics page unreadable",
-        )
-    rule(
-        "InferdeckNodeCritical",
-        f"{PREFIX}status == 2",
-        60,
-        "critical",
-        "{{ $labels.instance }}: the node's verdict is CRITICAL (a critical alert or finding) "
-        "for a minute; inferdeck check says which",
-    )
-    rule(
-        "InferdeckExporterDown",
-        'up{job="inferdeck"} == 0',
-        60,
-        "critical",
-        "inferdeck export on {{ $labels.instance }} is not answering",
-    )
-    return "\n".join(lines) + "\n"
+            "{{ $labels.instance }}: the node's verdict is CRITICAL (a critical alert or finding) "
+            "for a minute; inferdeck check says which",
+        ),
+        (
+            "InferdeckExporterDown",
+            'up{job="inferdeck"} == 0',
+            60,
+            "critical",
+            "inferdeck export on {{ $labels.instance }} is not answering",
+        ),
+    ]
+
+
+# the rules, family by family, in the order the file lists them
+RULE_FAMILIES: tuple[Callable[[AlertRules], list[Rule]], ...] = (
+    _headroom_rules,
+    _burn_rules,
+    _saturation_rules,
+    _exhaustion_rules,
+    _engine_down_rules,
+    _node_rules,
+)
 
 
 ALERTMANAGER_EXAMPLE = """\
