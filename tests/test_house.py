@@ -27,7 +27,6 @@ LONG = {
     "console/commands/fleet.py:fleet_snapshot": "not yet split: the fleet snapshot's sampling "
     "and writing",
     "console/figures/capacity.py:_estimate": "not yet split: one capacity estimate's steps",
-    "console/figures/headroom.py:_kv_headroom": "not yet split: the KV headroom's bases",
     "console/figures/textchart.py:text_chart": "not yet split: the chart's axes, series and legend",
     "console/fleet/source.py:FleetSource._engines": "not yet split: an engine's figures from "
     "Prometheus, family by family",

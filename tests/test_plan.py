@@ -206,3 +206,32 @@ def test_plan_cli_text_and_json(tmp_path):
         36.9,
         36.9,
     ]
+
+
+def test_the_kv_condition_names_the_worst_of_four_states():
+    """Requests waiting for KV (critical), a full window with preemptions (critical), full
+    without them (warning), less capacity than planned (warning), nothing: each its sentence."""
+    from console.figures.headroom import _kv_alert
+    from console.figures.plan import Service
+    from console.frame import Engine
+
+    svc = Service(name="s", device="0", model="llama-3.1-8b", weight_bits=16,
+                  tokens_per_sequence=8192, concurrent_sequences=32)  # fmt: skip
+
+    def eng(**kw):
+        return Engine(name="e", url="http://127.0.0.1:1/metrics", up=True, kind="vllm", **kw)
+
+    waiting = _kv_alert(svc, eng(kv_cache_usage=0.97, requests_waiting_kv=3, preemptions=5),
+                        40.0, 1.2, True, 0.99)  # fmt: skip
+    assert waiting is not None and waiting[0] == "critical"
+    assert waiting[1].startswith("3 requests waiting for the KV cache (use 97% now, peak 99%")
+    assert "5 preemptions" in waiting[1]
+    preempting = _kv_alert(svc, eng(kv_cache_usage=0.9, preemptions=2), 40.0, 4.0, True, 0.98)
+    assert preempting == ("critical", "KV cache 98% full in the window with 2 preemptions: shed "
+                          "load, add a replica, or lower --max-num-seqs")  # fmt: skip
+    full = _kv_alert(svc, eng(kv_cache_usage=0.9, preemptions=0), 40.0, 4.0, True, 0.96)
+    assert full is not None and full[0] == "warning" and "the next burst will queue" in full[1]
+    short = _kv_alert(svc, eng(kv_cache_usage=0.2), 19.5, -12.5, False, 0.2)
+    assert short is not None and short[0] == "warning"
+    assert short[1].startswith("KV capacity 19.5 seqs at 8,192 tokens < plan 32: lower")
+    assert _kv_alert(svc, eng(kv_cache_usage=0.2), 40.0, 8.0, False, 0.2) is None

@@ -530,56 +530,51 @@ def _kv_headroom(
         # severity and alert text all speak of the cache as it is
         value = max(0.0, 1.0 - usage) * sum(caps) / svc.tokens_per_sequence
         detail = f"cache {usage * 100:.0f}% full: {value:.1f} seqs free now"
-    preempted = 0.0 if engine.preemptions_since_start else (engine.preemptions or 0.0)
-    k = knobs(engine.kind)
     if kv_wait > 0 and usage is not None:
-        st = "critical"
         detail += f", {kv_wait:.0f} waiting for KV"
-        cond(
-            f"kv:{svc.name}",
-            "critical",
-            svc.name,
-            f"{counted(kv_wait, 'requests')} waiting for the KV cache (use {usage * 100:.0f}% now, peak "
-            f"{peak * 100:.0f}% in the window"
-            + (f", {counted(engine.preemptions, k.preemptions)}" if preempted > 0 else "")
-            + f"): add a replica or shed load, or raise {k.memory} for a larger cache",
-            "kv",
-        )
-    elif full and usage is not None and preempted > 0:
-        st = "critical"
-        cond(
-            f"kv:{svc.name}",
-            "critical",
-            svc.name,
-            f"KV cache {peak * 100:.0f}% full in the window with "
-            f"{counted(engine.preemptions, k.preemptions)}: shed load, add a replica, or lower "
-            f"{k.max_seqs}",
-            "kv",
-        )
-    elif full and usage is not None:
-        st = "warning"
-        cond(
-            f"kv:{svc.name}",
-            "warning",
-            svc.name,
-            f"KV cache {peak * 100:.0f}% full in the window (use {usage * 100:.0f}% now, "
-            f"{value:.1f} seqs free), no request waiting for it and no preemption yet: the next "
-            "burst will queue",
-            "kv",
-        )
-    elif seqs < seqs_needed:
-        cond(
-            f"kv:{svc.name}",
-            "warning",
-            svc.name,
-            f"KV capacity {seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens < plan "
-            f"{seqs_needed}: lower {knobs(engine.kind).max_len} or raise "
-            f"{knobs(engine.kind).memory}",
-            "kv",
-        )
+    alert = _kv_alert(svc, engine, seqs, value, full, peak)
+    if alert is not None:
+        st, message = alert
+        cond(f"kv:{svc.name}", st, svc.name, message, "kv")
     return Headroom(
         name="kv", value=value, budget=float(seqs_needed), unit="seqs", state=st, detail=detail
     )
+
+
+def _kv_alert(
+    svc: Service, engine: Engine, seqs: float, value: float, full: bool, peak: float
+) -> tuple[Literal["warning", "critical"], str] | None:
+    """The KV condition, worst first: requests waiting for the cache, a full window with
+    preemptions (both critical), a full window without them, or less capacity than planned."""
+    usage = engine.kv_cache_usage
+    kv_wait = engine.requests_waiting_kv or 0.0
+    preempted = 0.0 if engine.preemptions_since_start else (engine.preemptions or 0.0)
+    k = knobs(engine.kind)
+    if kv_wait > 0 and usage is not None:
+        return "critical", (
+            f"{counted(kv_wait, 'requests')} waiting for the KV cache (use {usage * 100:.0f}% now, "
+            f"peak {peak * 100:.0f}% in the window"
+            + (f", {counted(engine.preemptions, k.preemptions)}" if preempted > 0 else "")
+            + f"): add a replica or shed load, or raise {k.memory} for a larger cache"
+        )
+    if full and usage is not None and preempted > 0:
+        return "critical", (
+            f"KV cache {peak * 100:.0f}% full in the window with "
+            f"{counted(engine.preemptions, k.preemptions)}: shed load, add a replica, or lower "
+            f"{k.max_seqs}"
+        )
+    if full and usage is not None:
+        return "warning", (
+            f"KV cache {peak * 100:.0f}% full in the window (use {usage * 100:.0f}% now, "
+            f"{value:.1f} seqs free), no request waiting for it and no preemption yet: the next "
+            "burst will queue"
+        )
+    if seqs < svc.concurrent_sequences:
+        return "warning", (
+            f"KV capacity {seqs:.1f} seqs at {svc.tokens_per_sequence:,} tokens < plan "
+            f"{svc.concurrent_sequences}: lower {k.max_len} or raise {k.memory}"
+        )
+    return None
 
 
 def _queue_headroom(svc: Service, plan: Plan, engine: Engine, cond: CondFn) -> Headroom | None:
