@@ -326,6 +326,12 @@ SHORT_DRAFT = 0.3  # a last draft position accepted less often than this is most
 def _features(e: Engine, line: Callable[[str, str], None]) -> None:
     """The figures an engine shows only when it runs the feature (by-reason splits, speculative
     decoding, LoRA, MFU, P/D queues, its own memory figures)."""
+    for section in FEATURE_SECTIONS:
+        section(e, line)
+
+
+def _capacity_lines(e: Engine, line: Callable[[str, str], None]) -> None:
+    """Its capacity to SLO breach, decode step fit, backtest, caps, forecasts, saturation."""
     if e.capacity is not None:
         cap = e.capacity
         line("capacity to SLO breach", capacity_text(cap))
@@ -359,6 +365,10 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
             )
         if cap.saturation is not None:
             line("saturation", saturation_text(cap))
+
+
+def _request_lines(e: Engine, line: Callable[[str, str], None]) -> None:
+    """Waiting and rejected by reason, prompt tokens by source, preemptions per request, KV evictable, the largest batch, tokens per request."""
     if e.waiting_by_reason:
         line("waiting by reason", _split(e.waiting_by_reason))
     if e.admission_rejections is not None:
@@ -381,6 +391,10 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
             f"{num(rt.output_p50)} p99 {num(rt.output_p99)}{most} ({num(rt.requests)} requests, "
             f"{when})",
         )
+
+
+def _speculative_lines(e: Engine, line: Callable[[str, str], None]) -> None:
+    """Speculative decoding's acceptance, overall and by draft position."""
     sp = e.speculative
     if sp is not None:
         text = f"acceptance {pct(sp.acceptance_rate, 1)}, mean accepted length " + (
@@ -403,6 +417,10 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
             else ""
         )
         line("draft acceptance by pos", shown + hint)
+
+
+def _offload_lines(e: Engine, line: Callable[[str, str], None]) -> None:
+    """The KV cache's CPU tier and LMCache."""
     off = e.kv_offload
     if off is not None:
         when = basis(off.window)
@@ -428,6 +446,10 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
             if e.lmcache_hit_rate is not None
             else f"n/a — {e.unavailable['lmcache_hit_rate']}",
         )
+
+
+def _other_lines(e: Engine, line: Callable[[str, str], None]) -> None:
+    """Compute, LoRA adapters, P/D queues and the engine's own memory figures."""
     if e.flops_per_gpu_per_s is not None:
         line("estimated compute", f"{e.flops_per_gpu_per_s / 1e12:,.1f} TFLOP/s per GPU")
     if e.lora is not None:
@@ -449,6 +471,15 @@ def _features(e: Engine, line: Callable[[str, str], None]) -> None:
             if v is not None
         ]
         line("engine memory (GiB)", ", ".join(parts))
+
+
+FEATURE_SECTIONS = (
+    _capacity_lines,
+    _request_lines,
+    _speculative_lines,
+    _offload_lines,
+    _other_lines,
+)
 
 
 def _ranks(e: Engine, body: Text, c: dict[str, str], screen_width: int) -> None:
