@@ -433,6 +433,15 @@ class FleetApp(App[None]):
         st = self.state
         age = time.time() - st.last_ok if st.last_ok else None
         stale = bool(st.errors) and age is not None
+        self.query_one("#status", Static).update(self._header(c, st, age, stale))
+        self._table(c, st, stale)
+        self._messages(c, st)
+        if isinstance(self.screen, (NodeScreen, FleetView)):
+            self.screen.show_state(st)
+
+    def _header(self, c: dict[str, str], st: FleetState, age: float | None, stale: bool) -> Text:
+        """The status line: where and when the fleet was read, fitted to the width (the least
+        needed parts dropped first)."""
         past = self.source.at is not None
         when = time.strftime("%H:%M:%S", time.gmtime(st.taken_at)) + "Z" if st.taken_at else "-"
         hidden = len(COLUMNS) - len(self.columns)
@@ -482,7 +491,10 @@ class FleetApp(App[None]):
             if i:
                 header.append(" │ " if text != note else "")
             header.append(text, style=style)
-        self.query_one("#status", Static).update(header)
+        return header
+
+    def _table(self, c: dict[str, str], st: FleetState, stale: bool) -> None:
+        """A row per node, filtered and sorted as asked."""
         rows = [
             node_row(n, f, down=st.down.get(n))
             for n, f in st.nodes.items()
@@ -526,6 +538,9 @@ class FleetApp(App[None]):
             return [by_key[k] for k in self.columns]
 
         self.query_one(KeyedTable).sync([(f"node:{r['node']}", cells(r)) for r in rows])
+
+    def _messages(self, c: dict[str, str], st: FleetState) -> None:
+        """Warnings, query errors and nodes down under the table; the SLO summary."""
         errors = "\n".join(
             line
             for line in (
@@ -549,8 +564,6 @@ class FleetApp(App[None]):
         slo = self.query_one("#fleet-slo", Static)
         slo.update(slo_text(st, c))
         slo.display = bool(st.slo)
-        if isinstance(self.screen, (NodeScreen, FleetView)):
-            self.screen.show_state(st)
 
     def on_resize(self) -> None:
         self.redraw()  # the columns and the header fit the new width now, not at the next refresh

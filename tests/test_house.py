@@ -33,7 +33,6 @@ LONG = {
     "console/fleet/source.py:FleetSource._gpus": "not yet split: a GPU's figures from DCGM",
     "console/mig/cli.py:run_mig": "not yet split: the mig command's subcommands",
     "console/mig/manager.py:MigManager.read": "not yet split: one GPU's MIG state from NVML",
-    "screens/fleet.py:FleetApp.redraw": "not yet split: the fleet table's columns and rows",
 }
 
 
