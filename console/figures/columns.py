@@ -1,6 +1,6 @@
 """Columns a dashboard table and snapshot.md's table share: one spec per column — its label, key,
-the pane's width, whether the pane shows it only when wide, the heading snapshot.md writes (where
-the page has room for the whole name), and a pure text function (the pane adds style). Pure."""
+the pane's width, the heading snapshot.md writes (where the page has room for the whole name), and
+a pure text function (the pane adds style). Pure."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ class Column(Generic[R]):
     key: str
     width: int
     text: Callable[[R], str]
-    wide_only: bool = False
     heading: str | None = None  # snapshot.md's, when not the label in lower case
 
     @property

@@ -311,23 +311,6 @@ def _kv_full_soon(e: Engine) -> Finding | None:
     )
 
 
-def _saturated(e: Engine) -> list[Finding]:
-    return _saturation(e, knobs(e.kind))
-
-
-# an up engine's rules, in the order their findings are listed (then ranked by severity)
-ENGINE_RULES: tuple[Callable[[Engine], Finding | list[Finding] | None], ...] = (
-    _ttft_split,
-    _kv_waiting,
-    _kv_full_preempting,
-    _imbalance,
-    _binding_pool,
-    _prefix_heavy,
-    _saturated,
-    _kv_full_soon,
-)
-
-
 def _engine(e: Engine) -> list[Finding]:
     out: list[Finding] = []
     for rule in ENGINE_RULES:
@@ -363,11 +346,12 @@ def saturation_knob(cap: CapacityReport, k: Knobs) -> str:
     return "add a replica or shed load: requests are queueing"
 
 
-def _saturation(e: Engine, k: Knobs) -> list[Finding]:
+def _saturation(e: Engine) -> list[Finding]:
     """The engine takes more than it serves (saturation_kind), with the evidence and knob."""
     kind, cap = saturation_kind(e), e.capacity
     if kind is None or cap is None or cap.saturation is None:
         return []
+    k = knobs(e.kind)
     index = cap.saturation
     if kind == "prefill":
         return [
@@ -402,6 +386,19 @@ def _saturation(e: Engine, k: Knobs) -> list[Finding]:
             index,
         )
     ]
+
+
+# an up engine's rules, in the order their findings are listed (then ranked by severity)
+ENGINE_RULES: tuple[Callable[[Engine], Finding | list[Finding] | None], ...] = (
+    _ttft_split,
+    _kv_waiting,
+    _kv_full_preempting,
+    _imbalance,
+    _binding_pool,
+    _prefix_heavy,
+    _saturation,
+    _kv_full_soon,
+)
 
 
 def _context(s: ServiceStatus, e: Engine | None) -> list[Finding]:

@@ -4,7 +4,6 @@ to the recording when there is one, then derived into a Frame, as a replay deriv
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 
 from console.figures.alerts import AlertBook
@@ -39,10 +38,7 @@ class LiveSource:
         clock: Callable[[], float] | None = None,
     ) -> LiveSource:
         """A source that reads these engines and GPUs, derived under ``plan`` over ``window_s``."""
-        return cls(
-            Poller(targets, nvml, clock=clock),
-            Deriver(plan, window_s, host or socket.gethostname()),
-        )
+        return cls(Poller(targets, nvml, clock=clock), Deriver(plan, window_s, host))
 
     @property
     def plan(self) -> Plan:
