@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console.figures.charts import slo_lines
+from console.figures.columns import ENGINE_COLUMNS, ENGINE_PANE, pick
 from console.figures.plan import SloSpec
 from console.figures.textchart import fit_chart
 from console.figures.thresholds import at_least
@@ -21,13 +22,10 @@ from console.units import (
     NA,
     basis,
     capacity_text,
-    count_text,
     eta_text,
     num,
     pct,
     quantile_text,
-    room_cell,
-    saturation_cell,
     saturation_text,
     seconds,
     unknown_reasons,
@@ -41,7 +39,6 @@ from screens.widgets import (
     TablePane,
     bar_cell,
     cell,
-    pct_cell,
     spark,
     theme_colors,
 )
@@ -49,10 +46,12 @@ from screens.widgets import (
 # an engine no planned service names is held to the default SLO's completion target
 COMPLETION_TARGET = SloSpec().completion
 
-Cell = Callable[[Engine, dict[str, str], "EnginePane"], Text]
+# the pane's style for a column's text, where it has one (plain otherwise): the text comes from
+# the columns' one spec (console/figures/columns.py), which snapshot.md draws too
+Style = Callable[[Engine, str, dict[str, str], "EnginePane"], Text]
 
 
-def _name(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
+def _name(e: Engine, text: str, c: dict[str, str], pane: EnginePane) -> Text:
     """The engine's dot: the worst of the verdict about it and its services (red when down)."""
     frame = getattr(pane, "frame", None)
     worst = None
@@ -66,7 +65,7 @@ def _name(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
         if worst == "warning"
         else c["success"]
     )
-    t = Text.assemble(("● ", style), ("↪" if e.moved_to else "", c["warning"]), e.name)
+    t = Text.assemble(("● ", style), ("↪" if e.moved_to else "", c["warning"]), text)
     t.truncate(pane.name_width, overflow="ellipsis")
     return t
 
@@ -89,11 +88,11 @@ def _completion_target(e: Engine, pane: EnginePane) -> float:
     return max(targets, default=COMPLETION_TARGET)
 
 
-def _kv(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
+def _kv(e: Engine, text: str, c: dict[str, str], pane: EnginePane) -> Text:
     if e.kv_cache_usage is None:
-        return cell(NA, c["dim"])
+        return cell(text, c["dim"])
+    use = e.kv_cache_usage
     if not pane.wide:  # 80 columns: the figure without its bar (coloured as it), so Room fits
-        use = e.kv_cache_usage
         style = (
             c["error"]
             if at_least(use, 0.97)
@@ -101,20 +100,13 @@ def _kv(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
             if at_least(use, _limits(pane).kv_usage_critical)
             else ""
         )
-        return cell(f"{use * 100:.0f}%", style)
-    return bar_cell(
-        e.kv_cache_usage,
-        3,
-        c,
-        _limits(pane).kv_usage_critical,
-        0.97,
-        f"{e.kv_cache_usage * 100:4.0f}%",
-    )
+        return cell(text, style)
+    return bar_cell(use, 3, c, _limits(pane).kv_usage_critical, 0.97, f"{text:>5}")
 
 
-def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
+def _ok(e: Engine, text: str, c: dict[str, str], pane: EnginePane) -> Text:
     if e.success_rate is None:
-        return cell(NA, c["dim"])
+        return cell(text, c["dim"])
     style = (
         c["error"]
         if e.success_rate < 0.99
@@ -122,95 +114,54 @@ def _ok(e: Engine, c: dict[str, str], pane: EnginePane) -> Text:
         if e.success_rate < _completion_target(e, pane)
         else ""
     )
-    finished = e.requests_finished or 0
-    text = f"{e.success_rate * 100:.1f}" if e.success_rate < 0.9995 else "100"
-    return cell(text, style if finished >= 20 else c["dim"])
+    return cell(text, style if (e.requests_finished or 0) >= 20 else c["dim"])
 
 
-def _saturation_style(e: Engine, c: dict[str, str]) -> str:
+def _saturation(e: Engine, text: str, c: dict[str, str], pane: EnginePane) -> Text:
     cap = e.capacity
     if cap is None or cap.saturation is None:
-        return c["dim"]
-    return c["error"] if cap.saturation >= 2 else c["warning"] if cap.saturation >= 1 else ""
+        return cell(text, c["dim"])
+    return cell(
+        text, c["error"] if cap.saturation >= 2 else c["warning"] if cap.saturation >= 1 else ""
+    )
 
 
-COLUMNS: list[tuple[str, str, int | tuple[int, int], bool, Cell]] = [
-    # label, key, width (or narrow and wide widths), wide only, cell
-    ("Engine", "engine", 12, False, _name),
-    ("Kind", "kind", 8, True, lambda e, c, p: cell(e.kind or "?")),
-    (
-        "Model",
-        "model",
-        22,
-        True,
-        lambda e, c, p: (
-            Text(e.model.rsplit("/", 1)[-1], overflow="ellipsis", no_wrap=True)
-            if e.model
-            else cell(NA, c["dim"])
-        ),
-    ),
-    (
-        "Dev",
-        "dev",
-        3,
-        False,
-        lambda e, c, p: cell(e.device or "-", "" if e.device else c["dim"]),
-    ),
-    ("Run", "run", 4, False, lambda e, c, p: cell(count_text(e.requests_running))),
-    (
-        "Wait",
-        "wait",
-        4,
-        False,
-        lambda e, c, p: cell(  # a queue in the thousands whole: "1.8k"
-            count_text(e.requests_waiting), c["warning"] if (e.requests_waiting or 0) > 0 else ""
-        ),
-    ),
-    ("KV", "kv", (4, 8), False, _kv),
-    ("tok/s", "tps", 5, False, lambda e, c, p: cell(num(e.generation_tokens_per_s))),
-    ("TTFT p95", "ttft", 10, False, lambda e, c, p: pct_cell(e.ttft_s, "p95", c["dim"], 10)),
-    ("TPOT p95", "tpot", 10, False, lambda e, c, p: pct_cell(e.tpot_s, "p95", c["dim"], 10)),
-    # completion (requests finished without an error or abort), under the name every surface
-    # gives it; at 80 columns Room takes its place (the SLO pane, v, keeps it)
-    ("Compl%", "ok", 6, True, _ok),
-    (
-        "Req/s",
-        "rps",
-        5,
-        True,
-        lambda e, c, p: cell(num(e.requests_per_s, 1), "" if e.requests_per_s else c["dim"]),
-    ),
-    (
-        "Room",
-        "room",
-        (6, 11),
-        False,  # the room before an SLO breaks is on every width (at 80 columns its rate only)
-        lambda e, c, p: cell(
-            room_cell(e.capacity) if p.wide else room_cell(e.capacity).split(" ")[0],
-            "" if e.capacity and e.capacity.requests_per_s is not None else c["dim"],
-        ),
-    ),
-    (
-        "Sat",
-        "sat",
-        6,
-        True,
-        lambda e, c, p: cell(saturation_cell(e.capacity), _saturation_style(e, c)),
-    ),
-    (
-        "Trend tok/s",
-        "trend",
-        13,
-        True,
-        lambda e, c, p: cell(
-            spark(p.trend(f"{e.name}.generation_tokens_per_s", 13), 13), c["success"]
-        ),
-    ),
-]
+def _percentile(p: Callable[[Engine], Percentiles | None]) -> Style:
+    """Dim when fewer than FEW requests stand behind the p95."""
+
+    def style(e: Engine, text: str, c: dict[str, str], pane: EnginePane) -> Text:
+        q = p(e)
+        return cell(text, c["dim"] if q is None or q.p95 is None or q.observations < FEW else "")
+
+    return style
 
 
-def _width(width: int | tuple[int, int], wide: bool) -> int:
-    return width if isinstance(width, int) else width[1 if wide else 0]
+def _plain(e: Engine, text: str, c: dict[str, str], pane: EnginePane) -> Text:
+    return cell(text)
+
+
+STYLES: dict[str, Style] = {
+    "engine": _name,
+    "kind": lambda e, t, c, p: cell(t, "" if e.kind else c["dim"]),
+    "model": lambda e, t, c, p: (
+        Text(t, overflow="ellipsis", no_wrap=True) if e.model else cell(t, c["dim"])
+    ),
+    "dev": lambda e, t, c, p: cell(t, "" if e.device else c["dim"]),
+    "wait": lambda e, t, c, p: cell(t, c["warning"] if (e.requests_waiting or 0) > 0 else ""),
+    "kv": _kv,
+    "ttft": _percentile(lambda e: e.ttft_s),
+    "tpot": _percentile(lambda e: e.tpot_s),
+    "ok": _ok,
+    "rps": lambda e, t, c, p: cell(t, "" if e.requests_per_s else c["dim"]),
+    "room": lambda e, t, c, p: cell(  # at 80 columns its rate only
+        t if p.wide else t.split(" ")[0],
+        "" if e.capacity and e.capacity.requests_per_s is not None else c["dim"],
+    ),
+    "sat": _saturation,
+}
+TREND = ("Trend tok/s", "trend", 13)  # the pane's own: the engine's tok/s over its history
+PANE_COLUMNS = pick(ENGINE_COLUMNS, ENGINE_PANE)
+NAMED = {"engine", "kind", "model", "dev"}  # what a down engine still draws
 
 
 class EnginePane(TablePane):
@@ -225,28 +176,30 @@ class EnginePane(TablePane):
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
         self.name_width = 18 if wide else 12
-        return [
-            (label, key, _width(width, wide) + (6 if key == "engine" and wide else 0))
-            for label, key, width, wide_only, _ in COLUMNS
-            if wide or not wide_only
+        shown = [
+            (col.label, col.key, col.width_at(wide) + (6 if col.key == "engine" and wide else 0))
+            for col in PANE_COLUMNS
+            if wide or not col.wide_only
         ]
+        return shown + [TREND] if wide else shown
 
     def fill(self, frame: Frame) -> None:
         self.frame = frame
         c = self.palette()
-        shown = [
-            (key, cell) for _, key, _, wide_only, cell in COLUMNS if self.wide or not wide_only
-        ]
+        shown = [col for col in PANE_COLUMNS if self.wide or not col.wide_only]
         rows = []
         for e in frame.engines:
-            if e.up:
-                cells = [cell(e, c, self) for _, cell in shown]
-            else:
-                cells = [
-                    cell(e, c, self) if key in ("engine", "kind", "model", "dev") else Text("")
-                    for key, cell in shown
-                ]
-                cells[[k for k, _ in shown].index("run")] = Text("down", style=f"bold {c['error']}")
+            cells = [
+                STYLES.get(col.key, _plain)(e, col.short(e), c, self)
+                if e.up or col.key in NAMED
+                else Text("down", style=f"bold {c['error']}")
+                if col.key == "run"
+                else Text("")
+                for col in shown
+            ]
+            if self.wide:
+                trend = spark(self.trend(f"{e.name}.generation_tokens_per_s", 13), 13)
+                cells.append(cell(trend, c["success"]) if e.up else Text(""))
             rows.append((f"eng:{e.url}", cells))
         self.query_one(KeyedTable).sync(rows)
         errors = [

@@ -162,7 +162,7 @@ class CostPane(Pane):
     def compose(self) -> ComposeResult:
         t = KeyedTable(id="cost-table", cursor_type="row")
         for col in COST_COLUMNS:
-            t.add_column(col.label, key=col.key, width=col.width)
+            t.add_column(col.label, key=col.key, width=col.width_at(False))
         yield t
 
     def show(self, frame: Frame) -> None:
@@ -179,7 +179,7 @@ class CostPane(Pane):
             for col in COST_COLUMNS:
                 text = col.text(s)
                 if col.key == "service":
-                    text = text[: col.width]
+                    text = text[: col.width_at(False)]
                 dim = col.key == "jtok" and text == NA  # no energy reading behind it
                 cells.append(Text(text, style=c["dim"] if dim else ""))
             rows.append((f"cost:{s.name}", cells))

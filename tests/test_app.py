@@ -780,7 +780,7 @@ def test_cells_colour_by_the_plans_thresholds_carried_in_the_frame():
     engine = frame.engines[0].model_copy(update={"kv_cache_usage": 0.85, "success_rate": 0.995})
 
     def styles(cell, frame, wide=True):
-        text = cell(engine, c, SimpleNamespace(frame=frame, wide=wide))
+        text = cell(engine, "x", c, SimpleNamespace(frame=frame, wide=wide))
         return {str(span.style) for span in text.spans} | {str(text.style)}
 
     strict = frame.model_copy(update={"limits": Limits(kv_usage_critical=0.8)})

@@ -14,15 +14,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from console.figures.columns import COST_COLUMNS, ENGINE_COLUMNS, ENGINE_DOC, ENGINE_PANE, pick
 from console.frame import Frame
 from console.out.checkplugin import perfdata
 from console.out.snapshot import to_markdown
 from console.settings import demo_settings
 from screens.app import InferdeckApp
-from screens.engines import COLUMNS as ENGINE_COLUMNS
 from screens.fleet import COLUMNS as FLEET_COLUMNS
 from screens.help import READING
-from screens.widgets import KeyedTable
+from screens.widgets import BAR_EMPTY, BAR_FULL, KeyedTable
 from tests.frames import StaticSource, node_frame
 
 GOLDEN = Path(__file__).parent / "golden" / "demo-frame.json"
@@ -131,19 +131,72 @@ def test_help_names_every_engines_column():
     """Every column of the Engines pane is explained in help, under its header."""
     text = " ".join(READING)
     missing = [
-        label
-        for label, key, *_ in ENGINE_COLUMNS
-        if key not in ("engine", "kind", "model", "dev", "trend") and label not in text
+        col.label
+        for col in pick(ENGINE_COLUMNS, ENGINE_PANE)
+        if col.key not in ("engine", "kind", "model", "dev") and col.label not in text
     ]
     assert not missing, missing
+
+
+async def test_the_engines_pane_and_snapshot_md_draw_one_spec():
+    """The Engines pane and snapshot.md's Engines table draw their columns from one spec: where
+    both draw a column, the page writes its whole figure and the pane the same figure or its brief
+    form (never a figure of its own), an engine without kind, device or model n/a on both."""
+    frame = Frame.model_validate_json(GOLDEN.read_text())
+    engines = [
+        e.model_copy(update={"url": e.url.replace("PORT", str(8000 + i))})
+        for i, e in enumerate(frame.engines)
+    ]
+    engines[0] = engines[0].model_copy(update={"kind": None, "device": None, "model": None})
+    frame = frame.model_copy(update={"engines": engines})
+    app = InferdeckApp(StaticSource(frame))
+    async with app.run_test(size=(220, 60)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#engine-table", KeyedTable)
+        keys = [str(c.key.value) for c in table.columns.values()]
+        pane = [
+            dict(zip(keys, (v.plain for v in table.get_row(k)), strict=True)) for k in table.rows
+        ]
+    lines = to_markdown(frame).splitlines()
+    doc_columns = pick(ENGINE_COLUMNS, ENGINE_DOC)
+    at = lines.index("| " + " | ".join(c.doc for c in doc_columns) + " |")
+    doc = [
+        dict(zip(ENGINE_DOC, (v.strip() for v in row.strip("|").split(" | ")), strict=True))
+        for row in lines[at + 2 : at + 2 + len(engines)]
+    ]
+    assert keys == [*ENGINE_PANE, "trend"]
+    both = [c for c in doc_columns if c.key in ENGINE_PANE]
+    assert [c.key for c in both] == [
+        "engine",
+        "kind",
+        "dev",
+        "model",
+        "kv",
+        "tps",
+        "ttft",
+        "tpot",
+        "ok",
+    ]
+    up = [(e, shown, written) for e, shown, written in zip(engines, pane, doc, strict=True) if e.up]
+    assert len(up) >= 3
+    for e, shown, written in up:
+        for col in both:
+            assert written[col.key] == col.text(e).replace("|", "\\|"), (e.name, col.key)
+            # the pane's own marks off: the dot, the KV bar, the '…' of a cut cell
+            brief = (
+                shown[col.key].removeprefix("● ").lstrip(BAR_FULL + BAR_EMPTY).rstrip("…").strip()
+            )
+            assert col.short(e).startswith(brief) and brief, (e.name, col.key, brief)
+            if col.brief is None:
+                assert col.short(e) == col.text(e)
+    assert [pane[0][k] for k in ("kind", "dev", "model")] == ["n/a"] * 3
+    assert [doc[0][k] for k in ("kind", "dev", "model")] == ["n/a"] * 3
 
 
 async def test_the_cost_pane_and_snapshot_md_draw_the_same_columns_with_the_same_text():
     """One column spec (console/figures/columns.py) drawn by both: the Cost pane's header and every cell
     are snapshot.md's Cost table's (the pane's names short, the document's whole), a service
     without cost figures n/a on both."""
-    from console.figures.columns import COST_COLUMNS
-
     frame = Frame.model_validate_json(GOLDEN.read_text())
     engines = [  # the golden frame writes every engine's port as PORT: one row key each here
         e.model_copy(update={"url": e.url.replace("PORT", str(8000 + i))})

@@ -1,6 +1,8 @@
 """Columns a dashboard table and snapshot.md's table share: one spec per column — its label, key,
-the pane's width, the heading snapshot.md writes (where the page has room for the whole name), and
-a pure text function (the pane adds style). Pure."""
+the pane's width (or its widths at 80 and at 160 columns), the heading snapshot.md writes (where
+the page has room for the whole name), and pure text functions: the whole figure, and where the
+pane has less room than the page its brief form (the pane adds style). Each surface names the
+columns it draws, in its order, from the one spec. Pure."""
 
 from __future__ import annotations
 
@@ -8,8 +10,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from console.frame import CostReport, ServiceStatus
-from console.units import NA, money, pct, price_range
+from console.frame import CostReport, Engine, Percentiles, ServiceStatus
+from console.units import (
+    NA,
+    count_text,
+    money,
+    num,
+    pct,
+    price_range,
+    quantile_text,
+    room_cell,
+    saturation_cell,
+)
 
 R = TypeVar("R")
 
@@ -18,13 +30,28 @@ R = TypeVar("R")
 class Column(Generic[R]):
     label: str
     key: str
-    width: int
-    text: Callable[[R], str]
+    width: int | tuple[int, int]  # the pane's, or its widths at 80 and at 160 columns
+    text: Callable[[R], str]  # the whole figure: snapshot.md's cell
     heading: str | None = None  # snapshot.md's, when not the label in lower case
+    brief: Callable[[R], str] | None = None  # the pane's, where it has less room than the page
+    wide_only: bool = False  # the pane draws it from 160 columns on
 
     @property
     def doc(self) -> str:
         return self.heading or self.label.lower()
+
+    def width_at(self, wide: bool) -> int:
+        return self.width if isinstance(self.width, int) else self.width[1 if wide else 0]
+
+    def short(self, row: R) -> str:
+        """The pane's text."""
+        return (self.brief or self.text)(row)
+
+
+def pick(columns: tuple[Column[R], ...], keys: tuple[str, ...]) -> tuple[Column[R], ...]:
+    """The columns a surface draws, in its order."""
+    by_key = {c.key: c for c in columns}
+    return tuple(by_key[k] for k in keys)
 
 
 def _cost(text: Callable[[CostReport], str]) -> Callable[[ServiceStatus], str]:
@@ -48,3 +75,58 @@ COST_COLUMNS: tuple[Column[ServiceStatus], ...] = (
            heading="$/M good tokens"),
     Column("J/tok", "jtok", 6, _cost(_joules), heading="J/tok"),
 )  # fmt: skip
+
+
+def _q(p: Percentiles | None, name: str) -> str:
+    """A percentile on the page: every mark, its bucket where the bucket is wide."""
+    return quantile_text(p, name, ranges=True)
+
+
+def _kv(e: Engine) -> str:
+    """KV use to a tenth, with the pool that binds where it is not the full-attention one."""
+    pool, pools = e.kv_binding_pool, e.kv_pools
+    binds = f" ({pool} {pct(pools[pool], 0)} binds)" if pool and pool != "full" and pools else ""
+    return pct(e.kv_cache_usage, 1) + binds
+
+
+def _completion_brief(e: Engine) -> str:
+    if e.success_rate is None:
+        return NA
+    return f"{e.success_rate * 100:.1f}" if e.success_rate < 0.9995 else "100"
+
+
+# the Engines pane and snapshot.md's Engines table, a row per engine (an engine down draws its
+# name columns and says so in the next)
+ENGINE_COLUMNS: tuple[Column[Engine], ...] = (
+    Column("Engine", "engine", 12, lambda e: e.name),
+    Column("Kind", "kind", 8, lambda e: e.kind or NA, wide_only=True),
+    Column("Model", "model", 22, lambda e: e.model or NA, wide_only=True,
+           brief=lambda e: e.model.rsplit("/", 1)[-1] if e.model else NA),
+    Column("Dev", "dev", 3, lambda e: e.device or NA, heading="device"),
+    Column("Run", "run", 4, lambda e: count_text(e.requests_running)),
+    Column("Wait", "wait", 4, lambda e: count_text(e.requests_waiting)),  # 1834 → "1.8k"
+    Column("Run/Wait", "queue", 9, lambda e: f"{num(e.requests_running)} / {num(e.requests_waiting)}",
+           heading="running / waiting"),
+    Column("KV", "kv", (4, 8), _kv, heading="KV",
+           brief=lambda e: NA if e.kv_cache_usage is None else f"{e.kv_cache_usage * 100:.0f}%"),
+    Column("tok/s", "tps", 5, lambda e: num(e.generation_tokens_per_s, 1),
+           brief=lambda e: num(e.generation_tokens_per_s)),
+    Column("TTFT p95", "ttft", 10,
+           lambda e: f"{_q(e.ttft_s, 'p50')} / {_q(e.ttft_s, 'p95')} / {_q(e.ttft_s, 'p99')}",
+           heading="TTFT p50/p95/p99", brief=lambda e: quantile_text(e.ttft_s, "p95", fit=10)),
+    Column("TPOT p95", "tpot", 10, lambda e: _q(e.tpot_s, "p95"), heading="TPOT p95",
+           brief=lambda e: quantile_text(e.tpot_s, "p95", fit=10)),
+    # completion (requests finished without an error or abort), under the name every surface
+    # gives it
+    Column("Compl%", "ok", 6, lambda e: pct(e.success_rate, 2), heading="completion",
+           wide_only=True, brief=_completion_brief),
+    Column("Req/s", "rps", 5, lambda e: num(e.requests_per_s, 1), wide_only=True),
+    # the room before an SLO breaks is on every width (at 80 columns the pane draws its rate only)
+    Column("Room", "room", (6, 11), lambda e: room_cell(e.capacity)),
+    Column("Sat", "sat", 6, lambda e: saturation_cell(e.capacity), wide_only=True),
+)  # fmt: skip
+# what each surface draws: the pane a column each for running and waiting and the p95s; the page
+# has the room for both counts in one and for every percentile
+ENGINE_PANE = ("engine", "kind", "model", "dev", "run", "wait", "kv", "tps", "ttft", "tpot", "ok",
+               "rps", "room", "sat")  # fmt: skip
+ENGINE_DOC = ("engine", "kind", "dev", "model", "queue", "kv", "tps", "ttft", "tpot", "ok")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from console.figures.columns import COST_COLUMNS
+from console.figures.columns import COST_COLUMNS, ENGINE_COLUMNS, ENGINE_DOC, pick
 from console.figures.findings import findings
 from console.figures.timeline import lines as timeline_lines
 from console.frame import Frame, GpuProcess, Percentiles, TargetReport
@@ -209,59 +209,18 @@ def _engines(frame: Frame) -> list[str]:
     """Each engine's queue, KV use, throughput and latency."""
     lines: list[str] = []
     lines += ["", "## Engines", ""]
-    rows = []
-    for e in frame.engines:
-        if not e.up:
-            rows.append(
-                [
-                    e.name,
-                    e.kind or NA,
-                    e.device or NA,
-                    "DOWN: " + (e.error or ""),
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                ]
-            )
-            continue
-        rows.append(
-            [
-                e.name,
-                e.kind or NA,
-                e.device or NA,
-                e.model or NA,
-                f"{num(e.requests_running)} / {num(e.requests_waiting)}",
-                pct(e.kv_cache_usage, 1)
-                + (
-                    f" ({e.kv_binding_pool} {pct(e.kv_pools[e.kv_binding_pool], 0)} binds)"
-                    if e.kv_binding_pool and e.kv_binding_pool != "full" and e.kv_pools
-                    else ""
-                ),
-                num(e.generation_tokens_per_s, 1),
-                f"{_p(e.ttft_s, 'p50')} / {_p(e.ttft_s, 'p95')} / {_p(e.ttft_s, 'p99')}",
-                _p(e.tpot_s, "p95"),
-                pct(e.success_rate, 2),
-            ]
-        )
+    columns = pick(ENGINE_COLUMNS, ENGINE_DOC)
+    names = columns[:3]  # an engine down: its name, kind and device, then what took it down
+    rows = [
+        [col.text(e) for col in columns]
+        if e.up
+        else [col.text(e) for col in names]
+        + ["DOWN: " + (e.error or "")]
+        + [""] * (len(columns) - len(names) - 1)
+        for e in frame.engines
+    ]
     if rows:
-        lines += _table(
-            [
-                "engine",
-                "kind",
-                "device",
-                "model",
-                "running / waiting",
-                "KV",
-                "tok/s",
-                "TTFT p50/p95/p99",
-                "TPOT p95",
-                "completion",
-            ],
-            rows,
-        )
+        lines += _table([col.doc for col in columns], rows)
     else:
         lines.append("no engines configured")
     return lines
