@@ -640,9 +640,10 @@ def gauge_value(
 def gauge_by(
     values: dict[Labels, float], by: str, replica_labels: list[str] | tuple[str, ...] = ()
 ) -> dict[str, float]:
-    """A gauge summed per value of one label (replicas counted once)."""
+    """A gauge summed per value of one label (replicas counted once), in the values' sorted
+    order: the same bytes whatever the hash seed."""
     out: dict[str, float] = {}
-    for key in {label(lab, by) or "" for lab in values}:
+    for key in sorted({label(lab, by) or "" for lab in values}):
         part = {lab: v for lab, v in values.items() if (label(lab, by) or "") == key}
         v = gauge_value(part, "sum", replica_labels)
         if v is not None:

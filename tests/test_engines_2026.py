@@ -516,3 +516,15 @@ def test_nvidia_nim_page_at_v1_metrics():
     from console.engines import metrics_paths
 
     assert "/v1/metrics" in metrics_paths()  # the port probe and a URL without a path try it
+
+
+def test_a_gauge_by_label_is_written_in_one_order_whatever_the_hash_seed():
+    """waiting_by_reason (and every by-label gauge) comes out in the labels' sorted order, so two
+    bundles of the same recording are the same bytes; the scrape's order here is the reverse."""
+    from console.engines import gauge_by
+
+    reasons = ["preempted", "lora", "kv_transfer", "deferred", "capacity", "batch", "admission"]
+    values = {(("reason", r), ("dp_rank", str(i % 2))): float(i) for i, r in enumerate(reasons)}
+    by = gauge_by(values, "reason", ["dp_rank"])
+    assert list(by) == sorted(reasons)
+    assert by["capacity"] == 4.0 and by["preempted"] == 0.0
