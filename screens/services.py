@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
-from console.figures.columns import COST_COLUMNS
+from console.figures.columns import COST_COLUMNS, SLO_COLUMNS, SLO_PANE, pick
 from console.figures.cost import crossover, serving_goodput
 from console.figures.findings import strays
 from console.figures.slo import BURN_READY_S, OBJECTIVES, SLOW_BURN, time_to_page_s
@@ -19,7 +19,6 @@ from console.frame import Frame, Headroom, ServiceStatus, SloReport, TargetRepor
 from console.units import (
     FEW,
     NA,
-    PARTIAL,
     capacity_text,
     duration_text,
     eta_text,
@@ -36,46 +35,47 @@ from screens.charts import ChartRow, SeriesChart
 from screens.widgets import DeckScreen, KeyBar, KeyedTable, Pane, Quiet, theme_colors
 
 
-def _target(entry: TargetReport | None, c: dict[str, str]) -> Text:
+def _target(entry: TargetReport | None, text: str, c: dict[str, str]) -> Text:
+    """The observed figure coloured met / missed (dim over few requests), its target dim."""
     if entry is None or entry.observed_s is None:
-        return Text(NA, style=c["dim"])
+        return Text(text, style=c["dim"])
     style = c["success"] if entry.met else c["error"]
-    if (
-        entry.requests is not None and entry.requests < FEW
-    ):  # few requests: dimmed, with their count
+    if entry.requests is not None and entry.requests < FEW:  # few requests: with their count
         style = c["dim"]
-    return Text.assemble(
-        (target_text(entry, compact=True), style), (f"/{seconds(entry.target_s)}", c["dim"])
-    )
+    observed, _, target = text.rpartition("/")
+    return Text.assemble((observed, style), (f"/{target}", c["dim"]))
 
 
 def _pct(v: float | None) -> str:
     return NA if v is None else f"{v * 100:.1f}"
 
 
-def _share(slo: SloReport | None, c: dict[str, str]) -> Text:
-    g = slo.good_share if slo else None
-    return Text(share_range(g), style="" if g else c["dim"])
-
-
-def _burn(slo: SloReport | None, c: dict[str, str]) -> Text:
+def _burn(slo: SloReport | None, text: str, c: dict[str, str]) -> Text:
+    """Red from the slow-burn alert's threshold, on windows that hold enough to alert on."""
     w = slo.burn.windows if slo and slo.burn else {}
-    got = [w.get(k) for k in ("5m", "1h")]
-    vals = [b.burn if b is not None else None for b in got]
-    if all(v is None for v in vals):
-        return Text(NA, style=c["dim"])
-    ready = [b is not None and b.ready is not False for b in got]
-    # the slow-burn alert's threshold, on windows that hold enough to alert on
-    hot = any(
-        v is not None and r and at_least(v, SLOW_BURN) for v, r in zip(vals, ready, strict=True)
-    )
-    return Text(
-        "/".join(
-            "-" if v is None else f"{v:.1f}" + ("" if r else PARTIAL)
-            for v, r in zip(vals, ready, strict=True)
-        ),
-        style=c["error"] if hot else "",
-    )
+    got = [(b.burn, b.ready) for b in (w.get("5m"), w.get("1h")) if b is not None]
+    burns = [(v, ready) for v, ready in got if v is not None]
+    if not burns:
+        return Text(text, style=c["dim"])
+    hot = any(ready is not False and at_least(v, SLOW_BURN) for v, ready in burns)
+    return Text(text, style=c["error"] if hot else "")
+
+
+def _slo_cell(s: ServiceStatus, key: str, text: str, c: dict[str, str]) -> Text:
+    slo = s.slo
+    targets = slo.targets if slo else {}
+    if key in ("ttft", "tpot"):
+        return _target(targets.get(f"{key}_s"), text, c)
+    if key == "done":
+        comp = slo.completion if slo else None
+        if comp is None or comp.observed is None:
+            return Text(text, style=c["dim"])
+        return Text(text, style=c["success"] if comp.met else c["error"])
+    if key == "good":
+        return Text(text, style="" if slo and slo.good_share else c["dim"])
+    if key == "burn":
+        return _burn(slo, text, c)
+    return Text(text)
 
 
 # each headroom's figure at the precision it is known to, and what its budget is
@@ -102,52 +102,26 @@ def _budget_words(h: Headroom) -> str:
     return "(" + _BUDGET.get(h.name, "budget {v} {u}").format(v=v, u=h.unit) + ")"
 
 
+SLO_SHOWN = pick(SLO_COLUMNS, SLO_PANE)
+
+
 class SloPane(Pane):
     def __init__(self) -> None:
         super().__init__("SLO", id="slo")
 
     def compose(self) -> ComposeResult:
         t = KeyedTable(id="slo-table", cursor_type="row")
-        for label, key, width in (
-            ("Service", "service", 12),
-            ("TTFT p95", "ttft", 14),
-            ("TPOT p95", "tpot", 13),
-            ("Compl%", "done", 6),
-            ("Good", "good", 13),
-            ("Burn 5m/1h", "burn", 10),
-        ):
-            t.add_column(label, key=key, width=width)
+        for col in SLO_SHOWN:
+            t.add_column(col.label, key=col.key, width=col.width_at(False))
         yield t
 
     def show(self, frame: Frame) -> None:
         c = self.palette()
-        rows = []
-        win = None
-        for s in frame.services:
-            slo = s.slo
-            win = win or (slo.window if slo else None)
-            targets = slo.targets if slo else {}
-            comp = slo.completion if slo else None
-            observed = comp.observed if comp else None
-            done = Text(
-                _pct(observed),
-                style=(c["success"] if comp and comp.met else c["error"])
-                if observed is not None
-                else c["dim"],
-            )
-            rows.append(
-                (
-                    f"slo:{s.name}",
-                    [
-                        Text(s.name[:12]),
-                        _target(targets.get("ttft_s"), c),
-                        _target(targets.get("tpot_s"), c),
-                        done,
-                        _share(slo, c),
-                        _burn(slo, c),
-                    ],
-                )
-            )
+        rows = [
+            (f"slo:{s.name}", [_slo_cell(s, col.key, col.short(s), c) for col in SLO_SHOWN])
+            for s in frame.services
+        ]
+        win = next((s.slo.window for s in frame.services if s.slo and s.slo.window), None)
         self.set_title(
             f"SLO ({win or 'per service window'}): observed/target, completion, good share, burn"
         )

@@ -14,7 +14,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from console.figures.columns import COST_COLUMNS, ENGINE_COLUMNS, ENGINE_DOC, ENGINE_PANE, pick
+from console.figures.columns import (
+    COST_COLUMNS,
+    ENGINE_COLUMNS,
+    ENGINE_DOC,
+    ENGINE_PANE,
+    SLO_COLUMNS,
+    SLO_DOC,
+    SLO_PANE,
+    pick,
+)
 from console.frame import Frame
 from console.out.checkplugin import perfdata
 from console.out.snapshot import to_markdown
@@ -138,59 +147,80 @@ def test_help_names_every_engines_column():
     assert not missing, missing
 
 
-async def test_the_engines_pane_and_snapshot_md_draw_one_spec():
-    """The Engines pane and snapshot.md's Engines table draw their columns from one spec: where
-    both draw a column, the page writes its whole figure and the pane the same figure or its brief
-    form (never a figure of its own), an engine without kind, device or model n/a on both."""
+def _golden() -> Frame:
+    """The golden frame with a port per engine (it writes each as PORT): one row key each."""
     frame = Frame.model_validate_json(GOLDEN.read_text())
     engines = [
         e.model_copy(update={"url": e.url.replace("PORT", str(8000 + i))})
         for i, e in enumerate(frame.engines)
     ]
-    engines[0] = engines[0].model_copy(update={"kind": None, "device": None, "model": None})
-    frame = frame.model_copy(update={"engines": engines})
+    return frame.model_copy(update={"engines": engines})
+
+
+async def _one_spec(frame, table_id, columns, pane_keys, doc_keys, rows):
+    """A table's cells on both surfaces, checked against its one spec: where both draw a column,
+    the page writes its whole figure and the pane the same figure or its brief form (never a
+    figure of its own). Returns the two surfaces' rows by column key."""
     app = InferdeckApp(StaticSource(frame))
     async with app.run_test(size=(220, 60)) as pilot:
         await pilot.pause()
-        table = app.query_one("#engine-table", KeyedTable)
+        table = app.query_one(table_id, KeyedTable)
         keys = [str(c.key.value) for c in table.columns.values()]
         pane = [
             dict(zip(keys, (v.plain for v in table.get_row(k)), strict=True)) for k in table.rows
         ]
     lines = to_markdown(frame).splitlines()
-    doc_columns = pick(ENGINE_COLUMNS, ENGINE_DOC)
+    doc_columns = pick(columns, doc_keys)
     at = lines.index("| " + " | ".join(c.doc for c in doc_columns) + " |")
     doc = [
-        dict(zip(ENGINE_DOC, (v.strip() for v in row.strip("|").split(" | ")), strict=True))
-        for row in lines[at + 2 : at + 2 + len(engines)]
+        dict(zip(doc_keys, (v.strip() for v in row.strip("|").split(" | ")), strict=True))
+        for row in lines[at + 2 : at + 2 + len(rows)]
     ]
-    assert keys == [*ENGINE_PANE, "trend"]
-    both = [c for c in doc_columns if c.key in ENGINE_PANE]
-    assert [c.key for c in both] == [
-        "engine",
-        "kind",
-        "dev",
-        "model",
-        "kv",
-        "tps",
-        "ttft",
-        "tpot",
-        "ok",
-    ]
-    up = [(e, shown, written) for e, shown, written in zip(engines, pane, doc, strict=True) if e.up]
-    assert len(up) >= 3
-    for e, shown, written in up:
+    assert keys[: len(pane_keys)] == list(pane_keys)
+    both = [c for c in doc_columns if c.key in pane_keys]
+    assert len(both) >= 4
+    for row, shown, written in zip(rows, pane, doc, strict=True):
+        if getattr(row, "up", True) is False:
+            continue
         for col in both:
-            assert written[col.key] == col.text(e).replace("|", "\\|"), (e.name, col.key)
+            assert written[col.key] == col.text(row).replace("|", "\\|"), (row.name, col.key)
             # the pane's own marks off: the dot, the KV bar, the '…' of a cut cell
             brief = (
                 shown[col.key].removeprefix("● ").lstrip(BAR_FULL + BAR_EMPTY).rstrip("…").strip()
             )
-            assert col.short(e).startswith(brief) and brief, (e.name, col.key, brief)
+            assert col.short(row).startswith(brief) and brief, (row.name, col.key, brief)
             if col.brief is None:
-                assert col.short(e) == col.text(e)
+                assert col.short(row) == col.text(row)
+    return pane, doc
+
+
+async def test_the_engines_pane_and_snapshot_md_draw_one_spec():
+    """The Engines pane and snapshot.md's Engines table draw their columns from one spec, an engine
+    without kind, device or model n/a on both."""
+    frame = _golden()
+    engines = list(frame.engines)
+    engines[0] = engines[0].model_copy(update={"kind": None, "device": None, "model": None})
+    frame = frame.model_copy(update={"engines": engines})
+    pane, doc = await _one_spec(
+        frame, "#engine-table", ENGINE_COLUMNS, ENGINE_PANE, ENGINE_DOC, engines
+    )
+    assert sum(e.up for e in engines) >= 3 and list(pane[0])[-1] == "trend"
     assert [pane[0][k] for k in ("kind", "dev", "model")] == ["n/a"] * 3
     assert [doc[0][k] for k in ("kind", "dev", "model")] == ["n/a"] * 3
+
+
+async def test_the_slo_pane_and_snapshot_md_draw_one_spec():
+    """The SLO pane and snapshot.md's SLO table: one spec; a service without an SLO report n/a on
+    both."""
+    frame = _golden()
+    bare = frame.services[0].model_copy(update={"name": "no-slo", "slo": None})
+    services = [*frame.services, bare]
+    frame = frame.model_copy(update={"services": services})
+    pane, doc = await _one_spec(frame, "#slo-table", SLO_COLUMNS, SLO_PANE, SLO_DOC, services)
+    assert len(pane) == len(services) >= 3
+    assert list(pane[-1].values()) == ["no-slo"] + ["n/a"] * (len(SLO_PANE) - 1)
+    assert list(doc[-1].values()) == ["no-slo"] + ["n/a"] * (len(SLO_DOC) - 1)
+    assert any(d["ttft"].endswith(("(met)", "(MISSED)")) for d in doc)
 
 
 async def test_the_cost_pane_and_snapshot_md_draw_the_same_columns_with_the_same_text():

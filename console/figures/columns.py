@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from console.frame import CostReport, Engine, Percentiles, ServiceStatus
+from console.frame import CostReport, Engine, Percentiles, ServiceStatus, TargetReport
 from console.units import (
     NA,
+    PARTIAL,
     count_text,
     money,
     num,
@@ -21,6 +22,9 @@ from console.units import (
     quantile_text,
     room_cell,
     saturation_cell,
+    seconds,
+    share_range,
+    target_text,
 )
 
 R = TypeVar("R")
@@ -130,3 +134,74 @@ ENGINE_COLUMNS: tuple[Column[Engine], ...] = (
 ENGINE_PANE = ("engine", "kind", "model", "dev", "run", "wait", "kv", "tps", "ttft", "tpot", "ok",
                "rps", "room", "sat")  # fmt: skip
 ENGINE_DOC = ("engine", "kind", "dev", "model", "queue", "kv", "tps", "ttft", "tpot", "ok")
+
+
+def _target(key: str) -> Callable[[ServiceStatus], TargetReport | None]:
+    return lambda s: s.slo.targets.get(key) if s.slo else None
+
+
+def _observed(
+    target: Callable[[ServiceStatus], TargetReport | None],
+) -> Callable[[ServiceStatus], str]:
+    """The page's: the figure with its bucket, the target, and whether it was met."""
+
+    def text(s: ServiceStatus) -> str:
+        e = target(s)
+        if e is None or e.observed_s is None:
+            return NA
+        met = "met" if e.met else "MISSED"
+        return f"{target_text(e, ranges=True)} / {seconds(e.target_s)} ({met})"
+
+    return text
+
+
+def _observed_brief(
+    target: Callable[[ServiceStatus], TargetReport | None],
+) -> Callable[[ServiceStatus], str]:
+    """The pane's: the figure without its bucket, then its target ("236ms°/1.00s")."""
+
+    def text(s: ServiceStatus) -> str:
+        e = target(s)
+        if e is None or e.observed_s is None:
+            return NA
+        return f"{target_text(e, compact=True)}/{seconds(e.target_s)}"
+
+    return text
+
+
+def _completion(s: ServiceStatus) -> float | None:
+    return s.slo.completion.observed if s.slo and s.slo.completion else None
+
+
+def burn_text(s: ServiceStatus) -> str:
+    """The 5-minute and 1-hour burn rates, '°' on a window not yet full, '-' where unread."""
+    w = s.slo.burn.windows if s.slo and s.slo.burn else {}
+    got = [w.get(k) for k in ("5m", "1h")]
+    if all(b is None or b.burn is None for b in got):
+        return NA
+    return "/".join(
+        "-"
+        if b is None or b.burn is None
+        else f"{b.burn:.1f}" + ("" if b.ready is not False else PARTIAL)
+        for b in got
+    )
+
+
+# the SLO pane and snapshot.md's SLO table, a row per service
+SLO_COLUMNS: tuple[Column[ServiceStatus], ...] = (
+    Column("Service", "service", 12, lambda s: s.name, brief=lambda s: s.name[:12]),
+    Column("Window", "window", 6, lambda s: s.slo.window if s.slo else NA),
+    Column("TTFT p95", "ttft", 14, _observed(_target("ttft_s")), heading="TTFT observed / target",
+           brief=_observed_brief(_target("ttft_s"))),
+    Column("TPOT p95", "tpot", 13, _observed(_target("tpot_s")), heading="TPOT observed / target",
+           brief=_observed_brief(_target("tpot_s"))),
+    Column("Compl%", "done", 6, lambda s: pct(_completion(s), 2), heading="completion",
+           brief=lambda s: NA if (v := _completion(s)) is None else f"{v * 100:.1f}"),
+    Column("Good", "good", 13, lambda s: share_range(s.slo.good_share if s.slo else None),
+           heading="good share"),
+    Column("Burn 5m/1h", "burn", 10, burn_text),
+)  # fmt: skip
+# the pane's title carries the window and it has the room for the burn; the page says where each
+# target stands against it
+SLO_PANE = ("service", "ttft", "tpot", "done", "good", "burn")
+SLO_DOC = ("service", "window", "ttft", "tpot", "done", "good")

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from console.figures.columns import COST_COLUMNS, ENGINE_COLUMNS, ENGINE_DOC, pick
+from console.figures.columns import (
+    COST_COLUMNS,
+    ENGINE_COLUMNS,
+    ENGINE_DOC,
+    SLO_COLUMNS,
+    SLO_DOC,
+    pick,
+)
 from console.figures.findings import findings
 from console.figures.timeline import lines as timeline_lines
-from console.frame import Frame, GpuProcess, Percentiles, TargetReport
+from console.frame import Frame, GpuProcess, Percentiles
 from console.safetext import printable
 from console.units import (
     NA,
@@ -21,8 +28,6 @@ from console.units import (
     quantile_text,
     saturation_text,
     seconds,
-    share_range,
-    target_text,
     watts,
     when_text,
     workload_text,
@@ -271,39 +276,9 @@ def _slo(frame: Frame) -> list[str]:
     """Each service's SLO figures over its window."""
     lines: list[str] = []
     lines += ["", "## SLO compliance", ""]
-    rows = []
-    for s in frame.services:
-        slo = s.slo
-        targets = slo.targets if slo else {}
-
-        def obs(key: str, targets: dict[str, TargetReport] = targets) -> str:
-            e = targets.get(key)
-            if e is None or e.observed_s is None:
-                return NA
-            return f"{target_text(e, ranges=True)} / {seconds(e.target_s)} ({'met' if e.met else 'MISSED'})"
-
-        comp = slo.completion.observed if slo and slo.completion else None
-        rows.append(
-            [
-                s.name,
-                slo.window if slo else NA,
-                obs("ttft_s"),
-                obs("tpot_s"),
-                pct(comp, 2),
-                share_range(slo.good_share if slo else None),
-            ]
-        )
-    lines += _table(
-        [
-            "service",
-            "window",
-            "TTFT observed / target",
-            "TPOT observed / target",
-            "completion",
-            "good share",
-        ],
-        rows,
-    )
+    columns = pick(SLO_COLUMNS, SLO_DOC)
+    rows = [[col.text(s) for col in columns] for s in frame.services]
+    lines += _table([col.doc for col in columns], rows)
     between = [
         f"- {s.name} {key[:-2].upper()}: {pct(e.attainment, 1)} within {seconds(e.target_s)} "
         f"interpolated inside its bucket, {pct(e.attainment_at_edge, 1)} at the "
