@@ -6,9 +6,16 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from console.figures.findings import strays
-from console.frame import Alert, Frame, Headroom, MemoryLine
-from console.units import GIB, NA, count_text, gib
+from console.figures.columns import (
+    BUDGET_COLUMNS,
+    BUDGET_PANE,
+    Column,
+    drifts,
+    headroom_of,
+    headroom_words,
+    pick,
+)
+from console.frame import Alert, Frame, Headroom, ServiceStatus
 from screens.widgets import KeyedTable, Pane, Quiet, TablePane
 
 
@@ -93,56 +100,23 @@ class AlertPane(Pane):
 
 
 STATE_STYLE = {"ok": "success", "warning": "warning", "critical": "error", "unknown": "dim"}
-HEAD_COLUMNS = (
-    ("memory", "Memory", 10),
-    ("kv", "KV seqs", 10),
-    ("queue", "Queue", 9),
-    ("power", "Power", 9),
-    ("thermal", "Thermal", 8),
-)
-WIDE_HEAD = (
-    ("engine", "Engine", 6),
-    ("planned", "Planned / capacity", 22),
-    ("drift", "Engine vs plan GiB", 22),
-)
-
-
-def drift_cell(lines: list[MemoryLine], c: dict[str, str]) -> Text:
-    """The memory line where the engine strays furthest from the plan: engine / planned, drift.
-    KV below the plan, or a total above it, is shown as a warning."""
-    known = [m for m in lines if m.drift_bytes is not None and m.engine_bytes is not None]
-    if not known:
-        return Text("-", style=c["dim"])
-    m = max(known, key=lambda m: abs(m.drift_bytes or 0.0))
-    drift = m.drift_bytes or 0.0  # known: only lines with a drift are compared
-    bad = strays(m)
-    return Text(
-        f"{m.name} {gib(m.engine_bytes)}/{gib(m.planned_bytes)} {drift / GIB:+.1f}",
-        style=c["warning"] if bad else "",
-    )
+HEADROOMS = ("memory", "kv", "queue", "power", "thermal")
+BUDGET_SHOWN = pick(BUDGET_COLUMNS, BUDGET_PANE)
 
 
 def headroom_cell(h: Headroom | None, c: dict[str, str], bars: bool = False) -> Text:
-    """A headroom against its budget, in words: "5.2G left", "1.5 over", "3 wait" — coloured by
-    its state; with ``bars`` (wide panes) after a 4-cell bar that fills as the room is used, as
-    the GPU pane's bars fill with use: half full exactly at the plan's margin, full at none
-    left (KV: the share of the cache's sequences the plan takes)."""
+    """A headroom against its budget, in words (``headroom_words``), coloured by its state; with
+    ``bars`` (wide panes) after a 4-cell bar that fills as the room is used, as the GPU pane's
+    bars fill with use: half full exactly at the plan's margin, full at none left (KV: the share
+    of the cache's sequences the plan takes)."""
+    words = headroom_words(h)
     if h is None:
-        return Text("-", style=c["dim"])
+        return Text(words, style=c["dim"])
     color = c[STATE_STYLE[h.state]]
     if h.name == "engine":
-        return Text(
-            "up" if h.state == "ok" else ("DOWN" if h.state == "critical" else "?"),
-            style=f"bold {color}",
-        )
+        return Text(words, style=f"bold {color}")
     if h.value is None:
-        return Text(NA, style=c["dim"])
-    if h.unit == "waiting":
-        words = f"{count_text(h.value)} wait"  # a queue in the thousands whole: "1.8k wait"
-    else:
-        unit = {"GiB": "G", "W": "W", "°C": "°"}.get(h.unit, "")
-        size = f"{abs(h.value):.1f}" if h.unit in ("GiB", "seqs") else f"{abs(h.value):.0f}"
-        words = f"{size}{unit} {'left' if h.value >= 0 else 'over'}"
+        return Text(words, style=c["dim"])
     text = Text(words, style="" if h.state == "ok" else color)
     if not bars:
         return text
@@ -169,42 +143,40 @@ class ServicesPane(TablePane):
         yield Quiet("", id="service-note")
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
-        heads = [(label, key, width + (5 if wide else 0)) for key, label, width in HEAD_COLUMNS]
-        return (
-            [("Service", "service", 12), ("Dev", "dev", 4)]
-            + heads
-            + [(label, key, width) for key, label, width in (WIDE_HEAD if wide else ())]
-        )
+        return [
+            (col.label, col.key, col.width_at(wide))
+            for col in BUDGET_SHOWN
+            if wide or not col.wide_only
+        ]
 
-    def fill(self, frame: Frame) -> None:
-        self.frame = frame
-        c = self.palette()
-        rows = []
-        for s in frame.services:
-            heads = {h.name: h for h in s.headroom}
+    def _cell(self, s: ServiceStatus, col: Column[ServiceStatus], c: dict[str, str]) -> Text:
+        text = col.short(s)
+        if col.key == "service":  # its dot: the worst of its headrooms
             worst = max(
                 (h.state for h in s.headroom),
                 key=["ok", "unknown", "warning", "critical"].index,
                 default="ok",
             )
-            name = Text.assemble(("● ", c[STATE_STYLE[worst]]), s.name)
+            name = Text.assemble(("● ", c[STATE_STYLE[worst]]), text)
             name.truncate(12, overflow="ellipsis")
-            cells = [name, Text(s.device_id or "?", style="" if s.device_id else c["error"])]
-            cells += [
-                headroom_cell(heads.get(key), c, bool(self.wide)) for key, _, _ in HEAD_COLUMNS
-            ]
-            if self.wide:
-                cap = f"{s.capacity_bytes / 2**30:.1f}" if s.capacity_bytes else "?"
-                fits = {True: "", False: " DOES NOT FIT", None: ""}[s.fits]
-                cells += [
-                    headroom_cell(heads.get("engine"), c),
-                    Text(
-                        f"{s.required_bytes / 2**30:.1f} / {cap} GiB{fits}",
-                        style=c["error"] if s.fits is False else "",
-                    ),
-                    drift_cell(s.memory, c),
-                ]
-            rows.append((f"svc:{s.name}", cells))
+            return name
+        if col.key == "dev":
+            return Text(text, style="" if s.device_id else c["error"])
+        if col.key in HEADROOMS:
+            return headroom_cell(headroom_of(s, col.key), c, bool(self.wide))
+        if col.key == "engine":
+            return headroom_cell(headroom_of(s, "engine"), c)
+        if col.key == "planned":
+            return Text(text, style=c["error"] if s.fits is False else "")
+        if col.key == "drift":  # KV below the plan, or a total above it: a warning
+            return Text(text, style=c["dim"] if text == "-" else c["warning"] if drifts(s) else "")
+        return Text(text)
+
+    def fill(self, frame: Frame) -> None:
+        self.frame = frame
+        c = self.palette()
+        shown = [col for col in BUDGET_SHOWN if self.wide or not col.wide_only]
+        rows = [(f"svc:{s.name}", [self._cell(s, col, c) for col in shown]) for s in frame.services]
         table = self.query_one(KeyedTable)
         table.sync(rows)
         table.display = bool(rows)

@@ -10,11 +10,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from console.frame import CostReport, Engine, Percentiles, ServiceStatus, TargetReport
+from console.figures.findings import strays
+from console.frame import (
+    CostReport,
+    Engine,
+    Headroom,
+    MemoryLine,
+    Percentiles,
+    ServiceStatus,
+    TargetReport,
+)
 from console.units import (
+    GIB,
     NA,
     PARTIAL,
     count_text,
+    gib,
     money,
     num,
     pct,
@@ -205,3 +216,92 @@ SLO_COLUMNS: tuple[Column[ServiceStatus], ...] = (
 # target stands against it
 SLO_PANE = ("service", "ttft", "tpot", "done", "good", "burn")
 SLO_DOC = ("service", "window", "ttft", "tpot", "done", "good")
+
+
+def headroom_words(h: Headroom | None) -> str:
+    """A headroom against its budget, in words: "5.2G left", "1.5 over", "3 wait"; the engine's
+    "up", "DOWN" or "?"; "-" where the service has no such headroom."""
+    if h is None:
+        return "-"
+    if h.name == "engine":
+        return "up" if h.state == "ok" else ("DOWN" if h.state == "critical" else "?")
+    if h.value is None:
+        return NA
+    if h.unit == "waiting":
+        return f"{count_text(h.value)} wait"  # a queue in the thousands whole: "1.8k wait"
+    unit = {"GiB": "G", "W": "W", "°C": "°"}.get(h.unit, "")
+    size = f"{abs(h.value):.1f}" if h.unit in ("GiB", "seqs") else f"{abs(h.value):.0f}"
+    return f"{size}{unit} {'left' if h.value >= 0 else 'over'}"
+
+
+def headroom_of(s: ServiceStatus, name: str) -> Headroom | None:
+    return next((h for h in s.headroom if h.name == name), None)
+
+
+def _words(name: str) -> Callable[[ServiceStatus], str]:
+    return lambda s: headroom_words(headroom_of(s, name))
+
+
+def _headrooms(s: ServiceStatus) -> str:
+    """The page's: every headroom's state, with its figure."""
+    return "; ".join(
+        f"{h.name} {h.state}" + (f" ({h.value:.1f} {h.unit})" if h.value is not None else "")
+        for h in s.headroom
+    )
+
+
+def drift_line(lines: list[MemoryLine]) -> MemoryLine | None:
+    """The memory line where the engine strays furthest from the plan."""
+    known = [m for m in lines if m.drift_bytes is not None and m.engine_bytes is not None]
+    return max(known, key=lambda m: abs(m.drift_bytes or 0.0)) if known else None
+
+
+def _drift(s: ServiceStatus) -> str:
+    """That line: engine / planned, drift ("kv 33.6/20.0 +13.6")."""
+    m = drift_line(s.memory)
+    if m is None:
+        return "-"
+    return (
+        f"{m.name} {gib(m.engine_bytes)}/{gib(m.planned_bytes)} {(m.drift_bytes or 0.0) / GIB:+.1f}"
+    )
+
+
+def drifts(s: ServiceStatus) -> bool:
+    """That line strays from the plan (KV below it, or a total above it)."""
+    m = drift_line(s.memory)
+    return m is not None and strays(m)
+
+
+def _planned(digits: int, fits: bool) -> Callable[[ServiceStatus], str]:
+    """The plan's GiB over the device's ("36.87 / 47.38 GiB"); the pane's says first when it does
+    not fit (a cell too narrow cuts the figures, never the verdict)."""
+
+    def text(s: ServiceStatus) -> str:
+        cap = f"{s.capacity_bytes / 2**30:.{digits}f}" if s.capacity_bytes else "?"
+        head = "NO FIT " if fits and s.fits is False else ""
+        return f"{head}{s.required_bytes / 2**30:.{digits}f} / {cap} GiB"
+
+    return text
+
+
+# the Budget pane and snapshot.md's plan-fit table, a row per planned service: the pane a column
+# per headroom, the page every headroom's state in one
+BUDGET_COLUMNS: tuple[Column[ServiceStatus], ...] = (
+    Column("Service", "service", 12, lambda s: s.name),
+    Column("Dev", "dev", 4, lambda s: f"{s.device} → {s.device_id or 'not found'}",
+           heading="device", brief=lambda s: s.device_id or "?"),
+    Column("Memory", "memory", (10, 15), _words("memory")),
+    Column("KV seqs", "kv", (10, 15), _words("kv")),
+    Column("Queue", "queue", (9, 14), _words("queue")),
+    Column("Power", "power", (9, 14), _words("power")),
+    Column("Thermal", "thermal", (8, 13), _words("thermal")),
+    Column("Engine", "engine", 6, _words("engine"), wide_only=True),
+    Column("Planned / capacity", "planned", 22, _planned(2, fits=False), wide_only=True,
+           brief=_planned(1, fits=True)),
+    Column("Fits", "fits", 4, lambda s: {True: "yes", False: "NO", None: "?"}[s.fits]),
+    Column("Headroom", "headroom", 0, _headrooms),
+    Column("Engine vs plan GiB", "drift", 22, _drift, wide_only=True),
+)  # fmt: skip
+BUDGET_PANE = ("service", "dev", "memory", "kv", "queue", "power", "thermal", "engine", "planned",
+               "drift")  # fmt: skip
+BUDGET_DOC = ("service", "dev", "planned", "fits", "headroom")

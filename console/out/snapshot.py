@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from console.figures.columns import (
+    BUDGET_COLUMNS,
+    BUDGET_DOC,
     COST_COLUMNS,
     ENGINE_COLUMNS,
     ENGINE_DOC,
@@ -321,23 +323,9 @@ def _plan(frame: Frame) -> list[str]:
     """Each service's fit on paper and its live headroom."""
     lines: list[str] = []
     lines += ["", "## Plan fit and headroom", ""]
-    rows = []
-    for s in frame.services:
-        heads = "; ".join(
-            f"{h.name} {h.state}" + (f" ({h.value:.1f} {h.unit})" if h.value is not None else "")
-            for h in s.headroom
-        )
-        cap = f"{s.capacity_bytes / 2**30:.2f}" if s.capacity_bytes else "?"
-        rows.append(
-            [
-                s.name,
-                f"{s.device} → {s.device_id or 'not found'}",
-                f"{s.required_bytes / 2**30:.2f} / {cap} GiB",
-                {True: "yes", False: "NO", None: "?"}[s.fits],
-                heads,
-            ]
-        )
-    lines += _table(["service", "device", "planned / capacity", "fits", "headroom"], rows)
+    columns = pick(BUDGET_COLUMNS, BUDGET_DOC)
+    rows = [[col.text(s) for col in columns] for s in frame.services]
+    lines += _table([col.doc for col in columns], rows)
     return lines
 
 
