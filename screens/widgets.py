@@ -424,7 +424,12 @@ class Flashing:
         app.set_timer(shown + 0.05, app.refresh_key_bars)
 
     def refresh_key_bars(self) -> None:
-        for bar in cast(Any, self).screen.query(KeyBar):
+        """Redraws the key bars for a message said or over; nothing once the app has no screen
+        left (the timer of a message said just before it exited fires as it tears down)."""
+        app = cast(Any, self)
+        if not app.screen_stack:
+            return
+        for bar in app.screen.query(KeyBar):
             bar.refresh()
 
 
