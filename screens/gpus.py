@@ -11,8 +11,9 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
-from console.frame import Frame, GpmActivity, Gpu, GpuProcess, MigDevice
-from console.units import GIB, NA, gib, num, watts, workload_text
+from console.figures.columns import GPU_COLUMNS, GPU_PANE, GpuRow, gpu_rows, pick
+from console.frame import Frame, GpmActivity, Gpu, GpuProcess
+from console.units import NA, gib, num, watts, workload_text
 from screens.charts import ChartRow, SeriesChart
 from screens.widgets import (
     DeckScreen,
@@ -23,34 +24,13 @@ from screens.widgets import (
     bar,
     bar_cell,
     cell,
-    short_gpu_name,
     spark,
     theme_colors,
 )
 
-NARROW_COLUMNS = (
-    ("GPU", "gpu", 4),
-    ("Device", "device", 16),
-    ("Memory", "memory", 17),
-    ("Util/Act", "util", 9),
-    ("Power", "power", 10),
-    ("Temp", "temp", 8),
-)
-WIDE_COLUMNS = (
-    ("SM clock", "clock", 10),
-    ("Clock events", "events", 18),
-    ("Procs", "procs", 5),
-    ("Trend power", "trend", 16),
-)
+SHOWN = pick(GPU_COLUMNS, GPU_PANE)
+TREND = ("Trend power", "trend", 16)  # the pane's own: the GPU's power over its history
 HOT = {"power cap", "thermal (SW)", "thermal (HW)", "HW slowdown", "power brake (HW)"}
-
-
-def _activity(a: GpmActivity | None, c: dict[str, str]) -> Text:
-    """A MIG instance's GPM graphics activity (NVML has no utilisation there)."""
-    if a is None or a.graphics_pct is None:
-        return cell("n/a MIG", c["dim"])
-    v = a.graphics_pct
-    return bar_cell(min(v, 100.0) / 100, 4, c, 0.9, 0.99, f"{v:4.0f}%")
 
 
 def activity_text(a: GpmActivity) -> str:
@@ -75,48 +55,76 @@ def _frac(used: float | None, total: float | None) -> float | None:
     return used / total if used is not None and total else None
 
 
-def _mem(used: int | None, total: int | None, c: dict[str, str]) -> Text:
+def _mem(r: GpuRow, text: str, c: dict[str, str]) -> Text:
+    of = r.mig or r.gpu
+    used, total = of.memory_used_bytes, of.memory_total_bytes
     if used is None or total is None:
-        return cell(NA, c["dim"])
-    return bar_cell(_frac(used, total), 6, c, 0.9, 0.98, f" {used / GIB:4.1f}/{total / GIB:.0f}G")
+        return cell(text, c["dim"])
+    return bar_cell(_frac(used, total), 6, c, 0.9, 0.98, f" {text}")
 
 
-def _power(g: Gpu, c: dict[str, str]) -> Text:
+def _util(r: GpuRow, text: str, c: dict[str, str]) -> Text:
+    """The GPU's utilisation, or a MIG device's GPM graphics activity, with its bar."""
+    if r.mig is not None:
+        a = r.mig.activity
+        v = a.graphics_pct if a is not None else None
+    else:
+        v = r.gpu.utilization_gpu_pct
+    if v is None:
+        return cell(text, c["dim"])
+    return bar_cell(min(v, 100.0) / 100 if r.mig else v / 100, 4, c, 0.9, 0.99, text)
+
+
+def _power(r: GpuRow, text: str, c: dict[str, str]) -> Text:
+    g = r.gpu
+    if r.mig is not None:
+        return cell("")
     if g.power_w is None:
-        return cell(NA, c["dim"])
+        return cell(text, c["dim"])
     if not g.power_limit_w:  # a draw without its limit (DCGM in the fleet): no bar to fill
-        return cell(f"{g.power_w:4.0f}W")
+        return cell(text)
     capped = bool(g.clock_events and "power cap" in g.clock_events)
     return bar_cell(
-        g.power_w / g.power_limit_w,
-        4,
-        c,
-        0.95,
-        0.99,
-        f"{g.power_w:4.0f}W",
-        c["warning"] if capped else "",
+        g.power_w / g.power_limit_w, 4, c, 0.95, 0.99, text, c["warning"] if capped else ""
     )
 
 
-def _temp(g: Gpu, c: dict[str, str]) -> Text:
+def _temp(r: GpuRow, text: str, c: dict[str, str]) -> Text:
+    g = r.gpu
+    if r.mig is not None:
+        return cell("")
     if g.temperature_c is None:
-        return cell(NA, c["dim"])
+        return cell(text, c["dim"])
     frac = g.temperature_c / g.temperature_slowdown_c if g.temperature_slowdown_c else None
     hot = bool(g.clock_events and {"thermal (SW)", "thermal (HW)"} & set(g.clock_events))
     return Text.assemble(
-        bar(frac, 3, c, 0.9, 0.97) if frac is not None else "",
-        (f"{g.temperature_c:3.0f}°C", c["error"] if hot else ""),
+        bar(frac, 3, c, 0.9, 0.97) if frac is not None else "", (text, c["error"] if hot else "")
     )
 
 
-def _events(g: Gpu, c: dict[str, str]) -> Text:
+def _events(r: GpuRow, text: str, c: dict[str, str]) -> Text:
+    g = r.gpu
+    if r.mig is not None:
+        return cell("")
     if g.clock_events is None:
-        return cell(NA, c["dim"])
+        return cell(text, c["dim"])
     if not g.clock_events:
-        return cell("none", c["dim"])
+        return cell(text, c["dim"])
     return Text(", ").join(
         Text(e, style=f"bold {c['warning']}" if e in HOT else c["dim"]) for e in g.clock_events
     )
+
+
+def _device(r: GpuRow, text: str, c: dict[str, str], wide: bool) -> Text:
+    name = Text(text, overflow="ellipsis", no_wrap=True)
+    g = r.gpu
+    if r.mig is None and g.mig and g.mig.current != g.mig.pending:  # a re-cut pending: ⟳
+        name.truncate(13 if not wide else 21, overflow="ellipsis")
+        name.append(" ⟳", style=f"bold {c['warning']}")
+    return name
+
+
+STYLES = {"memory": _mem, "util": _util, "power": _power, "temp": _temp, "events": _events}
 
 
 class GpuPane(TablePane):
@@ -130,10 +138,10 @@ class GpuPane(TablePane):
         yield table
 
     def columns(self, wide: bool) -> list[tuple[str, str, int]]:
-        return [
-            (label, key, width + (8 if key == "device" and wide else 0))
-            for label, key, width in NARROW_COLUMNS + (WIDE_COLUMNS if wide else ())
+        shown = [
+            (col.label, col.key, col.width_at(wide)) for col in SHOWN if wide or not col.wide_only
         ]
+        return shown + [TREND] if wide else shown
 
     def fill(self, frame: Frame) -> None:
         self.frame = frame
@@ -142,82 +150,41 @@ class GpuPane(TablePane):
         text = frame.gpu_source.error or frame.gpu_source.note or ""
         note.update(text)
         note.display = bool(text)
-        rows: list[tuple[str, list[Text]]] = []
-        for g in frame.gpus:
-            rows.append((f"gpu:{g.index}", self._gpu_row(g, c)))
-            for d in g.mig.devices if g.mig else []:
-                rows.append((f"mig:{g.index}:{d.index}", self._mig_row(g, d, c)))
+        rows = [
+            (
+                f"gpu:{r.gpu.index}" if r.mig is None else f"mig:{r.gpu.index}:{r.mig.index}",
+                self._row(r, c),
+            )
+            for r in gpu_rows(frame.gpus)
+        ]
         table = self.query_one(KeyedTable)
         table.sync(rows)
         table.display = bool(rows)
 
-    def _pad(self, cells: list[Text]) -> list[Text]:
-        return cells + [cell("")] * (
-            (len(NARROW_COLUMNS) + (len(WIDE_COLUMNS) if self.wide else 0)) - len(cells)
-        )
-
-    def _mig_row(self, g: Gpu, d: MigDevice, c: dict[str, str]) -> list[Text]:
-        where = f"@{d.placement_start}" if d.placement_start is not None else ""
-        cells = [
-            cell(f" {g.index}/{d.index}"),
-            Text(f"└ {d.profile or NA}{where}", overflow="ellipsis", no_wrap=True),
-            _mem(d.memory_used_bytes, d.memory_total_bytes, c),
-            _activity(d.activity, c),
-            cell(""),
-            cell(""),
-        ]
-        if self.wide:
-            cells += [cell(""), cell(""), cell(str(len(d.processes)) if d.processes else "")]
-        return self._pad(cells)
-
-    def _gpu_row(self, g: Gpu, c: dict[str, str]) -> list[Text]:
-        if g.fault or "gpu" in g.unavailable:
+    def _row(self, r: GpuRow, c: dict[str, str]) -> list[Text]:
+        shown = [col for col in SHOWN if self.wide or not col.wide_only]
+        g = r.gpu
+        if r.mig is None and (g.fault or "gpu" in g.unavailable):
             reason = g.fault or g.unavailable["gpu"]
-            return self._pad(
-                [
-                    Text(str(g.index), style=f"bold {c['error']}"),
-                    Text("LOST" if g.fault else "ERROR", style=f"bold {c['error']}"),
-                    Text(reason, style=c["error"], overflow="ellipsis", no_wrap=True),
-                ]
-            )
-        name = Text(short_gpu_name(g.name), overflow="ellipsis", no_wrap=True)
-        if g.mig and g.mig.current != g.mig.pending:
-            name.truncate(13 if not self.wide else 21, overflow="ellipsis")
-            name.append(" ⟳", style=f"bold {c['warning']}")
-        if g.utilization_gpu_pct is None:
-            util = Text(
-                g.unavailable.get("utilization_gpu_pct", NA).replace("n/a under MIG", "n/a MIG"),
-                style=c["dim"],
-            )
-        else:
-            util = bar_cell(
-                g.utilization_gpu_pct / 100, 4, c, 0.9, 0.99, f"{g.utilization_gpu_pct:4.0f}%"
-            )
-        cells = [
-            cell(str(g.index), "bold"),
-            name,
-            _mem(g.memory_used_bytes, g.memory_total_bytes, c),
-            util,
-            _power(g, c),
-            _temp(g, c),
-        ]
-        if self.wide:
-            clock = (
-                NA
-                if g.clock_sm_mhz is None
-                else f"{g.clock_sm_mhz}"
-                if g.clock_sm_max_mhz is None  # the fleet's DCGM series hold no maximum
-                else f"{g.clock_sm_mhz}/{g.clock_sm_max_mhz}"
-            )
-            procs = len(g.processes) + sum(
-                len(d.processes) for d in (g.mig.devices if g.mig else [])
-            )
-            cells += [
-                cell(clock),
-                _events(g, c),
-                cell(str(procs) if procs else ""),
-                cell(spark(self.trend(f"gpu{g.index}.power_w", 16), 16), c["success"]),
+            cells = [
+                Text(str(g.index), style=f"bold {c['error']}"),
+                Text("LOST" if g.fault else "ERROR", style=f"bold {c['error']}"),
+                Text(reason, style=c["error"], overflow="ellipsis", no_wrap=True),
             ]
+            return cells + [cell("")] * (len(shown) + bool(self.wide) - len(cells))
+        cells = []
+        for col in shown:
+            text = col.short(r)
+            if col.key == "gpu":
+                cells.append(cell(text, "bold" if r.mig is None else ""))
+            elif col.key == "device":
+                cells.append(_device(r, text, c, bool(self.wide)))
+            else:
+                cells.append(STYLES.get(col.key, lambda r, t, c: cell(t))(r, text, c))
+        if self.wide and r.mig is None:
+            cells.append(cell(spark(self.trend(f"gpu{g.index}.power_w", 16), 16), c["success"]))
+        elif self.wide:
+            cells.append(cell(""))
         return cells
 
     def selected_gpu(self) -> int | None:

@@ -87,13 +87,6 @@ def _bar_cell(
     return Text.assemble(head, (label, label_style))
 
 
-def short_gpu_name(name: str | None) -> str:
-    if not name:
-        return NA
-    name = name.removeprefix("NVIDIA ")
-    return name.replace("Blackwell Server Edition", "BSE").replace(" Blackwell", "")
-
-
 def sort_value(text: str) -> tuple[int, float, str]:
     """A cell's text as a sort key: its first number in base units (ms, µs and s as seconds, K/M
     as thousands/millions), else its words; an empty or unread cell sorts last either way."""

@@ -22,9 +22,13 @@ from console.figures.columns import (
     ENGINE_COLUMNS,
     ENGINE_DOC,
     ENGINE_PANE,
+    GPU_COLUMNS,
+    GPU_DOC,
+    GPU_PANE,
     SLO_COLUMNS,
     SLO_DOC,
     SLO_PANE,
+    gpu_rows,
     pick,
 )
 from console.frame import Frame
@@ -186,12 +190,14 @@ async def _one_spec(frame, table_id, columns, pane_keys, doc_keys, rows):
         if getattr(row, "up", True) is False:
             continue
         for col in both:
-            assert written[col.key] == col.text(row).replace("|", "\\|"), (row.name, col.key)
+            what = (getattr(row, "name", None) or str(row)[:60], col.key)
+            assert written[col.key] == col.text(row).replace("|", "\\|"), what
             # the pane's own marks off: the dot, the KV bar, the '…' of a cut cell
             brief = (
                 shown[col.key].removeprefix("● ").lstrip(BAR_FULL + BAR_EMPTY).rstrip("…").strip()
             )
-            assert col.short(row).startswith(brief) and brief, (row.name, col.key, brief)
+            short = col.short(row).strip()
+            assert short.startswith(brief) and (brief or not short), (*what, brief)
             if col.brief is None:
                 assert col.short(row) == col.text(row)
     return pane, doc
@@ -249,6 +255,24 @@ async def test_the_budget_pane_and_snapshot_md_draw_one_spec():
         "36.90 / ? GiB",
         "NO",
     ]
+
+
+async def test_the_gpu_pane_and_snapshot_md_draw_one_spec():
+    """The GPU pane and snapshot.md's GPU table: one spec, a row per GPU and per MIG device on
+    both, in one order; a GPU whose temperature, clock events and power were not read n/a on
+    both."""
+    frame = _golden()
+    gpus = list(frame.gpus)
+    gpus[0] = gpus[0].model_copy(
+        update={"temperature_c": None, "clock_events": None, "power_w": None}
+    )
+    frame = frame.model_copy(update={"gpus": gpus})
+    rows = gpu_rows(gpus)
+    assert any(r.mig for r in rows) and len(rows) > len(gpus)
+    pane, doc = await _one_spec(frame, "#gpu-table", GPU_COLUMNS, GPU_PANE, GPU_DOC, rows)
+    assert [p["gpu"].strip() for p in pane] == [d["gpu"] for d in doc]
+    assert [pane[0][k] for k in ("power", "temp", "events")] == ["n/a"] * 3
+    assert [doc[0][k] for k in ("power", "temp")] == [f"n/a/{gpus[0].power_limit_w:.0f}W", "n/a"]
 
 
 async def test_the_cost_pane_and_snapshot_md_draw_the_same_columns_with_the_same_text():

@@ -7,15 +7,18 @@ columns it draws, in its order, from the one spec. Pure."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from console.figures.findings import strays
 from console.frame import (
     CostReport,
     Engine,
+    Gpu,
+    GpuProcess,
     Headroom,
     MemoryLine,
+    MigDevice,
     Percentiles,
     ServiceStatus,
     TargetReport,
@@ -36,6 +39,8 @@ from console.units import (
     seconds,
     share_range,
     target_text,
+    watts,
+    workload_text,
 )
 
 R = TypeVar("R")
@@ -305,3 +310,149 @@ BUDGET_COLUMNS: tuple[Column[ServiceStatus], ...] = (
 BUDGET_PANE = ("service", "dev", "memory", "kv", "queue", "power", "thermal", "engine", "planned",
                "drift")  # fmt: skip
 BUDGET_DOC = ("service", "dev", "planned", "fits", "headroom")
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """A row of the GPU table: a GPU, or one of its MIG devices under it."""
+
+    gpu: Gpu
+    mig: MigDevice | None = field(default=None)
+
+
+def gpu_rows(gpus: list[Gpu]) -> list[GpuRow]:
+    """Each GPU, then its MIG devices."""
+    return [
+        row
+        for g in gpus
+        for row in [GpuRow(g)] + [GpuRow(g, d) for d in (g.mig.devices if g.mig else [])]
+    ]
+
+
+def short_gpu_name(name: str | None) -> str:
+    if not name:
+        return NA
+    name = name.removeprefix("NVIDIA ")
+    return name.replace("Blackwell Server Edition", "BSE").replace(" Blackwell", "")
+
+
+def clock_events_text(g: Gpu) -> str:
+    """The active clock event reasons, "none", or n/a where NVML did not say."""
+    if g.clock_events is None:
+        return NA
+    return ", ".join(g.clock_events) or "none"
+
+
+def process_text(p: GpuProcess) -> str:
+    """A process: pid, the engine it serves, its pod or container."""
+    where = workload_text(p.workload) if p.workload is not None else ""
+    return f"{p.pid}{' ' + p.engine if p.engine else ''}{' (' + where + ')' if where else ''}"
+
+
+def _name(r: GpuRow) -> str:
+    d = r.mig
+    return r.gpu.name or NA if d is None else f"MIG {d.profile or NA} @{d.placement_start}"
+
+
+def _name_brief(r: GpuRow) -> str:
+    d = r.mig
+    if d is None:
+        return short_gpu_name(r.gpu.name)
+    where = f"@{d.placement_start}" if d.placement_start is not None else ""
+    return f"└ {d.profile or NA}{where}"
+
+
+def _memory(r: GpuRow) -> tuple[int | None, int | None]:
+    of = r.mig or r.gpu
+    return of.memory_used_bytes, of.memory_total_bytes
+
+
+def _memory_brief(r: GpuRow) -> str:
+    used, total = _memory(r)
+    return NA if used is None or total is None else f"{used / GIB:4.1f}/{total / GIB:.0f}G"
+
+
+def _util(r: GpuRow) -> str:
+    """The GPU's utilisation; a MIG device's GPM graphics activity (NVML has no utilisation
+    there)."""
+    if r.mig is not None:
+        act = r.mig.activity.graphics_pct if r.mig.activity is not None else None
+        return f"activity {act:.0f}%" if act is not None else "n/a under MIG"
+    v = r.gpu.utilization_gpu_pct
+    return pct(v / 100 if v is not None else None)
+
+
+def _util_brief(r: GpuRow) -> str:
+    if r.mig is not None:
+        act = r.mig.activity.graphics_pct if r.mig.activity is not None else None
+        return "n/a MIG" if act is None else f"{act:4.0f}%"
+    v = r.gpu.utilization_gpu_pct
+    if v is None:  # why, where the reader said ("n/a under MIG")
+        return r.gpu.unavailable.get("utilization_gpu_pct", NA).replace("n/a under MIG", "n/a MIG")
+    return f"{v:4.0f}%"
+
+
+def _gpu_only(text: Callable[[Gpu], str]) -> Callable[[GpuRow], str]:
+    """A figure of the whole GPU: blank on its MIG devices' rows."""
+    return lambda r: "" if r.mig is not None else text(r.gpu)
+
+
+def _temp(g: Gpu) -> str:
+    return (
+        f"{num(g.temperature_c)}°C ({clock_events_text(g)})" if g.temperature_c is not None else NA
+    )
+
+
+def _clock(g: Gpu) -> str:
+    if g.clock_sm_mhz is None:
+        return NA
+    if g.clock_sm_max_mhz is None:  # the fleet's DCGM series hold no maximum
+        return f"{g.clock_sm_mhz}"
+    return f"{g.clock_sm_mhz}/{g.clock_sm_max_mhz}"
+
+
+def _procs(r: GpuRow) -> str:
+    """How many processes: a MIG device's, or the GPU's with its devices'."""
+    g = r.gpu
+    n = (
+        len(r.mig.processes)
+        if r.mig is not None
+        else len(g.processes) + sum(len(d.processes) for d in (g.mig.devices if g.mig else []))
+    )
+    return str(n) if n else ""
+
+
+def _mig_and_processes(r: GpuRow) -> str:
+    """MIG on or off (or n/a), the GPU's own processes and the MIG note; a device's processes."""
+    if r.mig is not None:
+        return ", ".join(process_text(p) for p in r.mig.processes)
+    g = r.gpu
+    text = "on" if g.mig and g.mig.current else ("off" if g.mig else "n/a")
+    if g.processes:
+        text += "; " + ", ".join(process_text(p) for p in g.processes)
+    if g.mig and g.mig.note:
+        text += f" ({g.mig.note})"
+    return text
+
+
+# the GPU pane and snapshot.md's GPU table, a row per GPU and per MIG device (a GPU lost draws
+# its index and says so in the next columns)
+GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
+    Column("GPU", "gpu", 4,
+           lambda r: str(r.gpu.index) if r.mig is None else f"{r.gpu.index}/{r.mig.index}",
+           brief=lambda r: str(r.gpu.index) if r.mig is None else f" {r.gpu.index}/{r.mig.index}"),
+    Column("Device", "device", (16, 24), _name, heading="name", brief=_name_brief),
+    Column("Memory", "memory", 17,
+           lambda r: f"{gib(_memory(r)[0])}/{gib(_memory(r)[1])} GiB", brief=_memory_brief),
+    Column("Util/Act", "util", 9, _util, heading="util", brief=_util_brief),
+    Column("Power", "power", 10, _gpu_only(lambda g: f"{watts(g.power_w)}/{watts(g.power_limit_w)}"),
+           brief=_gpu_only(lambda g: NA if g.power_w is None else f"{g.power_w:4.0f}W")),
+    Column("Temp", "temp", 8, _gpu_only(_temp), heading="temp (clock events)",
+           brief=_gpu_only(lambda g: NA if g.temperature_c is None else f"{g.temperature_c:3.0f}°C")),
+    Column("SM clock", "clock", 10, _gpu_only(_clock), wide_only=True),
+    Column("Clock events", "events", 18, _gpu_only(clock_events_text), wide_only=True),
+    Column("Procs", "procs", 5, _procs, wide_only=True),
+    Column("MIG / processes", "mig", 0, _mig_and_processes, heading="MIG / processes"),
+)  # fmt: skip
+GPU_PANE = ("gpu", "device", "memory", "util", "power", "temp", "clock", "events", "procs")
+GPU_DOC = ("gpu", "device", "memory", "util", "power", "temp", "mig")

@@ -10,29 +10,29 @@ from console.figures.columns import (
     COST_COLUMNS,
     ENGINE_COLUMNS,
     ENGINE_DOC,
+    GPU_COLUMNS,
+    GPU_DOC,
     SLO_COLUMNS,
     SLO_DOC,
+    gpu_rows,
     pick,
 )
 from console.figures.findings import findings
 from console.figures.timeline import lines as timeline_lines
-from console.frame import Frame, GpuProcess, Percentiles
+from console.frame import Frame, Percentiles
 from console.safetext import printable
 from console.units import (
     NA,
     PARTIAL,
     capacity_text,
     eta_text,
-    gib,
     money,
     num,
     pct,
     quantile_text,
     saturation_text,
     seconds,
-    watts,
     when_text,
-    workload_text,
 )
 
 
@@ -164,51 +164,18 @@ def _gpus(frame: Frame) -> list[str]:
         lines.append(src.error)
     if src.note:
         lines.append(src.note)
-    rows = []
-    for g in frame.gpus:
-        if g.fault:
-            rows.append([str(g.index), g.name or NA, "FAULT: " + g.fault, "", "", "", ""])
-            continue
-        mig = "on" if g.mig and g.mig.current else ("off" if g.mig else "n/a")
-        if g.processes:
-            mig += "; " + ", ".join(_proc(p) for p in g.processes)
-        if g.mig and g.mig.note:
-            mig += f" ({g.mig.note})"
-        events = (
-            ", ".join(g.clock_events)
-            if g.clock_events
-            else ("none" if g.clock_events is not None else NA)
-        )
-        rows.append(
-            [
-                str(g.index),
-                g.name or NA,
-                f"{gib(g.memory_used_bytes)}/{gib(g.memory_total_bytes)} GiB",
-                pct(g.utilization_gpu_pct / 100 if g.utilization_gpu_pct is not None else None),
-                f"{watts(g.power_w)}/{watts(g.power_limit_w)}",
-                f"{num(g.temperature_c)}°C ({events})" if g.temperature_c is not None else NA,
-                mig,
-            ]
-        )
-        for d in g.mig.devices if g.mig else []:
-            procs = ", ".join(_proc(p) for p in d.processes)
-            act = d.activity.graphics_pct if d.activity is not None else None
-            rows.append(
-                [
-                    f"{g.index}/{d.index}",
-                    f"MIG {d.profile or NA} @{d.placement_start}",
-                    f"{gib(d.memory_used_bytes)}/{gib(d.memory_total_bytes)} GiB",
-                    f"activity {act:.0f}%" if act is not None else "n/a under MIG",
-                    "",
-                    "",
-                    procs,
-                ]
-            )
+    columns = pick(GPU_COLUMNS, GPU_DOC)
+    rows = [
+        [col.text(r) for col in columns]
+        if not r.gpu.fault
+        else [col.text(r) for col in columns[:2]]
+        + ["FAULT: " + r.gpu.fault]
+        + [""] * (len(columns) - 3)
+        for r in gpu_rows(frame.gpus)
+        if not (r.gpu.fault and r.mig)  # a GPU lost: its row only
+    ]
     if rows:
-        lines += _table(
-            ["gpu", "name", "memory", "util", "power", "temp (clock events)", "MIG / processes"],
-            rows,
-        )
+        lines += _table([col.doc for col in columns], rows)
     return lines
 
 
@@ -345,9 +312,3 @@ def _recent(frame: Frame) -> list[str]:
     else:
         lines.append("none in the last 10 minutes")
     return lines
-
-
-def _proc(p: GpuProcess) -> str:
-    """A process in snapshot.md: pid, the engine it serves, its pod or container."""
-    where = workload_text(p.workload) if p.workload is not None else ""
-    return f"{p.pid}{' ' + p.engine if p.engine else ''}{' (' + where + ')' if where else ''}"
