@@ -712,8 +712,7 @@ def test_slow_clients_never_keep_a_scraper_out(clients):
     worst, answered = 0.0, 0
     try:
         time.sleep(1.0)  # every slow client connected and trickling
-        end = time.monotonic() + 6.0
-        while time.monotonic() < end:
+        for _ in range(20):  # a count, not a window: a loaded machine answers as many, slower
             began = time.monotonic()
             r = httpx.get(
                 f"http://127.0.0.1:{port}/metrics",
@@ -734,7 +733,7 @@ def test_slow_clients_never_keep_a_scraper_out(clients):
         for t in threads:
             t.join(timeout=5)
         server.stop()
-    assert answered >= 20 and worst < 1.0, (answered, worst)
+    assert answered == 20 and worst < 1.0, (answered, worst)
 
 
 def _answer_json(handler, body: bytes) -> None:
