@@ -27,12 +27,10 @@ LONG = {
     "console/commands/fleet.py:fleet_snapshot": "not yet split: the fleet snapshot's sampling "
     "and writing",
     "console/figures/capacity.py:_estimate": "not yet split: one capacity estimate's steps",
-    "console/figures/textchart.py:text_chart": "not yet split: the chart's axes, series and legend",
     "console/fleet/source.py:FleetSource._engines": "not yet split: an engine's figures from "
     "Prometheus, family by family",
     "console/fleet/source.py:FleetSource._gpus": "not yet split: a GPU's figures from DCGM",
     "console/mig/cli.py:run_mig": "not yet split: the mig command's subcommands",
-    "console/mig/manager.py:MigManager.read": "not yet split: one GPU's MIG state from NVML",
 }
 
 

@@ -67,18 +67,9 @@ def text_chart(
     """``height`` rows of at most ``width`` cells. ``series``: (label, xs, ys, colour), drawn as
     lines through their points; ``lines``: (label, y, colour), dashed across the chart. x ticks
     read as ``-x`` (minutes ago when x is minutes before now)."""
-    (x0, x1), (y0, y1) = xlim, ylim
-    # a non-finite limit (an engine's +Inf that got this far) is no scale to draw on
-    if not all(map(math.isfinite, (x0, x1))):
-        x0, x1 = -1.0, 0.0
-    if not all(map(math.isfinite, (y0, y1))):
-        y0, y1 = 0.0, 1.0
+    (x0, x1), (y0, y1) = _limits(xlim, ylim)
     series = [_finite(s) for s in series]
     lines = [(label, y, c) for label, y, c in lines if math.isfinite(y)]
-    if x1 <= x0:
-        x1 = x0 + 1.0
-    if y1 <= y0:
-        y1 = y0 + 1.0
     rows = height - 5  # title, top border, bottom border, x tick labels, x label
     n_ticks = max(1, min(rows, 6))
     at = {round(k * (rows - 1) / (n_ticks - 1)) if n_ticks > 1 else 0 for k in range(n_ticks)}
@@ -89,71 +80,114 @@ def text_chart(
     if rows < 1 or cols < 4:
         only: list[list[Run]] = [[(title[:width], None)]]
         return only[:height]
-
-    dots_x, dots_y = 2 * cols, 4 * rows
-    mask = [[0] * cols for _ in range(rows)]
-    color: list[list[str | None]] = [[None] * cols for _ in range(rows)]
-
-    def dot(dx: int, dy: int, c: str) -> None:
-        if 0 <= dx < dots_x and 0 <= dy < dots_y:
-            r, col = dy >> 2, dx >> 1
-            mask[r][col] |= DOTS[dy & 3][dx & 1]
-            color[r][col] = c
-
-    sx = (dots_x - 1) / (x1 - x0)
-    sy = (dots_y - 1) / (y1 - y0)
-
-    def ydot(y: float) -> int:
-        return round((y1 - min(max(y, y0), y1)) * sy)
-
-    for _, y, c in lines:
-        if y0 <= y <= y1:
-            dy = ydot(y)
-            for dx in range(dots_x):
-                if dx % 4 < 2:  # dashed
-                    dot(dx, dy, c)
-    ends: list[tuple[int, int]] = []  # each series' last point, as a dot
-    for _, xs, ys, c in series:
-        prev: tuple[int, int] | None = None
-        for x, y in zip(xs, ys, strict=False):
-            p = (round((x - x0) * sx), ydot(y))
-            if prev is None:
-                dot(*p, c)
-            else:
-                _segment(prev, p, c, dot)
-            prev = p
-        ends.append(prev if prev is not None else (-1, -1))
-
-    # text over the dots: each series' glyph at its end, each limit's label at its right end
-    text: list[list[tuple[str, str | None] | None]] = [[None] * cols for _ in range(rows)]
-
-    def put(r: int, col: int, s: str, c: str | None) -> None:
-        for i, ch in enumerate(s):
-            if 0 <= r < rows and 0 <= col + i < cols:
-                text[r][col + i] = (ch, c)
-
-    for label, y, c in lines:
-        if y0 <= y <= y1:
-            put(ydot(y) >> 2, cols - len(label) - 1, label, c)
-    for i, ((dx, dy), (_, _, _, c)) in enumerate(zip(ends, series, strict=True)):
-        if dx >= 0:
-            put(dy >> 2, min(dx >> 1, cols - 1), GLYPHS[i % len(GLYPHS)], c)
-
+    canvas = _Canvas(cols, rows, (x0, x1), (y0, y1))
+    canvas.draw(series, lines)
     out: list[list[Run]] = [_centred(title, lw + 1, cols)]
     out.append(_merge([(" " * lw + "┌", None), *_legend(series, cols), ("┐", None)]))
-    for r in range(rows):
-        cells: list[Run] = [(f"{ylabels[r]:>{lw}}┤" if r in ylabels else " " * lw + "│", None)]
-        for col in range(cols):
-            t = text[r][col]
-            if t is not None:
-                cells.append(t)
-            elif mask[r][col]:
-                cells.append((chr(0x2800 + mask[r][col]), color[r][col]))
-            else:
-                cells.append((" ", None))
-        cells.append(("│", None))
-        out.append(_merge(cells))
+    out += canvas.runs(ylabels, lw)
+    out += _x_axis(x0, x1, cols, lw, width)
+    out.append(_centred(xlabel, lw + 1, cols))
+    return out[:height]
 
+
+def _limits(
+    xlim: tuple[float, float], ylim: tuple[float, float]
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The scales to draw on: a non-finite limit (an engine's +Inf that got this far) is none,
+    and an empty range is widened to one unit."""
+    (x0, x1), (y0, y1) = xlim, ylim
+    if not all(map(math.isfinite, (x0, x1))):
+        x0, x1 = -1.0, 0.0
+    if not all(map(math.isfinite, (y0, y1))):
+        y0, y1 = 0.0, 1.0
+    if x1 <= x0:
+        x1 = x0 + 1.0
+    if y1 <= y0:
+        y1 = y0 + 1.0
+    return (x0, x1), (y0, y1)
+
+
+class _Canvas:
+    """The plot area: braille dots (2x4 a cell) with a colour a cell, and text over them."""
+
+    def __init__(
+        self, cols: int, rows: int, xlim: tuple[float, float], ylim: tuple[float, float]
+    ) -> None:
+        self.cols, self.rows = cols, rows
+        self.x0, self.y0, self.y1 = xlim[0], ylim[0], ylim[1]
+        self.dots_x, self.dots_y = 2 * cols, 4 * rows
+        self.mask = [[0] * cols for _ in range(rows)]
+        self.color: list[list[str | None]] = [[None] * cols for _ in range(rows)]
+        self.text: list[list[tuple[str, str | None] | None]] = [[None] * cols for _ in range(rows)]
+        self.sx = (self.dots_x - 1) / (xlim[1] - xlim[0])
+        self.sy = (self.dots_y - 1) / (ylim[1] - ylim[0])
+
+    def dot(self, dx: int, dy: int, c: str) -> None:
+        if 0 <= dx < self.dots_x and 0 <= dy < self.dots_y:
+            r, col = dy >> 2, dx >> 1
+            self.mask[r][col] |= DOTS[dy & 3][dx & 1]
+            self.color[r][col] = c
+
+    def ydot(self, y: float) -> int:
+        return round((self.y1 - min(max(y, self.y0), self.y1)) * self.sy)
+
+    def put(self, r: int, col: int, s: str, c: str | None) -> None:
+        for i, ch in enumerate(s):
+            if 0 <= r < self.rows and 0 <= col + i < self.cols:
+                self.text[r][col + i] = (ch, c)
+
+    def draw(
+        self,
+        series: Sequence[tuple[str, Sequence[float], Sequence[float], str]],
+        lines: Sequence[tuple[str, float, str]],
+    ) -> None:
+        """The limits dashed across, the series as lines through their points; then the text
+        over the dots: each series' glyph at its end, each limit's label at its right end."""
+        for _, y, c in lines:
+            if self.y0 <= y <= self.y1:
+                dy = self.ydot(y)
+                for dx in range(self.dots_x):
+                    if dx % 4 < 2:  # dashed
+                        self.dot(dx, dy, c)
+        ends: list[tuple[int, int]] = []  # each series' last point, as a dot
+        for _, xs, ys, c in series:
+            prev: tuple[int, int] | None = None
+            for x, y in zip(xs, ys, strict=False):
+                p = (round((x - self.x0) * self.sx), self.ydot(y))
+                if prev is None:
+                    self.dot(*p, c)
+                else:
+                    _segment(prev, p, c, self.dot)
+                prev = p
+            ends.append(prev if prev is not None else (-1, -1))
+        for label, y, c in lines:
+            if self.y0 <= y <= self.y1:
+                self.put(self.ydot(y) >> 2, self.cols - len(label) - 1, label, c)
+        for i, ((dx, dy), (_, _, _, c)) in enumerate(zip(ends, series, strict=True)):
+            if dx >= 0:
+                self.put(dy >> 2, min(dx >> 1, self.cols - 1), GLYPHS[i % len(GLYPHS)], c)
+
+    def runs(self, ylabels: dict[int, str], lw: int) -> list[list[Run]]:
+        """A line a row: its y label or the axis, the cells, the right border."""
+        out: list[list[Run]] = []
+        for r in range(self.rows):
+            cells: list[Run] = [(f"{ylabels[r]:>{lw}}┤" if r in ylabels else " " * lw + "│", None)]
+            for col in range(self.cols):
+                t = self.text[r][col]
+                if t is not None:
+                    cells.append(t)
+                elif self.mask[r][col]:
+                    cells.append((chr(0x2800 + self.mask[r][col]), self.color[r][col]))
+                else:
+                    cells.append((" ", None))
+            cells.append(("│", None))
+            out.append(_merge(cells))
+        return out
+
+
+def _x_axis(x0: float, x1: float, cols: int, lw: int, width: int) -> list[list[Run]]:
+    """The bottom border with a tick at each step back from now, and the ticks' labels under
+    it, right to left: the newest first, a label never over another."""
     step = _x_step(x1 - x0, max(1, cols // 8))
     marks: list[tuple[int, str]] = []
     k = 0
@@ -164,18 +198,18 @@ def text_chart(
     border = ["─"] * cols
     for col, _ in marks:
         border[col] = "┬"
-    out.append([(" " * lw + "└" + "".join(border) + "┘", None)])
     under = [" "] * (width + 8)
     taken = width + 8
-    for col, label in marks:  # right to left: the newest first, a label never over another
+    for col, label in marks:
         start = min(lw + 1 + col - len(label) // 2, width - len(label))
         if start < 0 or start + len(label) >= taken:
             continue
         under[start : start + len(label)] = label
         taken = start - 1
-    out.append([("".join(under[:width]).rstrip(), None)])
-    out.append(_centred(xlabel, lw + 1, cols))
-    return out[:height]
+    return [
+        [(" " * lw + "└" + "".join(border) + "┘", None)],
+        [("".join(under[:width]).rstrip(), None)],
+    ]
 
 
 def _segment(

@@ -182,61 +182,15 @@ class MigManager:
             cur, pend = self._nv("nvmlDeviceGetMigMode", h)
         except MigCallError as exc:
             raise MigError(f"GPU {index} ({name}) does not support MIG ({exc.reason}).") from None
-        ids: dict[str, int] = {}
-        slices: dict[str, int] = {}
-        live: list[MigProfile] = []
-        for p in range(self.lib.NVML_GPU_INSTANCE_PROFILE_COUNT):
-            try:
-                info = self._nv("nvmlDeviceGetGpuInstanceProfileInfo", h, p)
-            except MigCallError:
-                continue
-            pname = mig_profile_name(int(info.sliceCount), int(info.memorySizeMB), total, p)
-            ids[pname] = int(info.id)
-            slices[pname] = int(info.sliceCount)
-            starts, size = self._placements(h, int(info.id))
-            if starts:
-                live.append(
-                    MigProfile(
-                        name=pname,
-                        id=int(info.id),
-                        index=p,
-                        slices=int(info.sliceCount),
-                        memory_mib=int(info.memorySizeMB),
-                        max=int(info.instanceCount),
-                        size=size,
-                        starts=starts,
-                    )
-                )
+        ids, slices, live = self._profiles(h, total)
         layout: list[Instance] = []
         gi_ids: dict[Instance, int] = {}
         processes: dict[Instance, list[int]] = {}
         devices: dict[Instance, list[str]] = {}
         if cur:
             by_id = {v: k for k, v in ids.items()}
-            for _pname, pid in ids.items():
-                for gi in self._gis(h, pid, index):
-                    info = self._nv("nvmlGpuInstanceGetInfo", gi)
-                    inst = (by_id[int(info.profileId)], int(info.placement.start))
-                    layout.append(inst)
-                    gi_ids[inst] = int(info.id)
-            layout.sort(key=lambda x: x[1])
-            # MIG devices (one per compute instance) and their processes, mapped to their instance
-            on_instance: dict[Instance, list[int]] = {}
-            for i in range(self._nv("nvmlDeviceGetMaxMigDeviceCount", h)):
-                try:
-                    mh = self._nv("nvmlDeviceGetMigDeviceHandleByIndex", h, i)
-                except MigCallError:
-                    continue
-                gi_id = self._nv("nvmlDeviceGetGpuInstanceId", mh)
-                gi = self._nv(
-                    "nvmlGpuInstanceGetInfo", self._nv("nvmlDeviceGetGpuInstanceById", h, gi_id)
-                )
-                key = (by_id[int(gi.profileId)], int(gi.placement.start))
-                devices.setdefault(key, []).append(str(self._nv("nvmlDeviceGetUUID", mh)))
-                on_instance.setdefault(key, []).extend(
-                    int(p.pid) for p in self._nv("nvmlDeviceGetComputeRunningProcesses", mh)
-                )
-            processes = {k: v for k, v in on_instance.items() if v}
+            layout, gi_ids = self._instances(h, ids, by_id, index)
+            devices, processes = self._mig_devices(h, by_id)
         else:
             pids = [int(p.pid) for p in self._nv("nvmlDeviceGetComputeRunningProcesses", h)]
             if pids:
@@ -263,6 +217,76 @@ class MigManager:
             gi_ids,
             devices,
         )
+
+    def _profiles(
+        self, h: Any, total: int
+    ) -> tuple[dict[str, int], dict[str, int], list[MigProfile]]:
+        """The GPU instance profiles the driver knows: each one's id and slice count by name,
+        and those with a placement on this GPU as MigProfiles."""
+        ids: dict[str, int] = {}
+        slices: dict[str, int] = {}
+        live: list[MigProfile] = []
+        for p in range(self.lib.NVML_GPU_INSTANCE_PROFILE_COUNT):
+            try:
+                info = self._nv("nvmlDeviceGetGpuInstanceProfileInfo", h, p)
+            except MigCallError:
+                continue
+            pname = mig_profile_name(int(info.sliceCount), int(info.memorySizeMB), total, p)
+            ids[pname] = int(info.id)
+            slices[pname] = int(info.sliceCount)
+            starts, size = self._placements(h, int(info.id))
+            if starts:
+                live.append(
+                    MigProfile(
+                        name=pname,
+                        id=int(info.id),
+                        index=p,
+                        slices=int(info.sliceCount),
+                        memory_mib=int(info.memorySizeMB),
+                        max=int(info.instanceCount),
+                        size=size,
+                        starts=starts,
+                    )
+                )
+        return ids, slices, live
+
+    def _instances(
+        self, h: Any, ids: dict[str, int], by_id: dict[int, str], index: int
+    ) -> tuple[list[Instance], dict[Instance, int]]:
+        """The GPU instances there are, by placement, with each one's NVML id."""
+        layout: list[Instance] = []
+        gi_ids: dict[Instance, int] = {}
+        for pid in ids.values():
+            for gi in self._gis(h, pid, index):
+                info = self._nv("nvmlGpuInstanceGetInfo", gi)
+                inst = (by_id[int(info.profileId)], int(info.placement.start))
+                layout.append(inst)
+                gi_ids[inst] = int(info.id)
+        layout.sort(key=lambda x: x[1])
+        return layout, gi_ids
+
+    def _mig_devices(
+        self, h: Any, by_id: dict[int, str]
+    ) -> tuple[dict[Instance, list[str]], dict[Instance, list[int]]]:
+        """MIG devices (one per compute instance) and their processes, mapped to their
+        instance (an instance without processes left out of the second)."""
+        devices: dict[Instance, list[str]] = {}
+        on_instance: dict[Instance, list[int]] = {}
+        for i in range(self._nv("nvmlDeviceGetMaxMigDeviceCount", h)):
+            try:
+                mh = self._nv("nvmlDeviceGetMigDeviceHandleByIndex", h, i)
+            except MigCallError:
+                continue
+            gi_id = self._nv("nvmlDeviceGetGpuInstanceId", mh)
+            gi = self._nv(
+                "nvmlGpuInstanceGetInfo", self._nv("nvmlDeviceGetGpuInstanceById", h, gi_id)
+            )
+            key = (by_id[int(gi.profileId)], int(gi.placement.start))
+            devices.setdefault(key, []).append(str(self._nv("nvmlDeviceGetUUID", mh)))
+            on_instance.setdefault(key, []).extend(
+                int(p.pid) for p in self._nv("nvmlDeviceGetComputeRunningProcesses", mh)
+            )
+        return devices, {k: v for k, v in on_instance.items() if v}
 
     def _gis(self, h: Any, profile_id: int, index: int | None = None) -> list[Any]:
         """The GPU instances of one profile (mig-parted's walk; needs root)."""
