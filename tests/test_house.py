@@ -26,7 +26,6 @@ LONG = {
     "poll loop",
     "console/commands/fleet.py:fleet_snapshot": "not yet split: the fleet snapshot's sampling "
     "and writing",
-    "console/figures/capacity.py:_estimate": "not yet split: one capacity estimate's steps",
     "console/fleet/source.py:FleetSource._engines": "not yet split: an engine's figures from "
     "Prometheus, family by family",
     "console/fleet/source.py:FleetSource._gpus": "not yet split: a GPU's figures from DCGM",

@@ -622,8 +622,72 @@ def _estimate(
     read: Callable[[Extract, str], float | None] = _PLAIN,
 ) -> CapacityReport:
     full_in = kv_full_in(history, window_s, read)
+    fit, mix = _decode_law(history, points, window_s, read)
+    if isinstance(fit, str):
+        return CapacityReport(cant_tell=fit, kv_full_in_s=full_in)
+    done = sum(p.finished for p in points)
+    if done <= 0:
+        return CapacityReport(cant_tell="no request finished in the window", kv_full_in_s=full_in)
+    t0, t0_p95 = unqueued_ttft(points)
+    if t0 is None or t0_p95 is None:
+        return CapacityReport(
+            cant_tell="no stretch without a queue to read unqueued TTFT from", kv_full_in_s=full_in
+        )
+    # prefill contention: the first token's own time growing with the sequences running (their
+    # decode steps share the GPU with each new prompt's prefill)
+    prefill = _prefill_fit(points)
+    if not prefill and ttft_limit_s is not None and t0_p95 > ttft_limit_s:
+        return CapacityReport(
+            requests_per_s=now,
+            room_per_s=0.0,
+            binding="ttft",
+            note=f"unqueued TTFT p95 {t0_p95:.2f} s already misses its SLO {ttft_limit_s:g} s",
+            kv_full_in_s=full_in,
+            seen_max_running=fit.n_hi,
+        )
+    law = _Law(fit, t0, prefill, sum(p.output_tokens for p in points) / done, _swing(points))
+    tail = _tpot_tail(history, window_s, mix, fit)
+    bounds: dict[str, float] = {}  # name -> mean running sequences at which it binds
+    if tpot_limit_s is not None and fit.h > 0:
+        bounds["tpot"] = law.below((tpot_limit_s / tail - fit.w) / fit.h)
+    kv = [p.kv_tokens for p in points if p.kv_tokens]
+    if kv and kv_capacity_tokens:
+        bounds["kv"] = law.below(kv_capacity_tokens / (sum(kv) / len(kv)))
+    seen = None if batch_limit else _batch_seen(points, kv_capacity_tokens)
+    batch_limit = batch_limit or seen
+    if batch_limit:
+        bounds["batch"] = law.below(batch_limit)
+    if prefill and ttft_limit_s is not None:
+        # the SLO breaks where the fitted median, scaled to its p95, reaches it
+        bounds["prefill"] = law.below((ttft_limit_s / prefill[2] - prefill[0]) / prefill[1])
+    if not bounds:
+        return CapacityReport(
+            cant_tell="no SLO or pool bound to reach (no TPOT SLO, no KV capacity)",
+            kv_full_in_s=full_in,
+        )
+    queued = {k: v for k, v in bounds.items() if k in ("kv", "batch")}
+    return _at_bound(
+        law,
+        bounds,
+        (tpot_limit_s or 0) / tail,
+        now,
+        kv_full_in_s=full_in,
+        observed=[(p.running, p.itl_s) for p in points if p.itl_s is not None][-MAX_SHOWN:],
+        queue_from=min(queued, key=lambda k: queued[k]) if queued else None,
+        batch_limit=batch_limit,
+        batch_from="the load (stretches that queued with KV room)" if seen else None,
+    )
+
+
+def _decode_law(
+    history: Sequence[Extract],
+    points: Sequence[LoadPoint],
+    window_s: float,
+    read: Callable[[Extract, str], float | None],
+) -> tuple[Fit | str, list[tuple[float, float]]]:
+    """The decode step's law over the running count, and the load it was read at (each level
+    weighted by what it served)."""
     fit = fit_itl(points)
-    # the load the window ran at, each level weighted by what it served
     mix = [(p.running, p.finished) for p in points if p.finished > 0]
     if len(points) >= MIN_POINTS and sum(not p.steady for p in points) >= len(points) / 2:
         # a load that jumps (every 5-10 s): stretches mix its levels, so the decode law is read
@@ -633,103 +697,92 @@ def _estimate(
         pairs = decode_points(history, window_s, read)
         fine = fit_itl(pairs)
         if not isinstance(fine, str):
-            fit = fine
-            mix = [(p.running, p.tokens) for p in pairs]
-    if isinstance(fit, str):
-        return CapacityReport(cant_tell=fit, kv_full_in_s=full_in)
-    done = sum(p.finished for p in points)
-    if done <= 0:
-        return CapacityReport(cant_tell="no request finished in the window", kv_full_in_s=full_in)
-    out_tokens = sum(p.output_tokens for p in points) / done
-    t0, t0_p95 = unqueued_ttft(points)
-    if t0 is None or t0_p95 is None:
-        return CapacityReport(
-            cant_tell="no stretch without a queue to read unqueued TTFT from", kv_full_in_s=full_in
-        )
-    tail = _tpot_tail(history, window_s, mix, fit)
-    # prefill contention: the first token's own time growing with the sequences running (their
-    # decode steps share the GPU with each new prompt's prefill)
-    prefill = _prefill_fit(points)
+            return fine, [(p.running, p.tokens) for p in pairs]
+    return fit, mix
 
-    def first(n: float) -> float:
-        return max(t0, prefill[0] + prefill[1] * n) if prefill else t0
 
-    def itl(n: float, w: float = fit.w, h: float = fit.h) -> float:
-        return max(1e-6, w + h * n)
-
-    def rate(n: float, w: float = fit.w, h: float = fit.h) -> float:
-        return n / (first(n) + max(0.0, out_tokens - 1) * itl(n, w, h))
-
-    # the running count swings around its mean as arrivals come and go (about as a Poisson
-    # count: variance ~ c x mean, c read from the stretches); a bound is met by the swing's
-    # 95th percentile, so the mean that reaches it stands Z x sigma below it
-    calm = [p for p in points if p.steady]  # a step in the load is no chance swing
+def _swing(points: Sequence[LoadPoint]) -> float:
+    """How far the running count swings around its mean as arrivals come and go: about a
+    Poisson count's, variance ~ c x mean, c read from the stretches of steady load (a step in
+    the load is no chance swing)."""
+    calm = [p for p in points if p.steady]
     weight = sum(p.running for p in calm)
-    c = sum(p.running_var for p in calm) / weight if weight > 0 else 0.0
+    return sum(p.running_var for p in calm) / weight if weight > 0 else 0.0
 
-    def below(bound: float) -> float:
+
+@dataclass(frozen=True)
+class _Law:
+    """What a request costs at a mean of n running sequences: its first token (unqueued, or
+    contended by prefill), then its decode steps by the fitted law; and the swing a bound must
+    hold."""
+
+    fit: Fit
+    t0: float
+    prefill: tuple[float, float, float] | None
+    out_tokens: float
+    c: float
+
+    def first(self, n: float) -> float:
+        pf = self.prefill
+        return max(self.t0, pf[0] + pf[1] * n) if pf else self.t0
+
+    def rate(self, n: float, w: float | None = None, h: float | None = None) -> float:
+        """Requests a second served at n running sequences (the fit's w and h unless given)."""
+        w = self.fit.w if w is None else w
+        h = self.fit.h if h is None else h
+        itl = max(1e-6, w + h * n)
+        return n / (self.first(n) + max(0.0, self.out_tokens - 1) * itl)
+
+    def below(self, bound: float) -> float:
+        """The mean running count whose swing's 95th percentile reaches ``bound``: Z x sigma
+        below it."""
+        c = self.c
         root = (-Z * math.sqrt(c) + math.sqrt(Z * Z * c + 4 * max(bound, 0.0))) / 2
         return root * root
 
-    bounds: dict[str, float] = {}  # name -> mean running sequences at which it binds
-    if tpot_limit_s is not None and fit.h > 0:
-        bounds["tpot"] = below((tpot_limit_s / tail - fit.w) / fit.h)
-    kv = [p.kv_tokens for p in points if p.kv_tokens]
-    if kv and kv_capacity_tokens:
-        bounds["kv"] = below(kv_capacity_tokens / (sum(kv) / len(kv)))
-    seen = None if batch_limit else _batch_seen(points, kv_capacity_tokens)
-    batch_limit = batch_limit or seen
-    if batch_limit:
-        bounds["batch"] = below(batch_limit)
-    if prefill and ttft_limit_s is not None:
-        # the SLO breaks where the fitted median, scaled to its p95, reaches it
-        bounds["prefill"] = below((ttft_limit_s / prefill[2] - prefill[0]) / prefill[1])
-    elif ttft_limit_s is not None and t0_p95 > ttft_limit_s:
-        return CapacityReport(
-            requests_per_s=now,
-            room_per_s=0.0,
-            binding="ttft",
-            note=f"unqueued TTFT p95 {t0_p95:.2f} s already misses its SLO {ttft_limit_s:g} s",
-            kv_full_in_s=full_in,
-            seen_max_running=fit.n_hi,
-        )
-    if not bounds:
-        return CapacityReport(
-            cant_tell="no SLO or pool bound to reach (no TPOT SLO, no KV capacity)",
-            kv_full_in_s=full_in,
-        )
-    name, n_star = min(bounds.items(), key=lambda kv_: rate(max(kv_[1], 0.0)))
-    queued = {k: v for k, v in bounds.items() if k in ("kv", "batch")}
-    binding = name if name == "tpot" else "ttft"
-    reach = EXTRAPOLATE * fit.n_hi
-    if n_star > reach:
+
+def _at_bound(
+    law: _Law,
+    bounds: dict[str, float],
+    tpot_step: float,
+    now: float,
+    kv_full_in_s: float | None,
+    **found: Any,
+) -> CapacityReport:
+    """The rate at the bound that binds first, with its range and what else was ``found`` (the
+    points, the queue's bound, the batch limit); or a floor at the load seen when that bound
+    lies past what the evidence reaches. ``tpot_step``: the TPOT SLO over the tail's factor, the
+    decode step the TPOT bound holds."""
+    fit = law.fit
+    name, n_star = min(bounds.items(), key=lambda kv_: law.rate(max(kv_[1], 0.0)))
+    if n_star > EXTRAPOLATE * fit.n_hi:
         # a floor from the evidence: the rate at the load seen (the SLO held there), never a
         # rate the fit extrapolates to (that floor stood above the truth)
-        floor = rate(fit.n_hi)
+        floor = law.rate(fit.n_hi)
         return CapacityReport(
             requests_per_s=floor,
             at_least=True,
             room_per_s=max(0.0, floor - now),
             note=f"load seen up to {fit.n_hi:.0f} sequences: can't tell beyond",
-            kv_full_in_s=full_in,
+            kv_full_in_s=kv_full_in_s,
             seen_max_running=fit.n_hi,
             current_per_s=now,
         )
-    cap = rate(max(n_star, 0.0))
+    cap = law.rate(max(n_star, 0.0))
     # the range: the fit's coefficients two standard errors either way
     spread = [
-        rate(max(n_star, 0.0), fit.w + dw * 2 * fit.se_w, fit.h + dh * 2 * fit.se_h)
+        law.rate(max(n_star, 0.0), fit.w + dw * 2 * fit.se_w, fit.h + dh * 2 * fit.se_h)
         for dw in (-1, 1)
         for dh in (-1, 1)
     ]
     if name == "tpot":  # the bound itself moves with the fit
         spread = [
-            rate(below(max((tpot_limit_s or 0) / tail - w, 0.0) / h), w, h)
+            law.rate(law.below(max(tpot_step - w, 0.0) / h), w, h)
             for w in (fit.w - 2 * fit.se_w, fit.w + 2 * fit.se_w)
             for h in (max(1e-9, fit.h - 2 * fit.se_h), fit.h + 2 * fit.se_h)
         ]
     nxt = sorted(
-        ((k, rate(max(v, 0.0))) for k, v in bounds.items() if k != name), key=lambda x: x[1]
+        ((k, law.rate(max(v, 0.0))) for k, v in bounds.items() if k != name), key=lambda x: x[1]
     )
     return CapacityReport(
         requests_per_s=cap,
@@ -737,7 +790,7 @@ def _estimate(
         high=max(spread + [cap]) * (1 + ALLOW_HIGH),
         room_per_s=max(0.0, cap - now),
         current_per_s=now,
-        binding=binding,
+        binding=name if name == "tpot" else "ttft",
         limit=name,
         next_limit=nxt[0][0] if nxt else None,
         next_per_s=nxt[0][1] if nxt else None,
@@ -745,11 +798,8 @@ def _estimate(
         seen_max_running=fit.n_hi,
         itl_base_s=fit.w,
         itl_per_seq_s=fit.h,
-        observed=[(p.running, p.itl_s) for p in points if p.itl_s is not None][-MAX_SHOWN:],
-        queue_from=min(queued, key=lambda k: queued[k]) if queued else None,
-        batch_limit=batch_limit,
-        batch_from="the load (stretches that queued with KV room)" if seen else None,
-        kv_full_in_s=full_in,
+        kv_full_in_s=kv_full_in_s,
+        **found,
     )
 
 
