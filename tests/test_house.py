@@ -20,8 +20,6 @@ LONG = {
     "console/sim/formats.py:vllm_page": SIMULATED_PAGE,
     "console/sim/formats.py:sglang_page": SIMULATED_PAGE,
     "console/sim/formats.py:dynamo_page": SIMULATED_PAGE,
-    "console/out/textserver.py:TextServer.__init__": "not yet split: the request handler is a "
-    "closure over the server's state",
     "console/commands/export.py:export": "not yet split: the export command's flags, server and "
     "poll loop",
     "console/commands/fleet.py:fleet_snapshot": "not yet split: the fleet snapshot's sampling "

@@ -142,6 +142,97 @@ def _cut(conn: socket.socket) -> None:
         pass
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """One connection's requests: the head whole within the deadline, the token before a slot,
+    then the route's page (GET) or its length alone (HEAD)."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive for Prometheus; idle ones time out
+    server: _Listener
+
+    @property
+    def outer(self) -> TextServer:
+        return self.server.owner
+
+    def setup(self) -> None:  # (the listener gave the socket its timeout)
+        super().setup()
+        with self.outer._lock:
+            self.outer._conns.add(self.connection)
+
+    def finish(self) -> None:
+        outer = self.outer
+        outer.heads.done(self.connection)
+        with outer._lock:
+            outer._conns.discard(self.connection)
+        super().finish()
+
+    def handle_one_request(self) -> None:
+        # idle until the first byte; then the head (request line and headers) whole within the
+        # deadline, however slowly it comes
+        heads = self.outer.heads
+        heads.wait(self.connection, self.client_address, begun=False)
+        try:
+            assert isinstance(self.rfile, io.BufferedReader)  # rbufsize -1: buffered
+            try:
+                first = self.rfile.peek(1)
+            except (OSError, ValueError):
+                first = b""
+            if not first:
+                self.close_connection = True
+                return
+            heads.wait(self.connection, self.client_address)
+            super().handle_one_request()
+        finally:
+            heads.done(self.connection)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self._answer(body=True)
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+        self._answer(body=False)
+
+    def _answer(self, body: bool) -> None:
+        outer = self.outer
+        outer.heads.done(self.connection)  # the head is read: no deadline on it now
+        path = self.path.split("?", 1)[0]
+        route = outer.routes.get(path)
+        if (
+            outer.token is not None
+            and path not in outer.open_paths
+            and not token_ok(self.headers.get("Authorization"), outer.token)
+        ):
+            self._send(401, b"unauthorized\n", "text/plain", body)
+        elif route is None:
+            self._send(404, outer.not_found, "text/plain", body)
+        elif outer.slots is not None and not outer.slots.acquire(blocking=False):
+            self.close_connection = True
+            self._send(503, b"busy: try again\n", "text/plain", body)
+        else:
+            try:
+                page = route[0]()
+                data = page.encode() if isinstance(page, str) else page
+                self._send(200, data, route[1], body)
+            except Unavailable as exc:
+                self._send(503, f"{exc}\n".encode(), "text/plain", body)
+            finally:
+                if outer.slots is not None:
+                    outer.slots.release()
+
+    def _send(self, code: int, data: bytes, ctype: str, body: bool = True) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        if code == 401:
+            self.send_header("WWW-Authenticate", "Bearer")
+        if code == 503:
+            self.send_header("Retry-After", "1")
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 class TextServer:
     """Serves ``routes`` on ``address`` from a daemon thread once started (``port`` is the one
     bound: give 0 for any free port)."""
@@ -165,89 +256,8 @@ class TextServer:
         self.heads = _Heads(max_connections, timeout_s)
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive for Prometheus; idle ones time out
-            timeout = timeout_s
-
-            def setup(self) -> None:
-                super().setup()
-                with outer._lock:
-                    outer._conns.add(self.connection)
-
-            def finish(self) -> None:
-                outer.heads.done(self.connection)
-                with outer._lock:
-                    outer._conns.discard(self.connection)
-                super().finish()
-
-            def handle_one_request(self) -> None:
-                # idle until the first byte; then the head (request line and headers) whole
-                # within the deadline, however slowly it comes
-                outer.heads.wait(self.connection, self.client_address, begun=False)
-                try:
-                    assert isinstance(self.rfile, io.BufferedReader)  # rbufsize -1: buffered
-                    try:
-                        first = self.rfile.peek(1)
-                    except (OSError, ValueError):
-                        first = b""
-                    if not first:
-                        self.close_connection = True
-                        return
-                    outer.heads.wait(self.connection, self.client_address)
-                    super().handle_one_request()
-                finally:
-                    outer.heads.done(self.connection)
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                self._answer(body=True)
-
-            def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
-                self._answer(body=False)
-
-            def _answer(self, body: bool) -> None:
-                outer.heads.done(self.connection)  # the head is read: no deadline on it now
-                path = self.path.split("?", 1)[0]
-                route = outer.routes.get(path)
-                if (
-                    outer.token is not None
-                    and path not in outer.open_paths
-                    and not token_ok(self.headers.get("Authorization"), outer.token)
-                ):
-                    self._send(401, b"unauthorized\n", "text/plain", body)
-                elif route is None:
-                    self._send(404, not_found, "text/plain", body)
-                elif outer.slots is not None and not outer.slots.acquire(blocking=False):
-                    self.close_connection = True
-                    self._send(503, b"busy: try again\n", "text/plain", body)
-                else:
-                    try:
-                        page = route[0]()
-                        data = page.encode() if isinstance(page, str) else page
-                        self._send(200, data, route[1], body)
-                    except Unavailable as exc:
-                        self._send(503, f"{exc}\n".encode(), "text/plain", body)
-                    finally:
-                        if outer.slots is not None:
-                            outer.slots.release()
-
-            def _send(self, code: int, data: bytes, ctype: str, body: bool = True) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                if code == 401:
-                    self.send_header("WWW-Authenticate", "Bearer")
-                if code == 503:
-                    self.send_header("Retry-After", "1")
-                self.end_headers()
-                if body:
-                    self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._listener = _Listener(self, Handler)
+        self.not_found = not_found
+        self._listener = _Listener(self, _Handler)
         self.port: int = self._listener.server_address[1]
         self._thread = threading.Thread(
             target=self._listener.serve_forever, name=f"textserver-{self.port}", daemon=True
