@@ -27,7 +27,6 @@ LONG = {
     "console/fleet/source.py:FleetSource._engines": "not yet split: an engine's figures from "
     "Prometheus, family by family",
     "console/fleet/source.py:FleetSource._gpus": "not yet split: a GPU's figures from DCGM",
-    "console/mig/cli.py:run_mig": "not yet split: the mig command's subcommands",
 }
 
 

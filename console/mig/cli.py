@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,85 +79,92 @@ def run_mig(args: argparse.Namespace) -> int:
             raise MigError(
                 f"GPU {args.gpu} does not exist (this node has {count}, numbered from 0)."
             )
-        cmd = args.mig_command
-        if cmd == "show":
-            return _show(mm, count, getattr(args, "format", "text") == "json")
-        if cmd == "layouts":
-            g = mm.read(args.gpu)
-            if g.spec is None:
-                raise MigError(
-                    f"GPU {args.gpu}'s MIG profiles are unknown: not in the catalogue and the driver "
-                    "did not list placements (needs root)."
-                )
-            rows = [
-                (layout, sorted(layout) == sorted(g.layout)) for layout in valid_layouts(g.spec)
-            ]
-            if getattr(args, "format", "text") == "json":
-                doc = MigLayoutsDoc(
-                    gpu=g.index,
-                    spec_source=g.spec_source,
-                    layouts=[
-                        MigLayout(layout=describe(la), placements=_placed(la), current=now)
-                        for la, now in rows
-                    ],
-                )
-                sys.stdout.write(dump(doc))
-                return 0
-            print(f"# profiles and placements from the {g.spec_source}")
-            for layout, now in rows:
-                print(f"{'*' if now else ' '} {describe(layout):<40} {placements(layout)}")
-            return 0
-        if cmd == "apply":
-            g = mm.read(args.gpu)
-            if g.spec is None and args.layout not in ("disable", "enable"):
-                raise MigError(
-                    f"GPU {args.gpu}'s MIG profiles are unknown; its layouts cannot be checked."
-                )
-            target = parse_layout(args.layout, g.spec) if g.spec is not None else args.layout
-            return _apply(mm, g, target, args.dry_run, args.yes, args.force, _plan(args.demo))
-        if cmd == "export":
-            text = export_mig_parted([mm.read(i) for i in range(count)], args.config_label)
-            if args.out:
-                _write_whole(Path(args.out), text)
-                print(f"wrote {args.out}", file=sys.stderr)
-            else:
-                sys.stdout.write(text)
-            return 0
-        if cmd == "import":
-            try:
-                text = Path(args.file).read_text(encoding="utf-8")
-            except OSError as exc:
-                raise MigError(f"{args.file}: cannot read it ({exc.strerror}).") from None
-            except UnicodeDecodeError:
-                raise MigError(
-                    f"{args.file}: not a text file; give a mig-parted YAML config "
-                    "(`inferdeck mig export` writes one)."
-                ) from None
-            gpus = [mm.read(i) for i in range(count)]
-            targets = import_mig_parted(text, args.config_label, gpus, args.file)
-            rc = 0
-            for index, target in targets.items():
-                if (
-                    target == "disable"
-                    and not gpus[index].mode_current
-                    and not gpus[index].mode_pending
-                ):
-                    print(f"GPU {index}: MIG is off and stays off: no change")
-                    continue
-                rc = max(
-                    rc,
-                    _apply(
-                        mm, gpus[index], target, args.dry_run, args.yes, False, _plan(args.demo)
-                    ),
-                )
-            return rc
+        command = SUBCOMMANDS.get(args.mig_command)
+        return command(mm, count, args) if command is not None else 0
     except MigError as exc:
         print(f"inferdeck: {exc}", file=sys.stderr)
         return 2
     finally:
         if node is not None:
             node.stop()
+
+
+def _layouts(mm: MigManager, count: int, args: argparse.Namespace) -> int:
+    """The layouts the GPU's profiles allow, the current one marked."""
+    g = mm.read(args.gpu)
+    if g.spec is None:
+        raise MigError(
+            f"GPU {args.gpu}'s MIG profiles are unknown: not in the catalogue and the driver "
+            "did not list placements (needs root)."
+        )
+    rows = [(layout, sorted(layout) == sorted(g.layout)) for layout in valid_layouts(g.spec)]
+    if getattr(args, "format", "text") == "json":
+        doc = MigLayoutsDoc(
+            gpu=g.index,
+            spec_source=g.spec_source,
+            layouts=[
+                MigLayout(layout=describe(la), placements=_placed(la), current=now)
+                for la, now in rows
+            ],
+        )
+        sys.stdout.write(dump(doc))
+        return 0
+    print(f"# profiles and placements from the {g.spec_source}")
+    for layout, now in rows:
+        print(f"{'*' if now else ' '} {describe(layout):<40} {placements(layout)}")
     return 0
+
+
+def _apply_one(mm: MigManager, count: int, args: argparse.Namespace) -> int:
+    g = mm.read(args.gpu)
+    if g.spec is None and args.layout not in ("disable", "enable"):
+        raise MigError(f"GPU {args.gpu}'s MIG profiles are unknown; its layouts cannot be checked.")
+    target = parse_layout(args.layout, g.spec) if g.spec is not None else args.layout
+    return _apply(mm, g, target, args.dry_run, args.yes, args.force, _plan(args.demo))
+
+
+def _export(mm: MigManager, count: int, args: argparse.Namespace) -> int:
+    """Every GPU's layout as a mig-parted config."""
+    text = export_mig_parted([mm.read(i) for i in range(count)], args.config_label)
+    if args.out:
+        _write_whole(Path(args.out), text)
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _import(mm: MigManager, count: int, args: argparse.Namespace) -> int:
+    """A mig-parted config's layouts applied, GPU by GPU (the worst exit status)."""
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MigError(f"{args.file}: cannot read it ({exc.strerror}).") from None
+    except UnicodeDecodeError:
+        raise MigError(
+            f"{args.file}: not a text file; give a mig-parted YAML config "
+            "(`inferdeck mig export` writes one)."
+        ) from None
+    gpus = [mm.read(i) for i in range(count)]
+    targets = import_mig_parted(text, args.config_label, gpus, args.file)
+    rc = 0
+    for index, target in targets.items():
+        if target == "disable" and not gpus[index].mode_current and not gpus[index].mode_pending:
+            print(f"GPU {index}: MIG is off and stays off: no change")
+            continue
+        rc = max(
+            rc, _apply(mm, gpus[index], target, args.dry_run, args.yes, False, _plan(args.demo))
+        )
+    return rc
+
+
+SUBCOMMANDS: dict[str, Callable[[MigManager, int, argparse.Namespace], int]] = {
+    "show": lambda mm, count, args: _show(mm, count, getattr(args, "format", "text") == "json"),
+    "layouts": _layouts,
+    "apply": _apply_one,
+    "export": _export,
+    "import": _import,
+}
 
 
 def _placed(layout: list[Instance]) -> list[Placement]:
