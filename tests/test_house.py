@@ -20,13 +20,6 @@ LONG = {
     "console/sim/formats.py:vllm_page": SIMULATED_PAGE,
     "console/sim/formats.py:sglang_page": SIMULATED_PAGE,
     "console/sim/formats.py:dynamo_page": SIMULATED_PAGE,
-    "console/commands/export.py:export": "not yet split: the export command's flags, server and "
-    "poll loop",
-    "console/commands/fleet.py:fleet_snapshot": "not yet split: the fleet snapshot's sampling "
-    "and writing",
-    "console/fleet/source.py:FleetSource._engines": "not yet split: an engine's figures from "
-    "Prometheus, family by family",
-    "console/fleet/source.py:FleetSource._gpus": "not yet split: a GPU's figures from DCGM",
 }
 
 

@@ -8,21 +8,81 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from console import __version__
 from console.compose import UsageError, build, secrets_of, settings_from, token_from_file
+
+if TYPE_CHECKING:
+    import ssl
+
+    from console.frame import Frame
+    from console.out.otlp import OtlpPush
+    from console.read.live import LiveSource
+    from console.settings import Settings
 
 
 def export(args: argparse.Namespace) -> int:
     """Poll like the console, headless, and serve the newest frame's figures at /metrics. A scrape
     never waits for a poll: it gets the last page (a hung engine only ages it)."""
     import signal
+
+    from console.out.exportserver import serve
+
+    host, port, token, ctx = _listening(args)
+    push = _otlp(args)
+    live, node, settings = build(args, args.demo)
+    served = _Served(settings, secrets_of(live.poller))
+    if push is not None:
+        push.secrets = list(served.secrets)
+    try:
+        server = serve(
+            (host, port),
+            lambda: served.page,
+            token,
+            ctx,
+            verdict=served.verdict,
+            health=served.health,
+        )
+    except OSError as exc:
+        if node is not None:
+            node.stop()
+        raise UsageError(f"--listen {args.listen}: cannot listen there ({exc.strerror}).") from None
+    stop = {"now": False}
+
+    def halt(*_: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, halt)
+    signal.signal(signal.SIGINT, halt)
+    live.poller.budget_s = settings.interval_s  # a hung engine never holds the page back
+    scheme = "https" if args.tls_cert else "http"
+    print(
+        f"serving {scheme}://{args.listen}/metrics"
+        + (f" and pushing to {push.url}" if push is not None else "")
+        + f", polling every {settings.interval_s:g} s (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        asyncio.run(_polls(live, served, push, args.duration, stop))
+    finally:
+        server.stop()
+        if push is not None:
+            push.close()
+        if node is not None:
+            node.stop()
+    return 0
+
+
+def _listening(
+    args: argparse.Namespace,
+) -> tuple[str, int, str | None, ssl.SSLContext | None]:
+    """Where to listen, the token a scrape must bring and the TLS context, from the flags: never
+    beyond this machine without a token unless --insecure says so."""
     import ssl
 
-    from console.out.exporter import frame_metrics, plan_hash
-    from console.out.exportserver import ListenError, is_loopback, parse_listen, serve
-    from console.out.redact import redact
+    from console.out.exportserver import ListenError, is_loopback, parse_listen
 
     try:
         host, port = parse_listen(args.listen)
@@ -43,81 +103,96 @@ def export(args: argparse.Namespace) -> int:
             ctx.load_cert_chain(args.tls_cert, args.tls_key)
         except (OSError, ssl.SSLError) as exc:
             raise UsageError(f"--tls-cert/--tls-key: cannot load them ({exc}).") from None
-    push = None
-    if getattr(args, "otlp", None):
-        from console.out.otlp import PROTOCOLS, OtlpPush
+    return host, port, token, ctx
 
-        protocol = args.otlp_protocol
-        if protocol is None:  # the SDK's own variables, metrics' first, as documented there
-            named = ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-            var = next((v for v in named if os.environ.get(v)), None)
-            protocol = os.environ[var].strip() if var else "http/protobuf"
-            if protocol not in PROTOCOLS:
-                raise UsageError(
-                    f"{var}={protocol}: --otlp pushes {' or '.join(PROTOCOLS)}; set one of them "
-                    "or give --otlp-protocol."
-                )
-        if not args.otlp.startswith(("http://", "https://")):
-            usual = "4317" if protocol == "grpc" else "4318"
+
+def _otlp(args: argparse.Namespace) -> OtlpPush | None:
+    """The OTLP push --otlp asks for (its protocol from --otlp-protocol or the SDK's variables),
+    or None."""
+    if not getattr(args, "otlp", None):
+        return None
+    from console.out.otlp import PROTOCOLS, OtlpPush
+
+    protocol = args.otlp_protocol
+    if protocol is None:  # the SDK's own variables, metrics' first, as documented there
+        named = ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+        var = next((v for v in named if os.environ.get(v)), None)
+        protocol = os.environ[var].strip() if var else "http/protobuf"
+        if protocol not in PROTOCOLS:
             raise UsageError(
-                f"--otlp {args.otlp}: give the receiver's URL, e.g. http://127.0.0.1:{usual} "
-                f"(an OpenTelemetry Collector's default for {protocol})."
+                f"{var}={protocol}: --otlp pushes {' or '.join(PROTOCOLS)}; set one of them "
+                "or give --otlp-protocol."
             )
-        try:
-            push = OtlpPush(args.otlp, __version__, protocol=protocol)
-        except RuntimeError as exc:
-            raise UsageError(str(exc)) from None
-    live, node, settings = build(args, args.demo)
-    page = {"text": "# no frame yet\n"}
-    newest: dict[str, Any] = {"frame": None, "json": None, "at": None}
-    stale_s = max(30.0, 10 * settings.interval_s)  # no poll this long: /healthz says 503
-    secrets = secrets_of(live.poller)
-    if push is not None:
-        push.secrets = list(secrets)
+    if not args.otlp.startswith(("http://", "https://")):
+        usual = "4317" if protocol == "grpc" else "4318"
+        raise UsageError(
+            f"--otlp {args.otlp}: give the receiver's URL, e.g. http://127.0.0.1:{usual} "
+            f"(an OpenTelemetry Collector's default for {protocol})."
+        )
+    try:
+        return OtlpPush(args.otlp, __version__, protocol=protocol)
+    except RuntimeError as exc:
+        raise UsageError(str(exc)) from None
 
-    def verdict() -> str:
-        """The newest frame for `inferdeck check` (built when asked, once per frame)."""
-        frame = newest["frame"]
+
+class _Served:
+    """What the server answers from: the newest frame's page, the verdict `inferdeck check`
+    reads (built when asked, once per frame) and the health a kubelet's probe reads."""
+
+    def __init__(self, settings: Settings, secrets: list[str]) -> None:
+        self.settings, self.secrets = settings, secrets
+        self.page = "# no frame yet\n"
+        self.frame: Frame | None = None
+        self.at: float | None = None
+        self.stale_s = max(30.0, 10 * settings.interval_s)  # no poll this long: /healthz 503
+        self._verdict: tuple[Frame, str] | None = None
+
+    def took(self, frame: Frame) -> None:
+        from console.out.exporter import frame_metrics
+
+        self.page = frame_metrics(frame, self.settings, __version__)
+        self.frame, self.at = frame, time.monotonic()
+
+    def verdict(self) -> str:
+        from console.out.exporter import plan_hash
+        from console.out.redact import redact
+
+        frame = self.frame
         if frame is None:
             return "{}"
-        if newest["json"] is None or newest["json"][0] is not frame:
+        if self._verdict is None or self._verdict[0] is not frame:
             doc = {
                 "schema": "inferdeck.verdict/1",
-                "plan_hash": plan_hash(settings),
-                "interval_s": settings.interval_s,
+                "plan_hash": plan_hash(self.settings),
+                "interval_s": self.settings.interval_s,
                 "frame": json.loads(frame.to_json(indent=None)),
             }
-            newest["json"] = (frame, redact(json.dumps(doc), secrets))
-        return str(newest["json"][1])
+            self._verdict = (frame, redact(json.dumps(doc), self.secrets))
+        return self._verdict[1]
 
-    def health() -> str:
-        """Whether the polls go on (for a kubelet's probe: no token, no figure)."""
+    def health(self) -> str:
+        """Whether the polls go on (no token, no figure)."""
         from console.out.textserver import Unavailable
 
-        if newest["at"] is None:
+        if self.at is None:
             raise Unavailable("starting: no poll yet")
-        age = time.monotonic() - newest["at"]
-        if age > stale_s:
-            raise Unavailable(f"no poll for {age:.0f} s (every {settings.interval_s:g} s asked)")
+        age = time.monotonic() - self.at
+        if age > self.stale_s:
+            raise Unavailable(
+                f"no poll for {age:.0f} s (every {self.settings.interval_s:g} s asked)"
+            )
         return f"ok: last poll {age:.1f} s ago\n"
 
-    try:
-        server = serve(
-            (host, port), lambda: page["text"], token, ctx, verdict=verdict, health=health
-        )
-    except OSError as exc:
-        if node is not None:
-            node.stop()
-        raise UsageError(f"--listen {args.listen}: cannot listen there ({exc.strerror}).") from None
-    stop = {"now": False}
 
-    def halt(*_: object) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGTERM, halt)
-    signal.signal(signal.SIGINT, halt)
-    live.poller.budget_s = settings.interval_s  # a hung engine never holds the page back
-
+async def _polls(
+    live: LiveSource,
+    served: _Served,
+    push: OtlpPush | None,
+    duration: float | None,
+    stop: dict[str, bool],
+) -> None:
+    """Poll at the interval until stopped (or for ``duration``), each frame served; pushed off
+    the loop where --otlp asks (a slow receiver never holds the polls: a frame is skipped)."""
     told = {"n": 0}
 
     def tell(said: list[str]) -> None:
@@ -125,44 +200,24 @@ def export(args: argparse.Namespace) -> int:
             print(f"inferdeck: {line}", file=sys.stderr, flush=True)
         told["n"] = len(said)
 
-    async def loop() -> None:
-        sending: asyncio.Task[bool] | None = None
-        end = time.monotonic() + args.duration if args.duration else None
-        try:
-            while not stop["now"] and (end is None or time.monotonic() < end):
-                started = time.monotonic()
-                frame = await live.poll()
-                page["text"] = frame_metrics(frame, settings, __version__)
-                newest["frame"], newest["at"] = frame, time.monotonic()
-                if push is not None and (sending is None or sending.done()):
-                    # off the loop: a slow receiver never holds the polls (a frame is skipped)
-                    sending = asyncio.create_task(
-                        asyncio.to_thread(push.send, frame, settings, live.last_sample)
-                    )
-                    sending.add_done_callback(lambda _: tell(push.said))
-                await asyncio.sleep(max(0.0, settings.interval_s - (time.monotonic() - started)))
-        finally:
-            if sending is not None:
-                await sending  # the last push is whole
-            await live.aclose()
-
-    scheme = "https" if args.tls_cert else "http"
-    print(
-        f"serving {scheme}://{args.listen}/metrics"
-        + (f" and pushing to {push.url}" if push is not None else "")
-        + f", polling every {settings.interval_s:g} s (Ctrl-C stops)",
-        file=sys.stderr,
-        flush=True,
-    )
+    interval_s = served.settings.interval_s
+    sending: asyncio.Task[bool] | None = None
+    end = time.monotonic() + duration if duration else None
     try:
-        asyncio.run(loop())
+        while not stop["now"] and (end is None or time.monotonic() < end):
+            started = time.monotonic()
+            frame = await live.poll()
+            served.took(frame)
+            if push is not None and (sending is None or sending.done()):
+                sending = asyncio.create_task(
+                    asyncio.to_thread(push.send, frame, served.settings, live.last_sample)
+                )
+                sending.add_done_callback(lambda _: tell(push.said))
+            await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
     finally:
-        server.stop()
-        if push is not None:
-            push.close()
-        if node is not None:
-            node.stop()
-    return 0
+        if sending is not None:
+            await sending  # the last push is whole
+        await live.aclose()
 
 
 def rules(args: argparse.Namespace) -> int:

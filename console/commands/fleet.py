@@ -8,7 +8,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from console.compose import NoAnswer, UsageError, settings_from
@@ -126,18 +126,42 @@ TIMELINE_LINES = 40  # as on a node's snapshot.md: longer timelines folded, said
 
 
 def fleet_snapshot(args: argparse.Namespace) -> int:
-    from console.figures.timeline import lines as timeline_lines
-    from console.fleet.state import (
-        budget_text,
-        fleet_timeline,
-        node_row,
-        other_down_line,
-        partial,
-        warnings_line,
-    )
+    from console.fleet.state import fleet_timeline
     from console.out.jsondocs import checked
 
     state, url = fleet_headless(args, args.wait)
+    nodes = _node_rows(state)
+    taken = datetime.fromtimestamp(state.taken_at, tz=UTC).isoformat()
+    tl = fleet_timeline(state)
+    if args.format == "json":
+        doc = _fleet_doc(state, url, taken, nodes)
+        doc["timeline"] = tl.model_dump(mode="json", by_alias=True) if tl else None
+        sys.stdout.write(checked("fleet-snapshot", doc, indent=1))
+        return 0
+    window = window_label(state.window_s) + (f" ({state.window_note})" if state.window_note else "")
+    lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", f"- window: {window}"]
+    lines += [f"- backend: {state.backend or 'unknown'}; rates are {state.rates}"]
+    if state.recorded:
+        lines.append(
+            f"- {len(state.recorded)} figures read from recording rules (inferdeck rules --fleet)"
+        )
+    lines.append("")
+    if tl is not None:  # what happened while the snapshot watched, each node's first sign marked
+        from console.figures.timeline import lines as timeline_lines
+
+        now = datetime.fromtimestamp(state.taken_at, tz=UTC)
+        lines += [f"## Timeline since {tl.since:%H:%M:%S}Z", ""]
+        lines += [f"- {x}" for x in timeline_lines(tl, now, TIMELINE_LINES)] + [""]
+    lines += _node_table(state, nodes) + _slo_table(state)
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _node_rows(state: FleetState) -> list[dict[str, Any]]:
+    """A row per node with every figure the fleet screen draws: its line, its active alerts,
+    its GPUs and their MIG instances, and its GPU exporter."""
+    from console.fleet.state import node_row
+
     nodes = []
     for name, f in sorted(state.nodes.items()):
         row = node_row(name, f, state.summary.get(name), state.down.get(name))
@@ -151,60 +175,55 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
             for a in f.alerts
             if a.state == "active"
         ]
-        # every figure the fleet screen draws: the GPUs and their MIG instances, and the exporter
         row["gpu_exporter"] = f.gpu_source.note
         row["gpu_figures"] = [
             g.model_dump(mode="json", exclude={"processes", "unavailable"}) for g in f.gpus
         ]
         nodes.append(row)
-    taken = datetime.fromtimestamp(state.taken_at, tz=UTC).isoformat()
-    tl = fleet_timeline(state)
-    if args.format == "json":
-        doc = {
-            "schema": "inferdeck.fleet/1",
-            "prometheus": url,
-            "taken_at": taken,
-            "window_s": state.window_s,
-            "window_note": state.window_note,
-            "backend": state.backend,
-            "rates": state.rates,
-            "from_recording_rules": state.recorded,
-            "nodes": nodes,
-            "errors": state.errors,
-            "warnings": state.warnings,
-            "other_targets_down": state.other_down,
-            "slo": [
-                {
-                    "service": r.service,
-                    "slo": r.slo,
-                    "node": r.node,
-                    "budget_left": r.remaining,
-                    "period": r.period or None,
-                    "budget_watched_s": r.watched_s,
-                    "burn_alert": r.alert,
-                    "state": r.state,
-                    "since": r.since,
-                }
-                for r in state.slo
-            ],
-            "slo_note": state.slo_note,
-            "timeline": tl.model_dump(mode="json", by_alias=True) if tl else None,
-        }
-        sys.stdout.write(checked("fleet-snapshot", doc, indent=1))
-        return 0
-    window = window_label(state.window_s) + (f" ({state.window_note})" if state.window_note else "")
-    lines = [f"# inferdeck fleet — {url}", "", f"- taken at: {taken}", f"- window: {window}"]
-    lines += [f"- backend: {state.backend or 'unknown'}; rates are {state.rates}"]
-    if state.recorded:
-        lines.append(
-            f"- {len(state.recorded)} figures read from recording rules (inferdeck rules --fleet)"
-        )
-    lines.append("")
-    if tl is not None:  # what happened while the snapshot watched, each node's first sign marked
-        now = datetime.fromtimestamp(state.taken_at, tz=UTC)
-        lines += [f"## Timeline since {tl.since:%H:%M:%S}Z", ""]
-        lines += [f"- {x}" for x in timeline_lines(tl, now, TIMELINE_LINES)] + [""]
-    lines += [
+    return nodes
+
+
+def _fleet_doc(
+    state: FleetState, url: str, taken: str, nodes: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The fleet snapshot's JSON document (its timeline added by the caller)."""
+    return {
+        "schema": "inferdeck.fleet/1",
+        "prometheus": url,
+        "taken_at": taken,
+        "window_s": state.window_s,
+        "window_note": state.window_note,
+        "backend": state.backend,
+        "rates": state.rates,
+        "from_recording_rules": state.recorded,
+        "nodes": nodes,
+        "errors": state.errors,
+        "warnings": state.warnings,
+        "other_targets_down": state.other_down,
+        "slo": [
+            {
+                "service": r.service,
+                "slo": r.slo,
+                "node": r.node,
+                "budget_left": r.remaining,
+                "period": r.period or None,
+                "budget_watched_s": r.watched_s,
+                "burn_alert": r.alert,
+                "state": r.state,
+                "since": r.since,
+            }
+            for r in state.slo
+        ],
+        "slo_note": state.slo_note,
+    }
+
+
+def _node_table(state: FleetState, nodes: list[dict[str, Any]]) -> list[str]:
+    """The nodes' table, then what it cannot hold: partial windows, active alerts, nodes down,
+    failed queries, warnings and other jobs' targets down."""
+    from console.fleet.state import other_down_line, partial, warnings_line
+
+    lines = [
         "| node | GPUs | MIG | engines | worst | TTFT p95 | TTFT≤target | tok/s | $/M good | alerts |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -233,19 +252,23 @@ def fleet_snapshot(args: argparse.Namespace) -> int:
     for q, why in state.errors.items():
         lines.append(f"- query {q} failed: {why}")
     lines += [f"- {line}" for line in (warnings_line(state), other_down_line(state)) if line]
-    lines += ["", "## SLO (Prometheus' rules: inferdeck rules --slo)", ""]
-    if state.slo:
-        lines += ["| service | SLO | node | budget left | burn alert |", "|---|---|---|---|---|"]
-        for o in state.slo:
-            left = budget_text(o)
-            lines.append(
-                f"| {o.service} | {o.slo} | {o.node or 'n/a'} | {left} | "
-                f"{slo_line(o) if o.alert else 'none'} |"
-            )
-    else:
-        lines.append(f"- {state.slo_note or 'none read'}")
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0
+    return lines
+
+
+def _slo_table(state: FleetState) -> list[str]:
+    """The SLOs Prometheus' rules compute: budget left and burn alert, each."""
+    from console.fleet.state import budget_text
+
+    lines = ["", "## SLO (Prometheus' rules: inferdeck rules --slo)", ""]
+    if not state.slo:
+        return lines + [f"- {state.slo_note or 'none read'}"]
+    lines += ["| service | SLO | node | budget left | burn alert |", "|---|---|---|---|---|"]
+    for o in state.slo:
+        lines.append(
+            f"| {o.service} | {o.slo} | {o.node or 'n/a'} | {budget_text(o)} | "
+            f"{slo_line(o) if o.alert else 'none'} |"
+        )
+    return lines
 
 
 def slo_line(r: SloRow) -> str:

@@ -102,6 +102,34 @@ def _key(labels: dict[str, str]) -> tuple[str, str]:
     return _node(labels), labels.get("instance", "?")
 
 
+def _figures(engines: dict[tuple[str, str], dict[str, Any]], got: dict[str, Any]) -> None:
+    """Each up engine's figures from the query answers, and its model."""
+
+    def put(field_name: str, rows: list[tuple[dict[str, str], float]] | None) -> None:
+        for labels, value in rows or []:
+            k = _key(labels)
+            # a down engine's rates still run over its last samples (868 -> 652 -> 438
+            # tok/s as they leave the window): none of its figures is shown
+            if k in engines and engines[k].get("up") and not math.isnan(value):
+                engines[k][field_name] = value
+
+    for sig in (
+        "requests_running",
+        "requests_waiting",
+        "kv_cache_usage",
+        "generation_tokens_per_s",
+    ):
+        put(sig, got.get(sig))
+    for q in ("0.5", "0.95", "0.99", "count", "within"):
+        put(f"ttft:{q}", got.get(f"ttft:{q}"))
+    for q in ("tpot:0.95", "tpot:count", "success_rate"):
+        put(q, got.get(q))
+    for labels, _ in got.get("model") or []:
+        k = _key(labels)
+        if k in engines:
+            engines[k]["model"] = next((labels[n] for n in model_labels() if labels.get(n)), None)
+
+
 class FleetSource:
     """Polls Prometheus and builds one Frame per node."""
 
@@ -660,6 +688,22 @@ class FleetSource:
     ) -> tuple[dict[str, list[Engine]], dict[str, list[float]]]:
         """Every node's engines from the query answers, and per node each engine's share of
         requests within the TTFT target."""
+        engines, kinds = self._targets(got, now)
+        _figures(engines, got)
+        by_node: dict[str, list[Engine]] = {}
+        attain: dict[str, list[float]] = {}
+        for (node, inst), v in sorted(engines.items()):
+            if v.get("ttft:within") is not None:
+                attain.setdefault(node, []).append(v["ttft:within"])
+            by_node.setdefault(node, []).append(self._engine(node, inst, v, kinds, now))
+        return by_node, attain
+
+    def _targets(
+        self, got: dict[str, Any], now: float
+    ) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[tuple[str, str], str]]:
+        """Each engine target (node, instance) up or down, with its kind: from its series, from
+        Prometheus' ``up`` and, for federated or pushed series, from their freshness. Notes the
+        DCGM exporters down and the other jobs' targets down on the way."""
         engines: dict[tuple[str, str], dict[str, Any]] = {}
         kinds: dict[tuple[str, str], str] = {}
         fresh: set[tuple[str, str]] = set()  # serving an engine series now
@@ -702,93 +746,71 @@ class FleetSource:
                 # whether its series are fresh
                 engines[k]["up"] = k in fresh
                 engines[k]["gone"] = k not in fresh
+        return engines, kinds
 
-        def put(field_name: str, rows: list[tuple[dict[str, str], float]] | None) -> None:
-            for labels, value in rows or []:
-                k = _key(labels)
-                # a down engine's rates still run over its last samples (868 -> 652 -> 438
-                # tok/s as they leave the window): none of its figures is shown
-                if k in engines and engines[k].get("up") and not math.isnan(value):
-                    engines[k][field_name] = value
-
-        for sig in (
-            "requests_running",
-            "requests_waiting",
-            "kv_cache_usage",
-            "generation_tokens_per_s",
-        ):
-            put(sig, got.get(sig))
-        for q in ("0.5", "0.95", "0.99", "count", "within"):
-            put(f"ttft:{q}", got.get(f"ttft:{q}"))
-        for q in ("tpot:0.95", "tpot:count", "success_rate"):
-            put(q, got.get(q))
-        for labels, _ in got.get("model") or []:
-            k = _key(labels)
-            if k in engines:
-                engines[k]["model"] = next(
-                    (labels[n] for n in model_labels() if labels.get(n)), None
-                )
-        by_node: dict[str, list[Engine]] = {}
-        attain: dict[str, list[float]] = {}
-        for (node, inst), v in sorted(engines.items()):
-            kind = kinds.get((node, inst))
-            ttft = None
-            if any(f"ttft:{q}" in v for q in ("0.5", "0.95", "0.99")):
-                ttft = Percentiles(
-                    p50=v.get("ttft:0.5"),
-                    p95=v.get("ttft:0.95"),
-                    p99=v.get("ttft:0.99"),
-                    window=f"{int(self.window_s)}s",
-                    observations=v.get("ttft:count", 0.0),
-                )
-            tpot = None
-            if "tpot:0.95" in v:
-                tpot = Percentiles(
-                    p95=v["tpot:0.95"],
-                    window=f"{int(self.window_s)}s",
-                    observations=v.get("tpot:count", 0.0),
-                )
-            unavailable = {
-                f: "not in Prometheus for this engine"
-                for f in (
-                    "requests_running",
-                    "requests_waiting",
-                    "kv_cache_usage",
-                    "generation_tokens_per_s",
-                    "success_rate",
-                )
-                if f not in v
-            }
-            if v.get("ttft:within") is not None:
-                attain.setdefault(node, []).append(v["ttft:within"])
-            seen = self._last_seen((node, inst), now)
-            why = (
-                None
-                if v.get("up")
-                else f"its series stopped in Prometheus (no longer scraped?), {seen}"
-                if v.get("gone")
-                else "Prometheus reports up == 0"
-                + (f" (job {v['job']})" if v.get("job") else "")
-                + f": the target is down, {seen}"
+    def _engine(
+        self,
+        node: str,
+        inst: str,
+        v: dict[str, Any],
+        kinds: dict[tuple[str, str], str],
+        now: float,
+    ) -> Engine:
+        """One engine from its figures; a down one with why and since when, and no figure."""
+        kind = kinds.get((node, inst))
+        ttft = None
+        if any(f"ttft:{q}" in v for q in ("0.5", "0.95", "0.99")):
+            ttft = Percentiles(
+                p50=v.get("ttft:0.5"),
+                p95=v.get("ttft:0.95"),
+                p99=v.get("ttft:0.99"),
+                window=f"{int(self.window_s)}s",
+                observations=v.get("ttft:count", 0.0),
             )
-            eng = Engine(
-                name=inst,
-                url=f"prometheus instance {inst}",
-                kind=kind,
-                model=v.get("model"),
-                up=bool(v.get("up")),
-                error=why,
-                requests_running=v.get("requests_running"),
-                requests_waiting=v.get("requests_waiting"),
-                kv_cache_usage=v.get("kv_cache_usage"),
-                generation_tokens_per_s=v.get("generation_tokens_per_s"),
-                ttft_s=ttft,
-                tpot_s=tpot,
-                success_rate=v.get("success_rate"),
-                unavailable=unavailable if v.get("up") else {},
+        tpot = None
+        if "tpot:0.95" in v:
+            tpot = Percentiles(
+                p95=v["tpot:0.95"],
+                window=f"{int(self.window_s)}s",
+                observations=v.get("tpot:count", 0.0),
             )
-            by_node.setdefault(node, []).append(eng)
-        return by_node, attain
+        unavailable = {
+            f: "not in Prometheus for this engine"
+            for f in (
+                "requests_running",
+                "requests_waiting",
+                "kv_cache_usage",
+                "generation_tokens_per_s",
+                "success_rate",
+            )
+            if f not in v
+        }
+        seen = self._last_seen((node, inst), now)
+        why = (
+            None
+            if v.get("up")
+            else f"its series stopped in Prometheus (no longer scraped?), {seen}"
+            if v.get("gone")
+            else "Prometheus reports up == 0"
+            + (f" (job {v['job']})" if v.get("job") else "")
+            + f": the target is down, {seen}"
+        )
+        return Engine(
+            name=inst,
+            url=f"prometheus instance {inst}",
+            kind=kind,
+            model=v.get("model"),
+            up=bool(v.get("up")),
+            error=why,
+            requests_running=v.get("requests_running"),
+            requests_waiting=v.get("requests_waiting"),
+            kv_cache_usage=v.get("kv_cache_usage"),
+            generation_tokens_per_s=v.get("generation_tokens_per_s"),
+            ttft_s=ttft,
+            tpot_s=tpot,
+            success_rate=v.get("success_rate"),
+            unavailable=unavailable if v.get("up") else {},
+        )
 
     def _summary(
         self, engines: list[Engine], shares: list[float] | None, node_cost: float | None
@@ -814,115 +836,125 @@ class FleetSource:
     def _gpus(got: dict[str, Any]) -> tuple[dict[str, list[Gpu]], dict[str, bool]]:
         """Every node's GPUs from the DCGM series, and per node whether its exporter wrote the
         canonical (4.9+) names."""
-        per: dict[tuple[str, str], dict[str, Any]] = {}
-        migs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-        canonical: dict[str, bool] = {}
-        for f in DCGM_FIELDS:
-            rows = sorted(  # the legacy name first, so a canonical value seen after it wins
-                got.get(f"dcgm:{f}") or [], key=lambda r: r[0].get("__name__") in CANONICAL
-            )
-            for labels, value in rows:
-                name = labels.get("__name__", "")
-                if name in CANONICAL:
-                    value *= CANONICAL[name][1]
-                value *= LEGACY_SCALE.get(name, 1.0)
-                node = _node(labels)
-                canonical[node] = canonical.get(node, False) or name in CANONICAL
-                key = (node, labels.get("gpu", "?"))
-                g = per.setdefault(
-                    key, {"uuid": labels.get("UUID"), "name": labels.get("modelName")}
-                )
-                if labels.get("GPU_I_ID"):
-                    m = migs.setdefault(key, {}).setdefault(
-                        labels["GPU_I_ID"], {"profile": labels.get("GPU_I_PROFILE")}
-                    )
-                    m[f] = value
-                    if f in BOARD_WIDE:  # the exporter writes board figures on each instance
-                        g.setdefault(f"{f}:mig", value)
-                else:
-                    g[f] = value
-        for g in per.values():
-            for f in BOARD_WIDE:
-                if f not in g and f"{f}:mig" in g:
-                    g[f] = g[f"{f}:mig"]
+        per, migs, canonical = _dcgm_figures(got)
         out: dict[str, list[Gpu]] = {}
         for (node, gpu), v in sorted(
             per.items(), key=lambda kv: (kv[0][0], int(kv[0][1]) if kv[0][1].isdigit() else 0)
         ):
-            devices = []
-            for i, (gi_id, m) in enumerate(
-                sorted(migs.get((node, gpu), {}).items(), key=lambda kv: int(kv[0]))
-            ):
-                used, free = m.get("FB_USED"), m.get("FB_FREE")
-                devices.append(
-                    MigDevice(
-                        index=i,
-                        profile=m.get("profile"),
-                        gpu_instance_id=int(gi_id),
-                        memory_used_bytes=int(used * MIB) if used is not None else None,
-                        memory_total_bytes=int((used + free) * MIB)
-                        if used is not None and free is not None
-                        else None,
-                        # DCGM's graphics engine activity of the instance, as GPM reads it
-                        activity=GpmActivity(
-                            graphics_pct=m["ACTIVE"] * 100, interval_s=DCGM_INTERVAL_S
-                        )
-                        if m.get("ACTIVE") is not None
-                        else None,
-                        unavailable={"placement_start": "DCGM does not export placements"},
-                    )
-                )
-            used = v.get(
-                "FB_USED",
-                sum(m.get("FB_USED", 0) for m in migs.get((node, gpu), {}).values()) or None,
-            )
-            free = v.get(
-                "FB_FREE",
-                sum(m.get("FB_FREE", 0) for m in migs.get((node, gpu), {}).values()) or None,
-            )
-            na = {}
-            total = int((used + free) * MIB) if used is not None and free is not None else None
-            if "FB_USED" not in v and devices:
-                # only the instances' memory is exported: their sum leaves out what no instance
-                # holds, so the board's total is its model's (the catalogue), or unknown
-                board = next((m for m in catalog().values() if m.name == v.get("name")), None)
-                total = board.memory_total_mib * MIB if board is not None else None
-                if board is None:
-                    na["memory_total_bytes"] = (
-                        "MIG: DCGM exports the instances' memory only, and the model is not in the "
-                        "GPU catalogue"
-                    )
-            if "GPU_UTIL" not in v:
-                na["utilization_gpu_pct"] = "n/a under MIG" if devices else "not in Prometheus"
-            if v.get("XID_ERRORS"):
-                na["xid"] = f"XID error {v['XID_ERRORS']:.0f} reported by DCGM"
-            out.setdefault(node, []).append(
-                Gpu(
-                    index=int(gpu) if gpu.isdigit() else 0,
-                    uuid=v.get("uuid"),
-                    name=v.get("name"),
-                    memory_used_bytes=int(used * MIB) if used is not None else None,
-                    memory_total_bytes=total,
-                    utilization_gpu_pct=v.get("GPU_UTIL"),
-                    power_w=v.get("POWER_USAGE"),
-                    temperature_c=v.get("GPU_TEMP"),
-                    clock_sm_mhz=round(v["SM_CLOCK"]) if "SM_CLOCK" in v else None,
-                    activity=GpmActivity(
-                        graphics_pct=v["ACTIVE"] * 100 if v.get("ACTIVE") is not None else None,
-                        pcie_tx_mib_s=v.get("PCIE_TX"),
-                        pcie_rx_mib_s=v.get("PCIE_RX"),
-                        interval_s=DCGM_INTERVAL_S,
-                    )
-                    if any(v.get(f) is not None for f in ("ACTIVE", "PCIE_TX", "PCIE_RX"))
-                    and not devices
-                    else None,
-                    mig=MigState(current=bool(devices), pending=bool(devices), devices=devices)
-                    if devices
-                    else None,
-                    unavailable=na,
-                )
-            )
+            out.setdefault(node, []).append(_dcgm_gpu(gpu, v, migs.get((node, gpu), {})))
         return out, canonical
+
+
+def _dcgm_figures(
+    got: dict[str, Any],
+) -> tuple[
+    dict[tuple[str, str], dict[str, Any]],
+    dict[tuple[str, str], dict[str, dict[str, Any]]],
+    dict[str, bool],
+]:
+    """Each GPU's DCGM fields by (node, gpu), its MIG instances' by GPU instance id, and per node
+    whether the canonical names were seen. The board figures DCGM writes on each instance stand
+    for the board's where the board has none."""
+    per: dict[tuple[str, str], dict[str, Any]] = {}
+    migs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    canonical: dict[str, bool] = {}
+    for f in DCGM_FIELDS:
+        rows = sorted(  # the legacy name first, so a canonical value seen after it wins
+            got.get(f"dcgm:{f}") or [], key=lambda r: r[0].get("__name__") in CANONICAL
+        )
+        for labels, value in rows:
+            name = labels.get("__name__", "")
+            if name in CANONICAL:
+                value *= CANONICAL[name][1]
+            value *= LEGACY_SCALE.get(name, 1.0)
+            node = _node(labels)
+            canonical[node] = canonical.get(node, False) or name in CANONICAL
+            key = (node, labels.get("gpu", "?"))
+            g = per.setdefault(key, {"uuid": labels.get("UUID"), "name": labels.get("modelName")})
+            if labels.get("GPU_I_ID"):
+                m = migs.setdefault(key, {}).setdefault(
+                    labels["GPU_I_ID"], {"profile": labels.get("GPU_I_PROFILE")}
+                )
+                m[f] = value
+                if f in BOARD_WIDE:  # the exporter writes board figures on each instance
+                    g.setdefault(f"{f}:mig", value)
+            else:
+                g[f] = value
+    for g in per.values():
+        for f in BOARD_WIDE:
+            if f not in g and f"{f}:mig" in g:
+                g[f] = g[f"{f}:mig"]
+    return per, migs, canonical
+
+
+def _dcgm_gpu(gpu: str, v: dict[str, Any], mig: dict[str, dict[str, Any]]) -> Gpu:
+    """One GPU from its DCGM fields and its instances'."""
+    devices = []
+    for i, (gi_id, m) in enumerate(sorted(mig.items(), key=lambda kv: int(kv[0]))):
+        used, free = m.get("FB_USED"), m.get("FB_FREE")
+        devices.append(
+            MigDevice(
+                index=i,
+                profile=m.get("profile"),
+                gpu_instance_id=int(gi_id),
+                memory_used_bytes=int(used * MIB) if used is not None else None,
+                memory_total_bytes=int((used + free) * MIB)
+                if used is not None and free is not None
+                else None,
+                # DCGM's graphics engine activity of the instance, as GPM reads it
+                activity=GpmActivity(graphics_pct=m["ACTIVE"] * 100, interval_s=DCGM_INTERVAL_S)
+                if m.get("ACTIVE") is not None
+                else None,
+                unavailable={"placement_start": "DCGM does not export placements"},
+            )
+        )
+    used = v.get(
+        "FB_USED",
+        sum(m.get("FB_USED", 0) for m in mig.values()) or None,
+    )
+    free = v.get(
+        "FB_FREE",
+        sum(m.get("FB_FREE", 0) for m in mig.values()) or None,
+    )
+    na = {}
+    total = int((used + free) * MIB) if used is not None and free is not None else None
+    if "FB_USED" not in v and devices:
+        # only the instances' memory is exported: their sum leaves out what no instance
+        # holds, so the board's total is its model's (the catalogue), or unknown
+        board = next((m for m in catalog().values() if m.name == v.get("name")), None)
+        total = board.memory_total_mib * MIB if board is not None else None
+        if board is None:
+            na["memory_total_bytes"] = (
+                "MIG: DCGM exports the instances' memory only, and the model is not in the "
+                "GPU catalogue"
+            )
+    if "GPU_UTIL" not in v:
+        na["utilization_gpu_pct"] = "n/a under MIG" if devices else "not in Prometheus"
+    if v.get("XID_ERRORS"):
+        na["xid"] = f"XID error {v['XID_ERRORS']:.0f} reported by DCGM"
+    return Gpu(
+        index=int(gpu) if gpu.isdigit() else 0,
+        uuid=v.get("uuid"),
+        name=v.get("name"),
+        memory_used_bytes=int(used * MIB) if used is not None else None,
+        memory_total_bytes=total,
+        utilization_gpu_pct=v.get("GPU_UTIL"),
+        power_w=v.get("POWER_USAGE"),
+        temperature_c=v.get("GPU_TEMP"),
+        clock_sm_mhz=round(v["SM_CLOCK"]) if "SM_CLOCK" in v else None,
+        activity=GpmActivity(
+            graphics_pct=v["ACTIVE"] * 100 if v.get("ACTIVE") is not None else None,
+            pcie_tx_mib_s=v.get("PCIE_TX"),
+            pcie_rx_mib_s=v.get("PCIE_RX"),
+            interval_s=DCGM_INTERVAL_S,
+        )
+        if any(v.get(f) is not None for f in ("ACTIVE", "PCIE_TX", "PCIE_RX")) and not devices
+        else None,
+        mig=MigState(current=bool(devices), pending=bool(devices), devices=devices)
+        if devices
+        else None,
+        unavailable=na,
+    )
 
 
 def _exported(
