@@ -21,7 +21,6 @@ from console.frame import (
     MigDevice,
     Percentiles,
     ServiceStatus,
-    TargetReport,
 )
 from console.units import (
     GIB,
@@ -152,35 +151,19 @@ ENGINE_PANE = ("engine", "kind", "model", "dev", "run", "wait", "kv", "tps", "tt
 ENGINE_DOC = ("engine", "kind", "dev", "model", "queue", "kv", "tps", "ttft", "tpot", "ok")
 
 
-def _target(key: str) -> Callable[[ServiceStatus], TargetReport | None]:
-    return lambda s: s.slo.targets.get(key) if s.slo else None
-
-
-def _observed(
-    target: Callable[[ServiceStatus], TargetReport | None],
-) -> Callable[[ServiceStatus], str]:
-    """The page's: the figure with its bucket, the target, and whether it was met."""
+def _observed(key: str, brief: bool = False) -> Callable[[ServiceStatus], str]:
+    """A target's observed figure: the page's with its bucket, the target and whether it was
+    met ("236ms° / 1.00s (met)"); the pane's ``brief`` one without its bucket, then its target
+    ("236ms°/1.00s")."""
 
     def text(s: ServiceStatus) -> str:
-        e = target(s)
+        e = s.slo.targets.get(key) if s.slo else None
         if e is None or e.observed_s is None:
             return NA
+        if brief:
+            return f"{target_text(e, compact=True)}/{seconds(e.target_s)}"
         met = "met" if e.met else "MISSED"
         return f"{target_text(e, ranges=True)} / {seconds(e.target_s)} ({met})"
-
-    return text
-
-
-def _observed_brief(
-    target: Callable[[ServiceStatus], TargetReport | None],
-) -> Callable[[ServiceStatus], str]:
-    """The pane's: the figure without its bucket, then its target ("236ms°/1.00s")."""
-
-    def text(s: ServiceStatus) -> str:
-        e = target(s)
-        if e is None or e.observed_s is None:
-            return NA
-        return f"{target_text(e, compact=True)}/{seconds(e.target_s)}"
 
     return text
 
@@ -207,10 +190,10 @@ def burn_text(s: ServiceStatus) -> str:
 SLO_COLUMNS: tuple[Column[ServiceStatus], ...] = (
     Column("Service", "service", 12, lambda s: s.name, brief=lambda s: s.name[:12]),
     Column("Window", "window", 6, lambda s: s.slo.window if s.slo else NA),
-    Column("TTFT p95", "ttft", 14, _observed(_target("ttft_s")), heading="TTFT observed / target",
-           brief=_observed_brief(_target("ttft_s"))),
-    Column("TPOT p95", "tpot", 13, _observed(_target("tpot_s")), heading="TPOT observed / target",
-           brief=_observed_brief(_target("tpot_s"))),
+    Column("TTFT p95", "ttft", 14, _observed("ttft_s"), heading="TTFT observed / target",
+           brief=_observed("ttft_s", brief=True)),
+    Column("TPOT p95", "tpot", 13, _observed("tpot_s"), heading="TPOT observed / target",
+           brief=_observed("tpot_s", brief=True)),
     Column("Compl%", "done", 6, lambda s: pct(_completion(s), 2), heading="completion",
            brief=lambda s: NA if (v := _completion(s)) is None else f"{v * 100:.1f}"),
     Column("Good", "good", 13, lambda s: share_range(s.slo.good_share if s.slo else None),
