@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.scrollbar import ScrollBar
 from textual.widgets import DataTable, Footer, Input, Static
 
+from console.figures.columns import clock_events_text
 from console.figures.keyseries import KeySeries
 from console.figures.windowed import window_label
 from console.fleet.state import (
@@ -268,10 +269,7 @@ def gpu_lines(node: str, g: Gpu) -> list[Text]:
         Text(f"temperature {NA if g.temperature_c is None else f'{g.temperature_c:.0f}°C'}"),
         Text(f"SM clock {of(g.clock_sm_mhz, g.clock_sm_max_mhz, 'MHz')}"),
         Text(f"memory clock {of(g.clock_mem_mhz, g.clock_mem_max_mhz, 'MHz')}"),
-        Text(
-            "clock events "
-            + (NA if g.clock_events is None else ", ".join(g.clock_events) or "none")
-        ),
+        Text(f"clock events {clock_events_text(g)}"),
     ]
     if g.mig is not None:
         lines.append(Text(f"MIG {'on' if g.mig.current else 'off'}", style="bold"))

@@ -106,9 +106,7 @@ def _events(r: GpuRow, text: str, c: dict[str, str]) -> Text:
     g = r.gpu
     if r.mig is not None:
         return cell("")
-    if g.clock_events is None:
-        return cell(text, c["dim"])
-    if not g.clock_events:
+    if not g.clock_events:  # unread, or none
         return cell(text, c["dim"])
     return Text(", ").join(
         Text(e, style=f"bold {c['warning']}" if e in HOT else c["dim"]) for e in g.clock_events

@@ -21,8 +21,8 @@ from textual.scrollbar import ScrollBarRender
 from textual.widgets import DataTable, Static
 
 from console.figures.keyseries import KeySeries
-from console.frame import Frame, Percentiles
-from console.units import FEW, NA, quantile_text
+from console.frame import Frame
+from console.units import NA
 from screens.deck import Deck
 from screens.tableshim import CachedDataTable
 
@@ -347,14 +347,6 @@ def theme_colors(v: dict[str, str]) -> dict[str, str]:
         "error": solid("error", "red"),
         "dim": solid("foreground-muted", "grey"),
     }
-
-
-def pct_cell(p: Percentiles | None, name: str, dim: str = "dim", width: int | None = None) -> Text:
-    """A percentile for a table cell with its marks (``quantile_text``, fitted to ``width``),
-    dimmed when fewer than FEW requests stand behind it."""
-    text = quantile_text(p, name, fit=width)
-    few = p is None or getattr(p, name) is None or p.observations < FEW
-    return cell(text, dim if few else "")
 
 
 def _fit(value: object, width: int) -> object:
