@@ -707,7 +707,7 @@ async def test_every_key_a_view_lists_changes_its_screen_at_80x24(tmp_path, view
         await pilot.press("down", "enter")
         await pilot.pause()
 
-    async def changed(before: str, deadline_s: float = 3.0) -> bool:
+    async def changed(before: str, deadline_s: float = 10.0) -> bool:
         """Whether the screen drawn comes to differ from ``before`` (waiting on the app)."""
         import time
 
