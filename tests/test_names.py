@@ -303,3 +303,17 @@ async def test_the_cost_pane_and_snapshot_md_draw_the_same_columns_with_the_same
     assert pane == doc and len(pane) == 4, (pane, doc)
     assert pane[-1] == ["no-cost"] + ["n/a"] * 6
     assert pane[0][5] == "$0.39–$0.39" and pane[0][6] == "3.1"
+
+
+def test_a_mig_device_without_a_placement_names_none():
+    """DCGM, in the fleet, exports no placement: the page and the pane name the instance's
+    profile alone (the page wrote 'MIG 2g.48gb @None')."""
+    frame = _golden()
+    g = next(g for g in frame.gpus if g.mig and g.mig.devices)
+    d = g.mig.devices[0].model_copy(update={"placement_start": None})
+    g = g.model_copy(update={"mig": g.mig.model_copy(update={"devices": [d]})})
+    md = to_markdown(frame.model_copy(update={"gpus": [g]}))
+    row = next(line for line in md.splitlines() if line.startswith(f"| {g.index}/0 |"))
+    assert f"| MIG {d.profile} |" in row and "None" not in row
+    name = pick(GPU_COLUMNS, ("device",))[0]
+    assert name.short(gpu_rows([g])[1]) == f"└ {d.profile}"

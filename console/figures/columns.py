@@ -334,7 +334,11 @@ def process_text(p: GpuProcess) -> str:
 
 def _name(r: GpuRow) -> str:
     d = r.mig
-    return r.gpu.name or NA if d is None else f"MIG {d.profile or NA} @{d.placement_start}"
+    if d is None:
+        return r.gpu.name or NA
+    # (DCGM, in the fleet, exports no placement: none is written, where '@None' was)
+    where = f" @{d.placement_start}" if d.placement_start is not None else ""
+    return f"MIG {d.profile or NA}{where}"
 
 
 def _name_brief(r: GpuRow) -> str:
