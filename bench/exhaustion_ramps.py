@@ -1,5 +1,7 @@
-"""How near the time to a full KV pool (console/figures/capacity.py's ``kv_full_in``) comes to when the
-simulator's pool fills, on ramps of arrivals.
+"""How near the time to a full KV pool (console/figures/capacity.py's ``estimate``: its
+``kv_full_in_s``, the readings' trend bent through the load's law) comes to when the simulator's
+pool fills, on ramps of arrivals; beside it, in the same run, the readings' own trend alone
+(``kv_full_in``), the forecast before the law.
 
     python bench/exhaustion_ramps.py [--scale 10] [--seeds 7 8 9]
 
@@ -22,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from console.engines import extract, profiles  # noqa: E402
-from console.figures.capacity import CAPACITY_WINDOW_S, kv_full_in  # noqa: E402
+from console.figures.capacity import CAPACITY_WINDOW_S, estimate, kv_full_in  # noqa: E402
 from console.figures.windowed import EngineHistory  # noqa: E402
 from console.promtext import parse  # noqa: E402
 from console.sim.engine import page_for  # noqa: E402
@@ -42,9 +44,10 @@ def ramps(k: float) -> dict[str, Callable[[int], float]]:
 
 def run(
     rate: Callable[[int], float], seed: int, k: float
-) -> list[tuple[float, float, float | None, float]]:
-    """(level, seconds left until the 30-s average reaches 95 %, seconds said, seconds left until
-    a one-second reading first reaches 99 %) at each reading of one ramp."""
+) -> list[tuple[float, float, float | None, float | None, float]]:
+    """(level, seconds left until the 30-s average reaches 95 %, seconds said, seconds the
+    readings' trend alone said, seconds left until a one-second reading first reaches 99 %) at
+    each reading of one ramp."""
     spec = {
         "itl_base_s": 0.018,
         "itl_per_seq_s": 0.00005 / k,
@@ -57,7 +60,7 @@ def run(
     model = TrafficModel(TrafficSpec(**spec, rate_rps=k, seed=seed), clock=lambda: clock[0])
     hist = EngineHistory(keep_s=CAPACITY_WINDOW_S + 30)
     used: list[float] = []
-    said: dict[float, tuple[float, float | None]] = {}
+    said: dict[float, tuple[float, float | None, float | None]] = {}
     touched: float | None = None  # when a one-second reading first reached 99 %
     for s in range(3600):
         model.spec.rate_rps = rate(s)
@@ -69,11 +72,23 @@ def run(
             touched = clock[0]
         for lv in LEVELS:
             if lv not in said and s >= 60 and level > lv:
-                said[lv] = (clock[0], kv_full_in(hist.points, CAPACITY_WINDOW_S))
+                pts = hist.points
+                got = estimate(
+                    pts, CAPACITY_WINDOW_S, ttft_limit_s=None, tpot_limit_s=None,
+                    kv_capacity_tokens=spec["kv_capacity_tokens"],
+                )  # fmt: skip
+                said[lv] = (clock[0], got.kv_full_in_s, kv_full_in(pts, CAPACITY_WINDOW_S))
         if level >= 0.95:
             first = touched if touched is not None else clock[0]
-            return [(lv, clock[0] - t, p, first - t) for lv, (t, p) in sorted(said.items())]
+            return [(lv, clock[0] - t, p, q, first - t) for lv, (t, p, q) in sorted(said.items())]
     raise SystemExit("the pool never filled")
+
+
+def _score(said: list[tuple[float, float | None]]) -> tuple[int, list[float], int]:
+    """(within ±25 %, the ratios said / truth sorted, readings without a figure)."""
+    held = sum(p is not None and abs(p - truth) <= 0.25 * truth for truth, p in said)
+    ratios = sorted(p / truth for truth, p in said if p is not None)
+    return held, ratios, sum(p is None for _, p in said)
 
 
 def main() -> None:
@@ -81,33 +96,31 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=10.0)
     ap.add_argument("--seeds", type=int, nargs="+", default=[7, 8, 9])
     args = ap.parse_args()
-    held = total = touched = 0
-    ratios: list[float] = []
+    law: list[tuple[float, float | None]] = []
+    alone: list[tuple[float, float | None]] = []
+    touched = 0
     for name, rate in ramps(args.scale).items():
         for seed in args.seeds:
             cells = []
-            for lv, truth, p, first in run(rate, seed, args.scale):
+            for lv, truth, p, q, first in run(rate, seed, args.scale):
                 ok = p is not None and abs(p - truth) <= 0.25 * truth
-                held += ok
                 touched += p is not None and first > 0 and abs(p - first) <= 0.25 * first
-                total += 1
-                if p is not None:
-                    ratios.append(p / truth)
-                cells.append(
-                    f"{lv:.0%}: {truth:4.0f} s, said "
-                    + (
-                        "  none"
-                        if p is None
-                        else f"{p:4.0f} ({p / truth:4.2f}{'' if ok else ' ✗'})"
-                    )
-                )
+                law.append((truth, p))
+                alone.append((truth, q))
+                said = "  none" if p is None else f"{p:4.0f} ({p / truth:4.2f}{'' if ok else ' ✗'})"
+                cells.append(f"{lv:.0%}: {truth:4.0f} s, said {said}")
             print(f"{name:20} seed {seed}  " + " | ".join(cells))
-    ratios.sort()
+    print()
+    for label, said in (("estimate (the law)", law), ("the readings' trend alone", alone)):
+        held, ratios, none = _score(said)
+        mid = f"{ratios[len(ratios) // 2]:.2f}, {ratios[0]:.2f}–{ratios[-1]:.2f}" if ratios else "-"
+        print(
+            f"{label:26} {held} of {len(said)} readings within ±25 % of the time left "
+            f"(scale {args.scale:g}); said/truth median {mid}; {none} without a figure"
+        )
     print(
-        f"\n{held} of {total} readings within ±25 % of the time left (scale {args.scale:g}); "
-        f"said/truth median {ratios[len(ratios) // 2]:.2f}, {ratios[0]:.2f}–{ratios[-1]:.2f}, "
-        f"{total - len(ratios)} without a figure; {touched} of {total} within ±25 % of when a "
-        "one-second reading first reached 99 % (a single reading's first touch: earlier, and noisier)"
+        f"{touched} of {len(law)} of the estimate's within ±25 % of when a one-second reading "
+        "first reached 99 % (a single reading's first touch: earlier, and noisier)"
     )
 
 

@@ -148,20 +148,25 @@ def test_a_run_whose_load_never_varied_says_it_cannot_tell():
 @pytest.mark.slow
 def test_time_to_kv_exhaustion_under_linear_and_accelerating_ramps():
     """Arrivals ramp up (+0.3 req/s each second, and as t²) on an H100-sized pool (400,000
-    tokens, ~700 sequences): the time to a full pool, read as its 30-s average passes 30, 50 and
-    70 %, against when that average reaches 95 % (bench/exhaustion_ramps.py runs the whole
-    matrix: 40 of 54 there). Two thirds within ±25 %, none missing, none off by ×1.75."""
+    tokens, ~700 sequences): the estimate's time to a full pool (the readings' trend bent
+    through the load's law), read as its 30-s average passes 30, 50 and 70 %, against when that
+    average reaches 95 % (bench/exhaustion_ramps.py runs the whole matrix: 49 of 54 there, 40
+    with the readings' trend alone). Three quarters within ±25 %, none missing, none off by
+    ×1.6, and never fewer within than the readings' trend alone."""
     scale = 10.0
     every = [
-        (lv, truth, said)
+        (truth, said, alone)
         for name in ("linear +0.03/s²", "accelerating t²")
         for seed in (7, 8)
-        for lv, truth, said, _ in run(ramps(scale)[name], seed, scale)
+        for _, truth, said, alone, _ in run(ramps(scale)[name], seed, scale)
     ]
-    assert len(every) == 12 and all(said is not None for _, _, said in every), every
-    ratios = [said / truth for _, truth, said in every if said is not None]
-    assert sum(abs(r - 1) <= 0.25 for r in ratios) >= 8, ratios
-    assert all(0.6 <= r <= 1.75 for r in ratios), ratios
+    assert len(every) == 12 and all(said is not None for _, said, _ in every), every
+    ratios = [said / truth for truth, said, _ in every if said is not None]
+    within = sum(abs(r - 1) <= 0.25 for r in ratios)
+    assert within >= 9, ratios
+    assert all(0.6 <= r <= 1.6 for r in ratios), ratios
+    alone = sum(a is not None and abs(a / t - 1) <= 0.25 for t, _, a in every)
+    assert within >= alone, (within, alone)
 
 
 def test_the_fit_and_the_robust_slope_on_hand_computed_points():

@@ -274,8 +274,11 @@ def decode_points(
     return out
 
 
-def fit_itl(points: Sequence[LoadPoint] | Sequence[DecodePoint]) -> Fit | str:
-    """``ITL ≈ W + H·n`` by least squares, or why it cannot be fitted."""
+def fit_itl(
+    points: Sequence[LoadPoint] | Sequence[DecodePoint], min_spread: float = MIN_SPREAD
+) -> Fit | str:
+    """``ITL ≈ W + H·n`` by least squares, or why it cannot be fitted (a load whose running
+    count varied by less than ``min_spread`` of its mean: chance swings alone flatten the fit)."""
     xy = [(p.running, p.itl_s) for p in points if p.itl_s is not None and p.running > 0]
     if len(xy) < MIN_POINTS:
         return f"{len(xy)} of the {MIN_POINTS} levels of load it needs seen so far"
@@ -283,7 +286,7 @@ def fit_itl(points: Sequence[LoadPoint] | Sequence[DecodePoint]) -> Fit | str:
     lo, hi = min(xs), max(xs)
     mean = sum(xs) / len(xs)
     spread = math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
-    if hi - lo < 2.0 or spread < MIN_SPREAD * mean:
+    if hi - lo < 2.0 or spread < min_spread * mean:
         return f"load never varied enough (running {lo:.0f}–{hi:.0f}, ±{spread / mean * 100:.0f} %)"
     ys = [y for _, y in xy]
     ym = sum(ys) / len(ys)
@@ -457,6 +460,37 @@ def kv_full_in(
     return time_to(_readings(history, window_s, "kv_cache_usage", read), 1.0)
 
 
+LAW_SPREAD = 0.05  # the law a KV forecast reads through: a load that varied this much will do
+# (a flattened fit only bends the forecast less: with no slope it is the readings' own trend)
+
+
+def _kv_full_in_by_law(
+    history: Sequence[Extract],
+    points: Sequence[LoadPoint],
+    window_s: float,
+    kv_capacity_tokens: float | None,
+    read: Callable[[Extract, str], float | None],
+) -> float | None:
+    """Seconds until the KV cache is full, read through the fitted load law: each KV reading
+    is a running count n = use x the sequences the pool holds, and the arrivals that keep n
+    running are the law's rate(n) (Little's law: n over a request's time at n). A ramp of
+    arrivals is a line there, where the pool's use bends up harder and harder as each
+    sequence's step slows with the count; the pool is full when the arrivals reach the rate at
+    a full pool. None where the law cannot be read (the readings' own trend stands)."""
+    kv = [p.kv_tokens for p in points if p.kv_tokens]
+    fit = fit_itl(points, LAW_SPREAD)
+    done = sum(p.finished for p in points)
+    if not kv or not kv_capacity_tokens or isinstance(fit, str) or fit.h <= 0 or done <= 0:
+        return None
+    t0, _ = unqueued_ttft(points)
+    if t0 is None:
+        return None
+    law = _Law(fit, t0, _prefill_fit(points), sum(p.output_tokens for p in points) / done, 0.0)
+    n_full = kv_capacity_tokens / (sum(kv) / len(kv))
+    readings = _readings(history, window_s, "kv_cache_usage", read)
+    return time_to([(t, law.rate(u * n_full)) for t, u in readings], law.rate(n_full))
+
+
 def queue_full_in(
     history: Sequence[Extract],
     window_s: float,
@@ -541,6 +575,11 @@ def estimate(
         now or 0.0, read,
     )  # fmt: skip
     extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
+    if report.kv_full_in_s is not None:  # a trend the readings show, bent by the load's law
+        # (where they show none — flat, a wave, a drift far from full — there is none to bend)
+        by_law = _kv_full_in_by_law(history, points, window_s, kv_capacity_tokens, read)
+        if by_law is not None:
+            extra["kv_full_in_s"] = by_law
     if batch_limit:
         extra.update(batch_limit=batch_limit, batch_from=batch_from or "given")
     if ttft_limit_s and now:
