@@ -480,7 +480,9 @@ def _kv_full_in_by_law(
     kv = [p.kv_tokens for p in points if p.kv_tokens]
     fit = fit_itl(points, LAW_SPREAD)
     done = sum(p.finished for p in points)
-    if not kv or not kv_capacity_tokens or isinstance(fit, str) or fit.h <= 0 or done <= 0:
+    if not kv or not kv_capacity_tokens or isinstance(fit, str) or done <= 0:
+        return None
+    if fit.w <= 0 or fit.h <= 0:  # a step that shrinks with the count is no law to read through
         return None
     t0, _ = unqueued_ttft(points)
     if t0 is None:
