@@ -156,7 +156,7 @@ def target_text(entry: TargetReport | None, ranges: bool = False, compact: bool 
 
 def share_range(g: RangeReport | None, digits: int = 1) -> str:
     """A good-share range, both ends rounded down: never above the completion it is bounded by."""
-    if g is None:
+    if g is None or not (math.isfinite(g.low) and math.isfinite(g.high)):
         return NA
     scale = 10**digits
 

@@ -261,3 +261,18 @@ def test_service_meters_raise_the_budget_and_burn_conditions_from_a_services_out
     assert spent.startswith("error budget spent in ~") and "28-day budget" in spent
     slo, conds = run(0.0)
     assert slo.burn is not None and conds == []
+
+
+def test_an_infinite_completion_share_gives_no_good_share_and_never_raises():
+    """A hostile page's counters made the completion share infinite, and snapshot.md raised
+    OverflowError writing the good share (found by the generated hostile pages beside a loaded
+    machine): no good share is made from it, and a range that is not finite reads n/a."""
+    from console.figures.slo import _good_share
+    from console.frame import RangeReport
+    from console.units import share_range
+
+    assert _good_share([0.9], [], False, float("inf"), {}) is None
+    assert _good_share([0.9], [], False, 0.99, {}) is not None
+    assert share_range(RangeReport(low=0.0, high=float("inf"))) == "n/a"
+    assert share_range(RangeReport(low=float("nan"), high=0.5)) == "n/a"
+    assert share_range(RangeReport(low=0.5, high=0.75)) == "50.0–75.0%"

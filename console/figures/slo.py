@@ -267,8 +267,8 @@ def _good_share(
     """The share of requests that finished and met every target, as bounds: at most the
     completion rate times the worst attainment, at least what the attainments' misses leave if
     they never overlap (0 while an attainment is unknown: it could be met by none)."""
-    if not (attain or unknown) or c is None:
-        return None
+    if not (attain or unknown) or c is None or not math.isfinite(c):
+        return None  # (a hostile page's counters can make the completion share infinite)
     lo = c * max(0.0, sum(attain) - (len(attain) - 1)) if not unknown else 0.0
     hi = c * min(attain) if attain else c
     if not (math.isfinite(lo) and math.isfinite(hi)):
