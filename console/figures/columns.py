@@ -7,7 +7,7 @@ columns it draws, in its order, from the one spec. Pure."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from console.figures.findings import strays
@@ -300,7 +300,7 @@ class GpuRow:
     """A row of the GPU table: a GPU, or one of its MIG devices under it."""
 
     gpu: Gpu
-    mig: MigDevice | None = field(default=None)
+    mig: MigDevice | None = None
 
 
 def gpu_rows(gpus: list[Gpu]) -> list[GpuRow]:

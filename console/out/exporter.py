@@ -10,7 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from console.figures.plan import AlertRules, Plan
+from console.figures.plan import AlertRule, AlertRules, Plan
 from console.figures.verdict import EXIT
 from console.frame import BurnReport, CapacityReport, Engine, Frame, Gpu, ServiceStatus
 
@@ -459,42 +459,33 @@ def _burn_rules(r: AlertRules) -> list[Rule]:
     ]
 
 
+def _one(rule: AlertRule, name: str, expr: str, severity: str, summary: str) -> list[Rule]:
+    """A family of one rule, written where the plan leaves it on."""
+    return [(name, expr, rule.for_s, severity, summary)] if rule.enabled else []
+
+
 def _saturation_rules(r: AlertRules) -> list[Rule]:
-    if not r.saturation.enabled:
-        return []
-    return [(
-        "InferdeckEngineSaturated",
-        f"{PREFIX}saturation_ratio >= 1",
-        r.saturation.for_s,
-        "warning",
+    return _one(
+        r.saturation, "InferdeckEngineSaturated", f"{PREFIX}saturation_ratio >= 1", "warning",
         "{{ $labels.engine }}: p90 {{ $labels.slo }} at {{ $value }}x its SLO (saturated); "
         "the console's Room and Sat columns say how much more it takes",
-    )]  # fmt: skip
+    )  # fmt: skip
 
 
 def _exhaustion_rules(r: AlertRules) -> list[Rule]:
-    if not r.exhaustion.enabled:
-        return []
-    return [(
-        "InferdeckHeadroomExhaustedSoon",
-        f"{PREFIX}headroom_exhausted_in_seconds < {r.exhaustion_horizon_s:g}",
-        r.exhaustion.for_s,
-        "warning",
+    return _one(
+        r.exhaustion, "InferdeckHeadroomExhaustedSoon",
+        f"{PREFIX}headroom_exhausted_in_seconds < {r.exhaustion_horizon_s:g}", "warning",
         "{{ $labels.service }}: {{ $labels.rule }} used up in {{ $value }} s at its trend "
         f"(planned horizon {r.exhaustion_horizon_s:g} s)",
-    )]  # fmt: skip
+    )  # fmt: skip
 
 
 def _engine_down_rules(r: AlertRules) -> list[Rule]:
-    if not r.engine_down.enabled:
-        return []
-    return [(
-        "InferdeckEngineDown",
-        f"{PREFIX}engine_up == 0",
-        r.engine_down.for_s,
-        "critical",
+    return _one(
+        r.engine_down, "InferdeckEngineDown", f"{PREFIX}engine_up == 0", "critical",
         "{{ $labels.engine }} on {{ $labels.instance }}: metrics page unreadable",
-    )]  # fmt: skip
+    )  # fmt: skip
 
 
 def _node_rules(r: AlertRules) -> list[Rule]:
