@@ -10,7 +10,15 @@ import math
 import pytest
 
 from console.engines import Extract
-from console.figures.capacity import LoadPoint, queue_full_in, saturation, service_capacity, time_to
+from console.figures.capacity import (
+    LoadPoint,
+    last_restart,
+    queue_full_in,
+    saturation,
+    service_capacity,
+    settled_from,
+    time_to,
+)
 from console.frame import CapacityReport, Headroom
 
 TTFT_BOUNDS = (0.5, 1.0, 2.0, float("inf"))
@@ -102,6 +110,87 @@ def test_a_limit_already_reached_is_now_whatever_the_trend():
             enumerate(waiting * 9)]  # fmt: skip
     assert queue_full_in(past, 300.0, 5.85) == 0.0
     assert time_to([(0.0, 0.2), (1.0, 1.0)], 1.0) == 0.0  # a full pool is full now
+
+
+def test_no_trend_is_read_until_a_restarted_engine_has_settled_but_a_full_queue_is_now():
+    """A queue rising 0.1 a second is 111 s from 20 waiting. The engine restarts at t = 60 (its
+    counts go down): what waited before is gone and what waits after is the refill. With 10
+    running and one request finishing a second, a request lives 10 s (Little's law), so the
+    readings count from six lives after the restart (t = 120) on; a queue at its limit is "now"
+    whatever the restart."""
+
+    def scrape(t: int, waiting: float, restart_at: int | None = None) -> Extract:
+        since = t - restart_at if restart_at is not None and t >= restart_at else t
+        return Extract(
+            t=float(t),
+            gauges={"requests_waiting": {(): waiting}, "requests_running": {(): 10.0}},
+            counters={
+                "generation_tokens": {(): (1000.0 * since,)},
+                "requests_finished": {(): (1.0 * since,)},
+            },
+        )
+
+    rising = [scrape(t, 0.1 * t) for t in range(90)]
+    assert queue_full_in(rising, 300.0, 20.0) == pytest.approx(111.0)
+    assert settled_from(rising) == 0.0
+    refilled = [scrape(t, 0.1 * t, restart_at=60) for t in range(90)]
+    assert last_restart(refilled) == 60.0
+    assert settled_from(refilled) == pytest.approx(120.0)
+    assert queue_full_in(refilled, 300.0, 20.0) is None
+    later = [scrape(t, 0.1 * t, restart_at=60) for t in range(251)]  # readings from 120 on
+    assert queue_full_in(later, 300.0, 60.0) == pytest.approx(350.0)
+    past = [scrape(t, 30.0 + t % 5, restart_at=60) for t in range(90)]
+    assert queue_full_in(past, 300.0, 20.0) == 0.0
+
+
+def _ramp_with_restart(restart_at: int) -> tuple[list[tuple[int, float | None]], int]:
+    """The bench's ramp of arrivals (bench/exhaustion_ramps.py) on the simulator's vLLM, its
+    requests 2,000 tokens long on average (a pool that takes minutes to refill), the engine
+    restarted at ``restart_at``: the estimate's time to a full pool every 10 s, and the second
+    at which the pool was full."""
+    from console.engines import extract, profiles
+    from console.figures.capacity import CAPACITY_WINDOW_S, estimate
+    from console.figures.windowed import EngineHistory
+    from console.promtext import parse
+    from console.sim.engine import page_for
+    from console.sim.traffic import TrafficModel, TrafficSpec
+
+    clock = [1_000_000.0]
+    spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
+                       kv_capacity_tokens=4_000_000, prompt_tokens=300, output_tokens=2000,
+                       rate_rps=10.0, seed=7)  # fmt: skip
+    model = TrafficModel(spec, clock=lambda: clock[0])
+    hist = EngineHistory()  # as the deriver keeps it (the longest window's)
+    said = []
+    for s in range(3600):
+        model.spec.rate_rps = 10.0 * (1 + 0.002 * s)
+        clock[0] += 1.0
+        if s == restart_at:
+            model.restart()
+        hist.add(extract(parse(page_for("vllm", model)), profiles()["vllm"], clock[0]))
+        if model.kv_used_tokens() >= 0.99 * spec.kv_capacity_tokens:
+            return said, s
+        if s % 10 == 0:
+            got = estimate(hist.points, CAPACITY_WINDOW_S, ttft_limit_s=None, tpot_limit_s=None,
+                           kv_capacity_tokens=spec.kv_capacity_tokens)  # fmt: skip
+            said.append((s, got.kv_full_in_s))
+    raise AssertionError("the pool never filled")
+
+
+@pytest.mark.slow
+def test_an_engine_restarted_mid_ramp_is_read_again_once_its_pool_has_refilled():
+    """Mid-ramp the engine restarts and its pool empties, then refills over minutes (requests
+    live ~43 s, their KV grows over their lives) while the ramp fills it 820 s later. Read as a
+    trend, the refill said "full in ~2 min" with 9 min left, and the readings across the drop
+    "full in 884 s" just after it. Now the forecast stands before the restart, none is read
+    until six lifetimes after it, and none after says less than a third of the time left (the
+    readings' own swing takes a forecast without a restart to half of it)."""
+    said, full = _ramp_with_restart(400)
+    assert 1100 < full < 1350, full
+    assert all(v is not None for s, v in said if 300 <= s < 400), said
+    assert all(v is None for s, v in said if 400 <= s < 700), said
+    assert all(v is None or v >= (full - s) / 3 for s, v in said if s >= 400), said
+    assert any(v is not None for s, v in said if 700 <= s < 950), said
 
 
 def test_a_bending_rise_is_followed_along_its_bend():

@@ -36,6 +36,7 @@ from typing import Any
 
 from console.engines import EngineProfile, Extract, gauge_value, kv_usage
 from console.figures.window import histogram_quantile, quantile_bucket, wide
+from console.figures.windowed import restart_times
 from console.frame import CapacityReport
 
 MIN_TREND_S = 60.0  # a KV trend needs at least a minute of readings
@@ -442,13 +443,66 @@ def _readings(
     gauge: str,
     read: Callable[[Extract, str], float | None] = _PLAIN,
 ) -> list[tuple[float, float]]:
+    """The window's readings of a gauge from when the engine's pool and queue last settled
+    (``settled_from``) on; at least the latest (one at its limit is there now, settled or not)."""
     t_end = history[-1].t if history else 0.0
     slot = {"requests_running": 0, "requests_waiting": 1, "kv_cache_usage": 2}[gauge]
-    return [
+    t_from = max(t_end - window_s, settled_from(history, read))
+    got = [
         (ex.t, v)
         for ex in history
         if ex.t >= t_end - window_s and (v := _load(ex, read)[slot]) is not None
     ]
+    return [p for p in got if p[0] >= t_from] or got[-1:]
+
+
+# a pool emptied by a restart refills within this many request lifetimes: its KV, each sequence
+# holding more the longer it has run, is 98 % back after six (1 - 7·e^-6, lengths exponential)
+SETTLE_LIVES = 6.0
+RESET_SIGNALS = (("counters", "generation_tokens"), ("counters", "requests_finished"))
+RESTART_LOOKBACK_S = 2 * CAPACITY_WINDOW_S  # a restart older than this has settled
+
+
+def last_restart(history: Sequence[Extract]) -> float | None:
+    """When the engine last restarted within RESTART_LOOKBACK_S: its process start moved, or its
+    token or finished-request count went down (engines that export no start time). The counts
+    are walked only where the history saw one of them do other than grow in that time."""
+    t_from = history[-1].t - RESTART_LOOKBACK_S
+    times = {t for t in restart_times(history) if t > t_from}
+    breaks = getattr(history, "breaks", None)
+    first = getattr(history, "first_t", None)
+    if breaks is None or any(
+        (t := breaks.get(k)) is not None and t > t_from and t != first for k in RESET_SIGNALS
+    ):
+        recent = [ex for ex in history if ex.t >= t_from]
+        for a, b in zip(recent, recent[1:], strict=False):
+            for _, signal in RESET_SIGNALS:
+                x, y = _counter(a, signal), _counter(b, signal)
+                if x is not None and y is not None and y < x:
+                    times.add(b.t)
+    return max(times) if times else None
+
+
+def settled_from(
+    history: Sequence[Extract], read: Callable[[Extract, str], float | None] = _PLAIN
+) -> float:
+    """When the engine's pool and queue last settled: after a restart, once SETTLE_LIVES request
+    lifetimes have passed (a lifetime by Little's law: the running count over the finished rate,
+    read since the restart); never before a lifetime can be read. A restart empties the pool and
+    the queue, which refill as fast as requests arrive: the readings before are another
+    process's and the rise after is the refill, neither a trend of the load."""
+    if not history:
+        return 0.0
+    t0 = last_restart(history)
+    if t0 is None:
+        return history[0].t
+    since = [ex for ex in history if ex.t >= t0]
+    done = [(ex.t, c) for ex in since if (c := _counter(ex, "requests_finished")) is not None]
+    running = [r for ex in since if (r := _load(ex, read)[0]) is not None]
+    if len(done) < 2 or not running or done[-1][1] <= done[0][1]:
+        return history[-1].t + 1.0  # no lifetime read yet: nothing has settled
+    rate = (done[-1][1] - done[0][1]) / (done[-1][0] - done[0][0])
+    return t0 + SETTLE_LIVES * (sum(running) / len(running)) / rate
 
 
 def kv_full_in(
