@@ -171,6 +171,32 @@ def test_the_grown_shortcut_equals_the_step_walk():
     assert signal_delta(hist.points, "counters", "absent", 60.0) is None
 
 
+def test_a_kept_history_notes_where_the_counts_went_down_and_nothing_else():
+    """An engine that exports no start time restarts: its token count goes down. The history
+    notes that scrape (the capacity model's forecasts start again after it), not a series that
+    appears (a new finished reason) or a scrape without the count, and forgets it with the
+    scrape."""
+    from array import array
+
+    from console.engines import Extract
+    from console.figures.windowed import EngineHistory
+
+    hist = EngineHistory(keep_s=100.0)
+    for i in range(300):
+        tokens = 50.0 * (i if i < 120 else i - 120)  # the restart at i = 120
+        finished = {(("reason", "stop"),): array("d", [float(i)])}
+        if i >= 60:
+            finished[(("reason", "abort"),)] = array("d", [1.0])  # a series appears at 60
+        ex = Extract(t=float(i), counters={"requests_finished": finished})
+        if i != 200:  # a scrape without the token count
+            ex.counters["generation_tokens"] = {(): array("d", [tokens])}
+        hist.add(ex)
+        if i == 150:
+            assert hist.points.resets == {120.0}
+    assert hist.points.resets == set()  # kept 100 s: the restart's scrape is gone
+    assert not hist.points.restarts
+
+
 def test_windowed_figures_sum_replicas_each_with_its_own_restart():
     """One home for windowed history: a counter's increase, a histogram's buckets and the
     requests' outcomes summed over two replicas, one of which restarted (hand-computed)."""

@@ -36,7 +36,7 @@ from typing import Any
 
 from console.engines import EngineProfile, Extract, gauge_value, kv_usage
 from console.figures.window import histogram_quantile, quantile_bucket, wide
-from console.figures.windowed import restart_times
+from console.figures.windowed import COUNTS_RESET, restart_times, went_down
 from console.frame import CapacityReport
 
 MIN_TREND_S = 60.0  # a KV trend needs at least a minute of readings
@@ -459,28 +459,26 @@ def _readings(
 # a pool emptied by a restart refills within this many request lifetimes: its KV, each sequence
 # holding more the longer it has run, is 98 % back after six (1 - 7·e^-6, lengths exponential)
 SETTLE_LIVES = 6.0
-RESET_SIGNALS = (("counters", "generation_tokens"), ("counters", "requests_finished"))
 RESTART_LOOKBACK_S = 2 * CAPACITY_WINDOW_S  # a restart older than this has settled
 
 
 def last_restart(history: Sequence[Extract]) -> float | None:
     """When the engine last restarted within RESTART_LOOKBACK_S: its process start moved, or its
-    token or finished-request count went down (engines that export no start time). The counts
-    are walked only where the history saw one of them do other than grow in that time."""
+    token or finished-request count went down (engines that export no start time; an
+    ``EngineHistory`` notes both as scrapes arrive, a plain sequence is walked)."""
     t_from = history[-1].t - RESTART_LOOKBACK_S
-    times = {t for t in restart_times(history) if t > t_from}
-    breaks = getattr(history, "breaks", None)
-    first = getattr(history, "first_t", None)
-    if breaks is None or any(
-        (t := breaks.get(k)) is not None and t > t_from and t != first for k in RESET_SIGNALS
-    ):
+    times = set(restart_times(history))
+    resets = getattr(history, "resets", None)
+    if resets is not None:
+        times |= resets
+    else:
         recent = [ex for ex in history if ex.t >= t_from]
-        for a, b in zip(recent, recent[1:], strict=False):
-            for _, signal in RESET_SIGNALS:
-                x, y = _counter(a, signal), _counter(b, signal)
-                if x is not None and y is not None and y < x:
-                    times.add(b.t)
-    return max(times) if times else None
+        times |= {
+            b.t
+            for a, b in zip(recent, recent[1:], strict=False)
+            if any(went_down(a, b, signal) for _, signal in COUNTS_RESET)
+        }
+    return max((t for t in times if t > t_from), default=None)
 
 
 def settled_from(

@@ -50,6 +50,7 @@ class Scrapes(deque[Extract]):
     and per counter or histogram signal the newest scrape in which it did not only grow."""
 
     restarts: set[float]
+    resets: set[float]  # where the token or finished-request count went down (a restart unsaid)
     times: list[float]
     breaks: dict[tuple[str, str], float]
     first_t: float | None  # the console's first scrape of the engine (windows start no earlier)
@@ -73,6 +74,8 @@ class EngineHistory:
             else:
                 grew = _grew(before, ex)
                 ex.grew = before.grew if grew == before.grew else grew
+                if any(k not in grew and went_down(before, ex, k[1]) for k in COUNTS_RESET):
+                    points.resets.add(ex.t)
             _share(before, ex)
         breaks = points.breaks
         for key in {
@@ -91,13 +94,28 @@ class EngineHistory:
             del points.times[0]
         if points.restarts:
             points.restarts = {t for t in points.restarts if t >= points[0].t}
+        if points.resets:
+            points.resets = {t for t in points.resets if t >= points[0].t}
 
     def clear(self) -> None:
         self.points.clear()
         self.points.restarts = set()
+        self.points.resets = set()
         self.points.times = []
         self.points.breaks = {}
         self.points.first_t = None
+
+
+# the counts whose going down says the engine restarted where it exports no start time
+COUNTS_RESET = (("counters", "generation_tokens"), ("counters", "requests_finished"))
+
+
+def went_down(before: Extract, ex: Extract, signal: str) -> bool:
+    """The counter's sum over its series is lower than the scrape before's."""
+    old, new = before.counters.get(signal), ex.counters.get(signal)
+    if not old or not new:
+        return False
+    return sum(v[0] for v in new.values()) < sum(v[0] for v in old.values())
 
 
 def _share(before: Extract, ex: Extract) -> None:
