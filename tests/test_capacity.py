@@ -169,6 +169,58 @@ def test_time_to_kv_exhaustion_under_linear_and_accelerating_ramps():
     assert within >= alone, (within, alone)
 
 
+def _ramp_on_one_rank(seed: int, slope: float, cold_share: float) -> list[tuple[float, float]]:
+    """One vLLM server with two DP ranks, each its own pool (400,000 tokens): rank 0's arrivals
+    ramp (+``slope`` of its 10 req/s each second), rank 1 holds ``cold_share`` of that. The
+    estimate (the vLLM profile: KV use is the fullest rank's) read as rank 0's 30-s average
+    passes 30, 50 and 70 %, against when that average reaches 95 %: (truth, said)."""
+    from console.figures.capacity import CAPACITY_WINDOW_S
+
+    spec = dict(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
+                kv_capacity_tokens=400_000, prompt_tokens=300, output_tokens=200)  # fmt: skip
+    clock = [1_000_000.0]
+    hot = TrafficModel(TrafficSpec(**spec, rate_rps=10.0, seed=seed), clock=lambda: clock[0])
+    cold = TrafficModel(
+        TrafficSpec(**spec, rate_rps=10.0 * cold_share, seed=seed + 100), clock=lambda: clock[0]
+    )
+    vllm = profiles()["vllm"]
+    hist = EngineHistory()
+    used: list[float] = []
+    said: dict[float, tuple[float, float | None]] = {}
+    for s in range(3600):
+        hot.spec.rate_rps = 10.0 * (1 + slope * s)
+        clock[0] += 1.0
+        page = page_for("vllm", hot) + page_for("vllm", cold).replace('engine="0"', 'engine="1"')
+        hist.add(extract(parse(page), vllm, clock[0]))
+        used.append(hot.kv_used_tokens() / 400_000)
+        level = sum(used[-30:]) / len(used[-30:])
+        for lv in (0.3, 0.5, 0.7):
+            if lv not in said and s >= 60 and level > lv:
+                got = estimate(hist.points, CAPACITY_WINDOW_S, ttft_limit_s=None,
+                               tpot_limit_s=None, kv_capacity_tokens=400_000, profile=vllm)  # fmt: skip
+                said[lv] = (clock[0], got.kv_full_in_s)
+        if level >= 0.95:
+            return [(clock[0] - t, p) for t, p in said.values()]
+    raise AssertionError("the pool never filled")
+
+
+@pytest.mark.slow
+def test_time_to_kv_exhaustion_follows_the_fullest_of_unequal_dp_ranks():
+    """Two DP ranks, one ramping and one at a tenth or a third of its arrivals: the pool that
+    fills is the hot rank's, and the forecast follows it (read through the profile's KV
+    aggregation, the fullest rank; the law fitted on both ranks' load). Every reading within
+    0.7–1.4 of the time left (on its own: 0.77–1.06 on these ramps); a forecast from the ranks'
+    mean use would come far later, or not at all."""
+    every = [
+        (truth, said)
+        for seed, slope, cold in ((7, 0.02, 0.3), (8, 0.04, 0.1))
+        for truth, said in _ramp_on_one_rank(seed, slope, cold)
+    ]
+    assert len(every) == 6 and all(said is not None for _, said in every), every
+    ratios = [said / truth for truth, said in every if said is not None]
+    assert all(0.7 <= r <= 1.4 for r in ratios), ratios
+
+
 def test_the_fit_and_the_robust_slope_on_hand_computed_points():
     from console.figures.capacity import LoadPoint
 
