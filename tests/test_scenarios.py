@@ -30,6 +30,7 @@ from console.sample import EngineSample, Sample
 from console.sim.engine import page_for
 from console.sim.nvml import DeviceLoad, SimNvml
 from console.sim.traffic import TrafficModel, TrafficSpec
+from console.units import eta_text
 from tests.conftest import ROOT
 from tests.waits import until
 
@@ -409,6 +410,81 @@ def test_a_power_cap_clock_event_warns_on_every_surface():
     node.run(5)
     agree(node.frame, node.plan, "warning")
     assert any(v.subject == "GPU 0" and "power cap" in v.message for v in node.frame.verdict)
+
+
+def _kv_eta_said(frame: Frame, plan: Plan) -> dict[str, object]:
+    """The time to a full KV pool as each surface says it of engine chat: the frame's estimate,
+    the exporter's gauge, snapshot.md's capacity row, the service's KV headroom and the
+    conditions that speak of it."""
+    cap = frame.engines[0].capacity if frame.engines[0].up else None
+    gauge = [
+        float(x.split()[-1])
+        for x in frame_metrics(frame, plan, "t").splitlines()
+        if x.startswith('inferdeck_kv_full_in_seconds{engine="chat"}')
+    ]
+    md = to_markdown(frame).partition("## Capacity to SLO breach")[2].split("\n## ")[0]
+    row = next((x for x in md.splitlines() if x.startswith("| chat |")), None)
+    kv = next((h for h in frame.services[0].headroom if h.name == "kv"), None)
+    return {
+        "estimate": cap.kv_full_in_s if cap is not None else None,
+        "exporter": gauge[0] if gauge else None,
+        "snapshot": row.split(" | ")[2] if row else None,
+        "headroom": kv.exhausted_in_s if kv is not None else None,
+        "warned": [
+            c.message
+            for c in frame.verdict
+            if c.subject in ("chat", frame.services[0].name)
+            and ("KV cache full" in c.message)
+            and not c.message.startswith("until ")
+        ],
+    }
+
+
+@pytest.mark.slow
+def test_an_engine_restarted_mid_ramp_forecasts_nothing_until_refilled_on_every_surface():
+    """Arrivals ramping 0.2 % a second toward a 4M-token pool (requests 2,000 tokens long: the
+    pool takes minutes to refill), the engine down for 5 s at t = 400 and back with an empty
+    pool. Before: KV full in ~6-7 min, warned on every surface. Down: CRITICAL, no forecast.
+    Back: the refill is no trend of the load, so for five minutes no surface says the pool
+    fills (before the restart fix its refill read "full in ~2 min"); later the forecast is back
+    and leaves at least a third of the time there was. At every poll the verdict agrees on
+    every surface and each surface states the estimate's figure or none."""
+    spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
+                       kv_capacity_tokens=4_000_000, prompt_tokens=300, output_tokens=2000,
+                       rate_rps=10.0, error_share=0.0, abort_share=0.0, seed=7)  # fmt: skip
+    node = Node({"chat": spec})
+    said: list[tuple[int, float | None]] = []
+    for s in range(1500):
+        node.models["chat"].spec.rate_rps = 10.0 * (1 + 0.002 * s)
+        if s == 400:
+            node.down.add("chat")
+        if s == 405:
+            node.down.clear()
+            node.models["chat"].restart()
+        f = node.poll()
+        agree(f, node.plan, f.status)
+        got = _kv_eta_said(f, node.plan)
+        eta = got["estimate"]
+        # (an engine just back is not judged: its alertable figures wait, exported or not)
+        assert got["exporter"] == (eta if f.engines[0].not_judged is None else None), (s, got)
+        if f.engines[0].up and f.engines[0].capacity is not None:
+            text = "no rising trend" if eta is None else eta_text(eta, "")
+            assert got["snapshot"] == text, (s, got)
+        if got["headroom"] is not None:
+            assert got["headroom"] == eta, (s, got)
+        if eta is None:
+            assert got["warned"] == [], (s, got)
+        if 400 <= s < 405:
+            assert f.status == "critical" and eta is None, (s, got)
+        said.append((s, eta))
+        if node.models["chat"].kv_used_tokens() >= 0.99 * spec.kv_capacity_tokens:
+            break
+    full = said[-1][0]
+    assert 1000 < full < 1400, full
+    assert any(eta is not None and eta < 900 for s, eta in said if 300 <= s < 400), said
+    assert all(eta is None for s, eta in said if 400 <= s < 705), said
+    assert any(eta is not None for s, eta in said if 705 <= s < full - 60), said
+    assert all(eta is None or eta >= (full - s) / 3 for s, eta in said if s >= 405), said
 
 
 async def test_the_dashboard_shows_the_verdict():

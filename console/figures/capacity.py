@@ -442,12 +442,16 @@ def _readings(
     window_s: float,
     gauge: str,
     read: Callable[[Extract, str], float | None] = _PLAIN,
+    settled: float | None = None,
 ) -> list[tuple[float, float]]:
     """The window's readings of a gauge from when the engine's pool and queue last settled
-    (``settled_from``) on; at least the latest (one at its limit is there now, settled or not)."""
+    (``settled``, else ``settled_from``) on; at least the latest (one at its limit is there
+    now, settled or not)."""
     t_end = history[-1].t if history else 0.0
     slot = {"requests_running": 0, "requests_waiting": 1, "kv_cache_usage": 2}[gauge]
-    t_from = max(t_end - window_s, settled_from(history, read))
+    if settled is None:
+        settled = settled_from(history, read)
+    t_from = max(t_end - window_s, settled)
     got = [
         (ex.t, v)
         for ex in history
@@ -507,9 +511,10 @@ def kv_full_in(
     history: Sequence[Extract],
     window_s: float,
     read: Callable[[Extract, str], float | None] = _PLAIN,
+    settled: float | None = None,
 ) -> float | None:
     """Seconds until the KV cache is full (``time_to``), or None."""
-    return time_to(_readings(history, window_s, "kv_cache_usage", read), 1.0)
+    return time_to(_readings(history, window_s, "kv_cache_usage", read, settled), 1.0)
 
 
 LAW_SPREAD = 0.05  # the law a KV forecast reads through: a load that varied this much will do
@@ -522,6 +527,7 @@ def _kv_full_in_by_law(
     window_s: float,
     kv_capacity_tokens: float | None,
     read: Callable[[Extract, str], float | None],
+    settled: float | None = None,
 ) -> float | None:
     """Seconds until the KV cache is full, read through the fitted load law: each KV reading
     is a running count n = use x the sequences the pool holds, and the arrivals that keep n
@@ -541,7 +547,7 @@ def _kv_full_in_by_law(
         return None
     law = _Law(fit, t0, _prefill_fit(points), sum(p.output_tokens for p in points) / done, 0.0)
     n_full = kv_capacity_tokens / (sum(kv) / len(kv))
-    readings = _readings(history, window_s, "kv_cache_usage", read)
+    readings = _readings(history, window_s, "kv_cache_usage", read, settled)
     return time_to([(t, law.rate(u * n_full)) for t, u in readings], law.rate(n_full))
 
 
@@ -550,9 +556,10 @@ def queue_full_in(
     window_s: float,
     limit: float,
     read: Callable[[Extract, str], float | None] = _PLAIN,
+    settled: float | None = None,
 ) -> float | None:
     """Seconds until the requests waiting reach ``limit`` (``time_to``), or None."""
-    return time_to(_readings(history, window_s, "requests_waiting", read), limit)
+    return time_to(_readings(history, window_s, "requests_waiting", read, settled), limit)
 
 
 SATURATION_Q = 0.90  # llm-d's saturation index: the worst of p90 latency / its SLO
@@ -624,14 +631,15 @@ def estimate(
     read = gauge_reader(profile)
     points = load_points(history, window_s, kv_capacity_tokens, read)
     now = recent_rate(points)
+    settled = settled_from(history, read)  # (one reading for every trend below)
     report = _estimate(
         history, points, window_s, ttft_limit_s, tpot_limit_s, kv_capacity_tokens, batch_limit,
-        now or 0.0, read,
+        now or 0.0, read, settled,
     )  # fmt: skip
     extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
     if report.kv_full_in_s is not None:  # a trend the readings show, bent by the load's law
         # (where they show none — flat, a wave, a drift far from full — there is none to bend)
-        by_law = _kv_full_in_by_law(history, points, window_s, kv_capacity_tokens, read)
+        by_law = _kv_full_in_by_law(history, points, window_s, kv_capacity_tokens, read, settled)
         if by_law is not None:
             extra["kv_full_in_s"] = by_law
     if batch_limit:
@@ -644,7 +652,7 @@ def estimate(
         left = ttft_limit_s - (unqueued or 0.0)
         extra["queue_limit"] = limit = max(1.0, left * now)
         extra["ttft_unqueued_p95_s"] = unqueued
-        extra["queue_full_in_s"] = queue_full_in(history, window_s, limit, read)
+        extra["queue_full_in_s"] = queue_full_in(history, window_s, limit, read, settled)
     return report.model_copy(update=extra)
 
 
@@ -713,8 +721,9 @@ def _estimate(
     batch_limit: float | None,
     now: float,
     read: Callable[[Extract, str], float | None] = _PLAIN,
+    settled: float | None = None,
 ) -> CapacityReport:
-    full_in = kv_full_in(history, window_s, read)
+    full_in = kv_full_in(history, window_s, read, settled)
     fit, mix = _decode_law(history, points, window_s, read)
     if isinstance(fit, str):
         return CapacityReport(cant_tell=fit, kv_full_in_s=full_in)
