@@ -3,7 +3,7 @@
 pool fills, on ramps of arrivals; beside it, in the same run, the readings' own trend alone
 (``kv_full_in``), the forecast before the law.
 
-    python bench/exhaustion_ramps.py [--scale 10] [--seeds 7 8 9]
+    python bench/exhaustion_ramps.py [--scale 10] [--seeds 7 8 9] [--oracle 10]
 
 Each ramp runs the simulator's engine model (read through its /metrics page every second, as a
 real engine) from 1 req/s (× scale) until its pool's 30-s average use reaches 95 % — the truth.
@@ -11,6 +11,10 @@ The estimate is read once that average first passes 30, 50 and 70 %, and scored 
 the time left. --scale multiplies the pool and the arrivals: at 1 the pool holds ~100 sequences
 and one-second readings swing by ±10 points (when it "fills" is itself a noisy first passage); at
 10 (400,000 tokens, ~700 sequences, an H100's vLLM) the swing is a third of that.
+
+Beside them, the noise floor: what a forecaster that knew the ramp and the engine model exactly,
+but not the requests still to come, would score — the mean fill time of --oracle other seeds, less
+the time gone at the reading. Where it misses, the pool's own randomness is larger than ±25 %.
 """
 
 from __future__ import annotations
@@ -44,10 +48,10 @@ def ramps(k: float) -> dict[str, Callable[[int], float]]:
 
 def run(
     rate: Callable[[int], float], seed: int, k: float
-) -> list[tuple[float, float, float | None, float | None, float]]:
+) -> list[tuple[float, float, float | None, float | None, float, float]]:
     """(level, seconds left until the 30-s average reaches 95 %, seconds said, seconds the
-    readings' trend alone said, seconds left until a one-second reading first reaches 99 %) at
-    each reading of one ramp."""
+    readings' trend alone said, seconds left until a one-second reading first reaches 99 %,
+    seconds from the ramp's start to the reading) at each reading of one ramp."""
     spec = {
         "itl_base_s": 0.018,
         "itl_per_seq_s": 0.00005 / k,
@@ -56,7 +60,7 @@ def run(
         "prompt_tokens": 300,
         "output_tokens": 200,
     }
-    clock = [1_000_000.0]
+    clock = [START]
     model = TrafficModel(TrafficSpec(**spec, rate_rps=k, seed=seed), clock=lambda: clock[0])
     hist = EngineHistory(keep_s=CAPACITY_WINDOW_S + 30)
     used: list[float] = []
@@ -80,8 +84,23 @@ def run(
                 said[lv] = (clock[0], got.kv_full_in_s, kv_full_in(pts, CAPACITY_WINDOW_S))
         if level >= 0.95:
             first = touched if touched is not None else clock[0]
-            return [(lv, clock[0] - t, p, q, first - t) for lv, (t, p, q) in sorted(said.items())]
+            return [
+                (lv, clock[0] - t, p, q, first - t, t - START)
+                for lv, (t, p, q) in sorted(said.items())
+            ]
     raise SystemExit("the pool never filled")
+
+
+START = 1_000_000.0
+
+
+def fill_times(rate: Callable[[int], float], seeds: list[int], k: float) -> list[float]:
+    """Seconds from the ramp's start until the pool's 30-s average reaches 95 %, per seed."""
+    out = []
+    for seed in seeds:
+        lv, left, *_, at = run(rate, seed, k)[0]
+        out.append(at + left)
+    return out
 
 
 def _score(said: list[tuple[float, float | None]]) -> tuple[int, list[float], int]:
@@ -95,23 +114,36 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=10.0)
     ap.add_argument("--seeds", type=int, nargs="+", default=[7, 8, 9])
+    ap.add_argument(
+        "--oracle", type=int, default=10,
+        help="seeds more per ramp for the noise floor (0: none)",
+    )  # fmt: skip
     args = ap.parse_args()
     law: list[tuple[float, float | None]] = []
     alone: list[tuple[float, float | None]] = []
+    oracle: list[tuple[float, float | None]] = []
     touched = 0
     for name, rate in ramps(args.scale).items():
+        # the noise floor: a forecaster that knows the ramp and the engine exactly, but not the
+        # requests to come, says the mean fill time over other seeds less the time already gone
+        others = fill_times(rate, [1000 + i for i in range(args.oracle)], args.scale)
         for seed in args.seeds:
             cells = []
-            for lv, truth, p, q, first in run(rate, seed, args.scale):
+            for lv, truth, p, q, first, at in run(rate, seed, args.scale):
                 ok = p is not None and abs(p - truth) <= 0.25 * truth
                 touched += p is not None and first > 0 and abs(p - first) <= 0.25 * first
                 law.append((truth, p))
                 alone.append((truth, q))
+                if others:
+                    oracle.append((truth, sum(others) / len(others) - at))
                 said = "  none" if p is None else f"{p:4.0f} ({p / truth:4.2f}{'' if ok else ' ✗'})"
                 cells.append(f"{lv:.0%}: {truth:4.0f} s, said {said}")
             print(f"{name:20} seed {seed}  " + " | ".join(cells))
     print()
-    for label, said in (("estimate (the law)", law), ("the readings' trend alone", alone)):
+    rows = [("estimate (the law)", law), ("the readings' trend alone", alone)]
+    if oracle:
+        rows.append((f"noise floor ({args.oracle} seeds)", oracle))
+    for label, said in rows:
         held, ratios, none = _score(said)
         mid = f"{ratios[len(ratios) // 2]:.2f}, {ratios[0]:.2f}–{ratios[-1]:.2f}" if ratios else "-"
         print(
