@@ -52,16 +52,24 @@ def llama_server():
 
 @pytest.mark.slow
 def test_inferdeck_reads_a_real_llama_server(llama_server):
+    """Five completions on two slots, watched every 0.15 s. llama.cpp adds a request's tokens to
+    its counters when its slot finishes, so the rate window spans the whole watch: on a loaded
+    machine the five took over 120 s (the client's timeout then), and a 60-s window that closed
+    after the last one finished held no finished request — its rate rightly 0."""
     base = llama_server
+    answered: list[int] = []
 
     def complete():
-        httpx.post(
-            base + "/completion", json={"prompt": "Once upon a time", "n_predict": 96}, timeout=120
+        r = httpx.post(
+            base + "/completion", json={"prompt": "Once upon a time", "n_predict": 96}, timeout=600
         )
+        answered.append(r.status_code)
 
     async def watch():
         live = LiveSource.reading(
-            [EngineTarget(url=base + "/metrics", kind="llamacpp", name="smollm2")], nvml=None
+            [EngineTarget(url=base + "/metrics", kind="llamacpp", name="smollm2")],
+            nvml=None,
+            window_s=900.0,
         )
         frames = [await live.poll()]
         workers = [threading.Thread(target=complete) for _ in range(5)]
@@ -77,6 +85,7 @@ def test_inferdeck_reads_a_real_llama_server(llama_server):
         return frames
 
     frames = asyncio.run(watch())
+    assert answered == [200] * 5
     engines = [f.engines[0] for f in frames]
     assert all(e.up and e.kind == "llamacpp" for e in engines), [e.error for e in engines]
     # 5 requests on 2 slots: some frame sees both slots busy and requests deferred
