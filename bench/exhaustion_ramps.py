@@ -46,12 +46,16 @@ def ramps(k: float) -> dict[str, Callable[[int], float]]:
     return out
 
 
+START = 1_000_000.0  # the simulated clock at the ramp's start
+
+
 def run(
-    rate: Callable[[int], float], seed: int, k: float
+    rate: Callable[[int], float], seed: int, k: float, forecast: bool = True
 ) -> list[tuple[float, float, float | None, float | None, float, float]]:
     """(level, seconds left until the 30-s average reaches 95 %, seconds said, seconds the
     readings' trend alone said, seconds left until a one-second reading first reaches 99 %,
-    seconds from the ramp's start to the reading) at each reading of one ramp."""
+    seconds from the ramp's start to the reading) at each reading of one ramp; without
+    ``forecast`` nothing is said (the fill alone, for the noise floor)."""
     spec = {
         "itl_base_s": 0.018,
         "itl_per_seq_s": 0.00005 / k,
@@ -75,7 +79,10 @@ def run(
         if touched is None and used[-1] >= 0.99:
             touched = clock[0]
         for lv in LEVELS:
-            if lv not in said and s >= 60 and level > lv:
+            if lv in said or s < 60 or level <= lv:
+                continue
+            said[lv] = (clock[0], None, None)
+            if forecast:
                 pts = hist.points
                 got = estimate(
                     pts, CAPACITY_WINDOW_S, ttft_limit_s=None, tpot_limit_s=None,
@@ -91,14 +98,11 @@ def run(
     raise SystemExit("the pool never filled")
 
 
-START = 1_000_000.0
-
-
 def fill_times(rate: Callable[[int], float], seeds: list[int], k: float) -> list[float]:
     """Seconds from the ramp's start until the pool's 30-s average reaches 95 %, per seed."""
     out = []
     for seed in seeds:
-        lv, left, *_, at = run(rate, seed, k)[0]
+        lv, left, *_, at = run(rate, seed, k, forecast=False)[0]
         out.append(at + left)
     return out
 

@@ -302,9 +302,11 @@ def _capacity_lines(e: Engine, line: Callable[[str, str], None]) -> None:
             )
         if cap.batch_limit is not None:
             line("batch cap", f"{num(cap.batch_limit)} sequences (from {cap.batch_from})")
-        if cap.kv_full_in_s is not None:
+        if e.not_judged is not None:  # just back: its forecasts wait, as on every surface
+            line("forecasts", f"not judged: {e.not_judged}")
+        elif cap.kv_full_in_s is not None:
             line("KV cache", f"full {eta_text(cap.kv_full_in_s)} at this rate")
-        if cap.queue_full_in_s is not None and cap.queue_limit is not None:
+        if e.not_judged is None and cap.queue_full_in_s is not None and cap.queue_limit is not None:
             line(
                 "queue",
                 f"{num(cap.queue_limit)} waiting (TTFT's SLO from queueing alone"

@@ -421,6 +421,40 @@ def test_saturation_and_exhaustion_on_every_surface():
     )
 
 
+def test_an_engine_just_back_has_its_forecasts_withheld_on_every_surface():
+    """For its first 10 s back an engine is not judged: the exporter serves no forecast of it,
+    and snapshot.md's capacity row and the engine detail say why instead of the time to full;
+    judged again, each states the forecast."""
+    from console.figures.plan import Plan
+    from console.out.exporter import frame_metrics
+    from console.out.snapshot import to_markdown
+    from screens.engines import _capacity_lines
+    from tests.frames import node_frame
+
+    cap = CapacityReport(kv_full_in_s=300.0, queue_limit=12.0, queue_full_in_s=95.0)
+    why = "engine x back at 12:00:00Z, judged again on fresh data from 10 s after"
+    frame = node_frame()
+    for back in (why, None):
+        e = frame.engines[0].model_copy(update={"capacity": cap, "not_judged": back})
+        f = frame.model_copy(update={"engines": [e, *frame.engines[1:]]})
+        md = to_markdown(f).split("## Capacity to SLO breach")[1].split("\n## ")[0]
+        row = next(x for x in md.splitlines() if x.startswith(f"| {e.name} |"))
+        page = frame_metrics(f, Plan(), "t")
+        said: list[tuple[str, str]] = []
+        _capacity_lines(e, lambda label, value, said=said: said.append((label, value)))
+        labels = [label for label, _ in said]
+        if back is not None:
+            assert row.split(" | ")[2] == f"not judged: {why}", row
+            assert f'inferdeck_kv_full_in_seconds{{engine="{e.name}"}}' not in page
+            assert ("forecasts", f"not judged: {why}") in said
+            assert "KV cache" not in labels and "queue" not in labels, said
+        else:
+            assert row.split(" | ")[2] == "~5 min", row
+            assert f'inferdeck_kv_full_in_seconds{{engine="{e.name}"}} 300.0' in page
+            assert ("KV cache", "full in ~5 min at this rate") in said
+            assert "queue" in labels and "forecasts" not in labels, said
+
+
 def test_the_queue_limit_leaves_the_first_token_its_own_time():
     """TTFT SLO 2 s; with nothing waiting half the first tokens come within 1 s, the rest within
     1.5 s (p95 1.45 s, interpolated); 4 requests finish a second. Queueing alone breaks the SLO

@@ -527,7 +527,7 @@ def _kv_full_in_by_law(
     window_s: float,
     kv_capacity_tokens: float | None,
     read: Callable[[Extract, str], float | None],
-    settled: float | None = None,
+    settled: float,
 ) -> float | None:
     """Seconds until the KV cache is full, read through the fitted load law: each KV reading
     is a running count n = use x the sequences the pool holds, and the arrivals that keep n

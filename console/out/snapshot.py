@@ -19,7 +19,7 @@ from console.figures.columns import (
 )
 from console.figures.findings import findings
 from console.figures.timeline import lines as timeline_lines
-from console.frame import Frame, Percentiles
+from console.frame import Engine, Frame, Percentiles
 from console.safetext import printable
 from console.units import (
     NA,
@@ -200,6 +200,15 @@ def _engines(frame: Frame) -> list[str]:
     return lines
 
 
+def _kv_full_in(e: Engine) -> str:
+    """An engine's time to a full KV pool; withheld while it is just back (not judged), as the
+    exporter and the service's headroom withhold it."""
+    if e.not_judged is not None:
+        return f"not judged: {e.not_judged}"
+    eta = e.capacity.kv_full_in_s if e.capacity is not None else None
+    return "no rising trend" if eta is None else eta_text(eta, "")
+
+
 def _capacity(frame: Frame) -> list[str]:
     """Each engine's room to its first SLO breach, KV trend and saturation, then each service's
     room over its replicas and the headrooms its trends use up (docs/capacity.md)."""
@@ -208,9 +217,7 @@ def _capacity(frame: Frame) -> list[str]:
         [
             e.name,
             capacity_text(e.capacity),
-            eta_text(e.capacity.kv_full_in_s, "")
-            if e.capacity.kv_full_in_s is not None
-            else "no rising trend",
+            _kv_full_in(e),
             saturation_text(e.capacity),
         ]
         for e in frame.engines
