@@ -120,7 +120,8 @@ def test_no_trend_is_read_until_a_restarted_engine_has_settled_but_a_full_queue_
     whatever the restart."""
 
     def scrape(t: int, waiting: float, restart_at: int | None = None) -> Extract:
-        since = t - restart_at if restart_at is not None and t >= restart_at else t
+        # (up long before the first scrape: 1,000 requests done; from 0 again after a restart)
+        since = t - restart_at if restart_at is not None and t >= restart_at else 1000 + t
         return Extract(
             t=float(t),
             gauges={"requests_waiting": {(): waiting}, "requests_running": {(): 10.0}},
@@ -139,11 +140,18 @@ def test_no_trend_is_read_until_a_restarted_engine_has_settled_but_a_full_queue_
     assert queue_full_in(refilled, 300.0, 20.0) is None
     later = [scrape(t, 0.1 * t, restart_at=60) for t in range(251)]  # readings from 120 on
     assert queue_full_in(later, 300.0, 60.0) == pytest.approx(350.0)
+    young = [scrape(t, 0.1 * t, restart_at=0) for t in range(90)]  # first seen as it started
+    assert last_restart(young) is None and settled_from(young) == 60.0  # 60 done: 6 x running
     past = [scrape(t, 30.0 + t % 5, restart_at=60) for t in range(90)]
     assert queue_full_in(past, 300.0, 20.0) == 0.0
 
 
-def _ramp_with_restart(restart_at: int) -> tuple[list[tuple[int, float | None]], int]:
+WARM_S = 600  # ten minutes of steady load before the console's first scrape (14 lifetimes)
+
+
+def _ramp_with_restart(
+    restart_at: int, slope: float = 0.002
+) -> tuple[list[tuple[int, float | None]], int]:
     """The bench's ramp of arrivals (bench/exhaustion_ramps.py) on the simulator's vLLM, its
     requests 2,000 tokens long on average (a pool that takes minutes to refill), the engine
     restarted at ``restart_at``: the estimate's time to a full pool every 10 s, and the second
@@ -160,10 +168,13 @@ def _ramp_with_restart(restart_at: int) -> tuple[list[tuple[int, float | None]],
                        kv_capacity_tokens=4_000_000, prompt_tokens=300, output_tokens=2000,
                        rate_rps=10.0, seed=7)  # fmt: skip
     model = TrafficModel(spec, clock=lambda: clock[0])
+    for _ in range(WARM_S):  # the engine up and steady long before the console looks
+        clock[0] += 1.0
+        model.advance()
     hist = EngineHistory()  # as the deriver keeps it (the longest window's)
     said = []
     for s in range(3600):
-        model.spec.rate_rps = 10.0 * (1 + 0.002 * s)
+        model.spec.rate_rps = 10.0 * (1 + slope * s)
         clock[0] += 1.0
         if s == restart_at:
             model.restart()
@@ -179,18 +190,54 @@ def _ramp_with_restart(restart_at: int) -> tuple[list[tuple[int, float | None]],
 
 @pytest.mark.slow
 def test_an_engine_restarted_mid_ramp_is_read_again_once_its_pool_has_refilled():
-    """Mid-ramp the engine restarts and its pool empties, then refills over minutes (requests
-    live ~43 s, their KV grows over their lives) while the ramp fills it 820 s later. Read as a
-    trend, the refill said "full in ~2 min" with 9 min left, and the readings across the drop
-    "full in 884 s" just after it. Now the forecast stands before the restart, none is read
-    until six lifetimes after it, and none after says less than a third of the time left (the
-    readings' own swing takes a forecast without a restart to half of it)."""
-    said, full = _ramp_with_restart(400)
-    assert 1100 < full < 1350, full
-    assert all(v is not None for s, v in said if 300 <= s < 400), said
+    """An engine up and steady for ten minutes, then its arrivals ramping 0.3 % a second; at
+    t = 400 it restarts and its pool empties, then refills over minutes (requests live ~43 s,
+    their KV grows over their lives) while the ramp fills it 476 s later. Read as a trend, the
+    refill said "full in ~2 min" with 9 min left, and the readings across the drop "full in
+    884 s" just after it. Now the forecast stands before the restart, none is read until six
+    lifetimes after it, it is back before the pool fills, and none after says less than a third
+    of the time left while more than a minute is."""
+    said, full = _ramp_with_restart(400, 0.003)
+    assert 800 < full < 950, full
+    assert all(v is not None for s, v in said if 330 <= s < 400), said
     assert all(v is None for s, v in said if 400 <= s < 700), said
-    assert all(v is None or v >= (full - s) / 3 for s, v in said if s >= 400), said
-    assert any(v is not None for s, v in said if 700 <= s < 950), said
+    assert any(v is not None for s, v in said if 700 <= s < full - 60), said
+    assert all(v is None or v >= (full - s) / 3 for s, v in said if 400 <= s < full - 60), said
+
+
+def test_an_engine_started_just_before_the_console_is_read_once_its_pool_has_filled():
+    """The same engine first seen 10 s after it started, under steady arrivals: its pool fills
+    from empty for minutes, a rise that is no trend of the load. Read as one, it said "KV cache
+    full in ~7 min" for two minutes at 19-22 % used (the pool settles at 22 %). The finished
+    count says how young the engine is: nothing is forecast until it holds six times the
+    running count (about 250 s), and nothing after (the load is flat)."""
+    from console.engines import extract, profiles
+    from console.figures.capacity import CAPACITY_WINDOW_S, estimate
+    from console.figures.windowed import EngineHistory
+    from console.promtext import parse
+    from console.sim.engine import page_for
+    from console.sim.traffic import TrafficModel, TrafficSpec
+
+    clock = [1_000_000.0]
+    spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
+                       kv_capacity_tokens=4_000_000, prompt_tokens=300, output_tokens=2000,
+                       rate_rps=10.0, seed=7)  # fmt: skip
+    model = TrafficModel(spec, clock=lambda: clock[0])
+    hist = EngineHistory()
+    for s in range(900):
+        clock[0] += 1.0
+        if s < 10:
+            model.advance()
+            continue
+        hist.add(extract(parse(page_for("vllm", model)), profiles()["vllm"], clock[0]))
+        got = estimate(hist.points, CAPACITY_WINDOW_S, ttft_limit_s=None, tpot_limit_s=None,
+                       kv_capacity_tokens=spec.kv_capacity_tokens)  # fmt: skip
+        assert got.kv_full_in_s is None, (s, got.kv_full_in_s, model.kv_used_tokens())
+        if s == 60:  # still filling: read from when its count will have said it settled
+            assert settled_from(hist.points) > clock[0]
+    assert 0.15 < model.kv_used_tokens() / spec.kv_capacity_tokens < 0.3
+    first = hist.points[0].t  # (still in the history: the settling scrape stays the same)
+    assert first + 200 < settled_from(hist.points) < first + 300  # six lives of ~43 s
 
 
 def test_a_bending_rise_is_followed_along_its_bend():

@@ -490,14 +490,15 @@ def settled_from(
 ) -> float:
     """When the engine's pool and queue last settled: after a restart, once SETTLE_LIVES request
     lifetimes have passed (a lifetime by Little's law: the running count over the finished rate,
-    read since the restart); never before a lifetime can be read. A restart empties the pool and
+    read since the restart); never before a lifetime can be read; without one, once its count of
+    finished requests says as much (``_filled_from``). A restart empties the pool and
     the queue, which refill as fast as requests arrive: the readings before are another
     process's and the rise after is the refill, neither a trend of the load."""
     if not history:
         return 0.0
     t0 = last_restart(history)
     if t0 is None:
-        return history[0].t
+        return _filled_from(history, read)
     since = [ex for ex in history if ex.t >= t0]
     done = [(ex.t, c) for ex in since if (c := _counter(ex, "requests_finished")) is not None]
     running = [r for ex in since if (r := _load(ex, read)[0]) is not None]
@@ -505,6 +506,18 @@ def settled_from(
         return history[-1].t + 1.0  # no lifetime read yet: nothing has settled
     rate = (done[-1][1] - done[0][1]) / (done[-1][0] - done[0][0])
     return t0 + SETTLE_LIVES * (sum(running) / len(running)) / rate
+
+
+def _filled_from(history: Sequence[Extract], read: Callable[[Extract, str], float | None]) -> float:
+    """Where no restart is in sight: the first scrape by which the engine had finished
+    SETTLE_LIVES times the requests it runs (an engine that started shortly before the console
+    was still filling its pool from empty: the rise is no trend of the load, as after a restart).
+    An engine long up has at its oldest scrape (one look); one that exports no count, too."""
+    for ex in history:
+        done, running = _counter(ex, "requests_finished"), _load(ex, read)[0]
+        if done is None or running is None or done >= SETTLE_LIVES * running:
+            return ex.t
+    return history[-1].t + 1.0  # not filled yet: nothing has settled
 
 
 def kv_full_in(
