@@ -6,6 +6,7 @@ against the plan's horizons; on every surface."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -117,7 +118,9 @@ def test_no_trend_is_read_until_a_restarted_engine_has_settled_but_a_full_queue_
     counts go down): what waited before is gone and what waits after is the refill. With 10
     running and one request finishing a second, a request lives 10 s (Little's law), so the
     readings count from six lives after the restart (t = 120) on; a queue at its limit is "now"
-    whatever the restart."""
+    whatever the restart. An engine first seen as it started is read from six lives on too
+    (t = 60, its count of finished requests at six times its running count); one that counts no
+    finished requests is read by its TPOT histogram's count."""
 
     def scrape(t: int, waiting: float, restart_at: int | None = None) -> Extract:
         # (up long before the first scrape: 1,000 requests done; from 0 again after a restart)
@@ -144,6 +147,14 @@ def test_no_trend_is_read_until_a_restarted_engine_has_settled_but_a_full_queue_
     assert last_restart(young) is None and settled_from(young) == 60.0  # 60 done: 6 x running
     past = [scrape(t, 30.0 + t % 5, restart_at=60) for t in range(90)]
     assert queue_full_in(past, 300.0, 20.0) == 0.0
+    # an engine that counts no finished requests (SGLang, TGI): its TPOT histogram's count says
+    for history, settled in ((refilled, 120.0), (young, 60.0)):
+        by_tpot = [
+            replace(ex, counters={"generation_tokens": ex.counters["generation_tokens"]},
+                    histograms={"tpot": {(): [ex.counters["requests_finished"][()][0]]}})
+            for ex in history
+        ]  # fmt: skip
+        assert settled_from(by_tpot) == pytest.approx(settled)
 
 
 WARM_S = 600  # ten minutes of steady load before the console's first scrape (14 lifetimes)

@@ -131,6 +131,13 @@ def _count(ex: Extract, signal: str) -> float | None:
     return sum(v[-1] for v in rows.values()) if rows else None
 
 
+def _finished(ex: Extract) -> float | None:
+    """Requests finished since the engine started: its count of them, else its TPOT
+    histogram's observations (an engine that counts none, SGLang's or TGI's)."""
+    done = _counter(ex, "requests_finished")
+    return done if done is not None else _count(ex, "tpot")
+
+
 def _first_within(history: Sequence[Extract], window_s: float) -> Extract:
     """The oldest scrape of the last ``window_s`` (the start of a windowed increase)."""
     return next((ex for ex in history if ex.t >= history[-1].t - window_s), history[0])
@@ -194,9 +201,7 @@ def _point(
         return y - x if x is not None and y is not None else None
 
     gen = delta(_counter(a, "generation_tokens"), _counter(b, "generation_tokens"))
-    done = delta(_counter(a, "requests_finished"), _counter(b, "requests_finished"))
-    if done is None:
-        done = delta(_count(a, "tpot"), _count(b, "tpot"))
+    done = delta(_finished(a), _finished(b))
     if not run or done is None or gen is None or min(done, gen) < 0:
         return None  # nothing to read, or a counter reset inside: the stretch says nothing
     span = b.t - a.t
@@ -500,7 +505,7 @@ def settled_from(
     if t0 is None:
         return _filled_from(history, read)
     since = [ex for ex in history if ex.t >= t0]
-    done = [(ex.t, c) for ex in since if (c := _counter(ex, "requests_finished")) is not None]
+    done = [(ex.t, c) for ex in since if (c := _finished(ex)) is not None]
     running = [r for ex in since if (r := _load(ex, read)[0]) is not None]
     if len(done) < 2 or not running or done[-1][1] <= done[0][1]:
         return history[-1].t + 1.0  # no lifetime read yet: nothing has settled
@@ -514,7 +519,7 @@ def _filled_from(history: Sequence[Extract], read: Callable[[Extract, str], floa
     was still filling its pool from empty: the rise is no trend of the load, as after a restart).
     An engine long up has at its oldest scrape (one look); one that exports no count, too."""
     for ex in history:
-        done, running = _counter(ex, "requests_finished"), _load(ex, read)[0]
+        done, running = _finished(ex), _load(ex, read)[0]
         if done is None or running is None or done >= SETTLE_LIVES * running:
             return ex.t
     return history[-1].t + 1.0  # not filled yet: nothing has settled
