@@ -499,6 +499,46 @@ def test_an_engine_restarted_mid_ramp_forecasts_nothing_until_refilled_on_every_
 
 
 @pytest.mark.slow
+def test_an_engine_hung_mid_ramp_is_forecast_again_as_soon_as_it_is_judged():
+    """The ramp of the restart scenario, but the engine hangs for 20 s at t = 350 (answers
+    nothing) and comes back without restarting: its pool held. Down: CRITICAL, no forecast.
+    Back: not judged for 10 s (no surface forecasts), then the forecast goes on at once where
+    it left off (its readings are the same process's: nothing to refill), on every surface."""
+    spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
+                       kv_capacity_tokens=4_000_000, prompt_tokens=300, output_tokens=2000,
+                       rate_rps=10.0, error_share=0.0, abort_share=0.0, seed=7)  # fmt: skip
+    node = Node({"chat": spec})
+    for _ in range(600):
+        node.t += 1.0
+        node.models["chat"].advance()
+    said: dict[int, float | None] = {}
+    for s in range(400):
+        node.models["chat"].spec.rate_rps = 10.0 * (1 + 0.003 * s)
+        if s == 350:
+            node.down.add("chat")
+        if s == 370:
+            node.down.clear()
+        f = node.poll()
+        got = _kv_eta_said(f, agree(f, node.plan, f.status))
+        eta = said[s] = got["estimate"]
+        back = f.engines[0].not_judged
+        assert got["exporter"] == (eta if back is None else None), (s, got)
+        if f.engines[0].up and f.engines[0].capacity is not None:
+            text = "no rising trend" if eta is None else eta_text(eta, "")
+            assert got["snapshot"] == (text if back is None else f"not judged: {back}"), (s, got)
+        if 330 <= s < 350 or s >= 380:
+            assert eta is not None and got["headroom"] == eta, (s, got)
+            assert len(got["warned"]) == 2 and f.status == "warning", (s, got)
+        if 350 <= s < 370:
+            assert f.status == "critical" and eta is None, (s, got)
+        if 370 <= s < 380:
+            assert back is not None and got["warned"] == [] and got["exporter"] is None, (s, got)
+    before, after = said[349], said[380]
+    assert before is not None and after is not None
+    assert after == pytest.approx(before - 31, rel=0.25), (before, after)
+
+
+@pytest.mark.slow
 def test_an_engine_started_with_the_console_fills_its_pool_without_a_warning():
     """Steady arrivals on an engine the console sees from its start: its pool fills from empty
     for about four minutes (requests live ~43 s) and settles at ~22 %. The fill is no trend of
