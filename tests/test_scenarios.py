@@ -442,6 +442,40 @@ def _kv_eta_said(frame: Frame, pages: dict[str, object]) -> dict[str, object]:
     }
 
 
+# requests 2,000 tokens long (~43 s each) toward a 4M-token pool: it takes minutes to fill
+LONG = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
+                   kv_capacity_tokens=4_000_000, prompt_tokens=300, output_tokens=2000,
+                   rate_rps=10.0, error_share=0.0, abort_share=0.0, seed=7)  # fmt: skip
+
+
+def _warmed(spec: TrafficSpec, seconds: int = 600) -> Node:
+    """A node whose engine has run ``seconds`` of steady load before the console looks (the
+    engine's own clock moves; nothing is polled)."""
+    node = Node({"chat": spec})
+    for _ in range(seconds):
+        node.t += 1.0
+        node.models["chat"].advance()
+    return node
+
+
+def _kv_eta_agrees(f: Frame, plan: Plan, s: int) -> dict[str, object]:
+    """The verdict agrees on every surface, and each surface states the estimate's time to a
+    full pool or none (the service's KV headroom too; no condition speaks of one unsaid); an
+    engine just back is not judged: its forecasts wait, on every surface, and snapshot.md says
+    why."""
+    got = _kv_eta_said(f, agree(f, plan, f.status))
+    eta, back = got["estimate"], f.engines[0].not_judged
+    assert got["exporter"] == (eta if back is None else None), (s, got)
+    if f.engines[0].up and f.engines[0].capacity is not None:
+        text = "no rising trend" if eta is None else eta_text(eta, "")
+        assert got["snapshot"] == (text if back is None else f"not judged: {back}"), (s, got)
+    if got["headroom"] is not None:
+        assert got["headroom"] == eta, (s, got)
+    if eta is None:
+        assert got["warned"] == [], (s, got)
+    return got
+
+
 @pytest.mark.slow
 def test_an_engine_restarted_mid_ramp_forecasts_nothing_until_refilled_on_every_surface():
     """An engine up and steady for ten minutes before the console looks (requests 2,000 tokens
@@ -453,13 +487,7 @@ def test_an_engine_restarted_mid_ramp_forecasts_nothing_until_refilled_on_every_
     back and, while more than a minute is left, leaves at least a third of the time there was.
     At every poll the verdict agrees on every surface and each surface states the estimate's
     figure or none (an engine just back: none, and why)."""
-    spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
-                       kv_capacity_tokens=4_000_000, prompt_tokens=300, output_tokens=2000,
-                       rate_rps=10.0, error_share=0.0, abort_share=0.0, seed=7)  # fmt: skip
-    node = Node({"chat": spec})
-    for _ in range(600):  # (the engine's own clock: the console is not looking yet)
-        node.t += 1.0
-        node.models["chat"].advance()
+    node = _warmed(LONG)
     said: list[tuple[int, float | None]] = []
     for s in range(1500):
         node.models["chat"].spec.rate_rps = 10.0 * (1 + 0.003 * s)
@@ -469,25 +497,15 @@ def test_an_engine_restarted_mid_ramp_forecasts_nothing_until_refilled_on_every_
             node.down.clear()
             node.models["chat"].restart()
         f = node.poll()
-        got = _kv_eta_said(f, agree(f, node.plan, f.status))
+        got = _kv_eta_agrees(f, node.plan, s)
         eta = got["estimate"]
-        back = f.engines[0].not_judged
-        # (an engine just back is not judged: its forecasts wait, on every surface)
-        assert got["exporter"] == (eta if back is None else None), (s, got)
-        if f.engines[0].up and f.engines[0].capacity is not None:
-            text = "no rising trend" if eta is None else eta_text(eta, "")
-            assert got["snapshot"] == (text if back is None else f"not judged: {back}"), (s, got)
-        if got["headroom"] is not None:
-            assert got["headroom"] == eta, (s, got)
-        if eta is None:
-            assert got["warned"] == [], (s, got)
         if 340 <= s < 400:  # warned on every surface: each states the estimate (above)
             assert eta is not None and eta < 900 and got["headroom"] == eta, (s, got)
             assert len(got["warned"]) == 2 and f.status == "warning", (s, got)
         if 400 <= s < 405:
             assert f.status == "critical" and eta is None, (s, got)
         said.append((s, eta))
-        if node.models["chat"].kv_used_tokens() >= 0.99 * spec.kv_capacity_tokens:
+        if node.models["chat"].kv_used_tokens() >= 0.99 * LONG.kv_capacity_tokens:
             break
     full = said[-1][0]
     assert 800 < full < 950, full
@@ -504,13 +522,7 @@ def test_an_engine_hung_mid_ramp_is_forecast_again_as_soon_as_it_is_judged():
     nothing) and comes back without restarting: its pool held. Down: CRITICAL, no forecast.
     Back: not judged for 10 s (no surface forecasts), then the forecast goes on at once where
     it left off (its readings are the same process's: nothing to refill), on every surface."""
-    spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
-                       kv_capacity_tokens=4_000_000, prompt_tokens=300, output_tokens=2000,
-                       rate_rps=10.0, error_share=0.0, abort_share=0.0, seed=7)  # fmt: skip
-    node = Node({"chat": spec})
-    for _ in range(600):
-        node.t += 1.0
-        node.models["chat"].advance()
+    node = _warmed(LONG)
     said: dict[int, float | None] = {}
     for s in range(400):
         node.models["chat"].spec.rate_rps = 10.0 * (1 + 0.003 * s)
@@ -519,13 +531,9 @@ def test_an_engine_hung_mid_ramp_is_forecast_again_as_soon_as_it_is_judged():
         if s == 370:
             node.down.clear()
         f = node.poll()
-        got = _kv_eta_said(f, agree(f, node.plan, f.status))
+        got = _kv_eta_agrees(f, node.plan, s)
         eta = said[s] = got["estimate"]
         back = f.engines[0].not_judged
-        assert got["exporter"] == (eta if back is None else None), (s, got)
-        if f.engines[0].up and f.engines[0].capacity is not None:
-            text = "no rising trend" if eta is None else eta_text(eta, "")
-            assert got["snapshot"] == (text if back is None else f"not judged: {back}"), (s, got)
         if 330 <= s < 350 or s >= 380:
             assert eta is not None and got["headroom"] == eta, (s, got)
             assert len(got["warned"]) == 2 and f.status == "warning", (s, got)
@@ -544,10 +552,7 @@ def test_an_engine_started_with_the_console_fills_its_pool_without_a_warning():
     for about four minutes (requests live ~43 s) and settles at ~22 %. The fill is no trend of
     the load: at every poll every surface is OK and none says the pool fills (read as a trend,
     it was "KV cache full in ~7 min", WARNING, for two minutes)."""
-    spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
-                       kv_capacity_tokens=4_000_000, prompt_tokens=300, output_tokens=2000,
-                       rate_rps=10.0, error_share=0.0, abort_share=0.0, seed=7)  # fmt: skip
-    node = Node({"chat": spec})
+    node = Node({"chat": LONG})
     for s in range(600):
         f = node.poll()
         got = _kv_eta_said(f, agree(f, node.plan, "ok"))
