@@ -11,6 +11,7 @@ code. Seed SLOs: p95 TTFT 1,000 ms and p95 TPOT 50 ms for 8B, 99.5 % completion.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -476,6 +477,24 @@ def _kv_eta_agrees(f: Frame, plan: Plan, s: int) -> dict[str, object]:
     return got
 
 
+def _ramped(
+    node: Node, seconds: int, down: range, restart: bool
+) -> Iterator[tuple[int, Frame, dict[str, object]]]:
+    """Polls at 1 s while the engine's arrivals ramp 0.3 % a second, each poll checked on
+    every surface (``_kv_eta_agrees``); the engine answers nothing over ``down`` and comes back
+    at its end restarted (its pool empty) or not (a hang: its pool held)."""
+    for s in range(seconds):
+        node.models["chat"].spec.rate_rps = 10.0 * (1 + 0.003 * s)
+        if s == down.start:
+            node.down.add("chat")
+        if s == down.stop:
+            node.down.clear()
+            if restart:
+                node.models["chat"].restart()
+        f = node.poll()
+        yield s, f, _kv_eta_agrees(f, node.plan, s)
+
+
 @pytest.mark.slow
 def test_an_engine_restarted_mid_ramp_forecasts_nothing_until_refilled_on_every_surface():
     """An engine up and steady for ten minutes before the console looks (requests 2,000 tokens
@@ -489,15 +508,7 @@ def test_an_engine_restarted_mid_ramp_forecasts_nothing_until_refilled_on_every_
     figure or none (an engine just back: none, and why)."""
     node = _warmed(LONG)
     said: list[tuple[int, float | None]] = []
-    for s in range(1500):
-        node.models["chat"].spec.rate_rps = 10.0 * (1 + 0.003 * s)
-        if s == 400:
-            node.down.add("chat")
-        if s == 405:
-            node.down.clear()
-            node.models["chat"].restart()
-        f = node.poll()
-        got = _kv_eta_agrees(f, node.plan, s)
+    for s, f, got in _ramped(node, 1500, down=range(400, 405), restart=True):
         eta = got["estimate"]
         if 340 <= s < 400:  # warned on every surface: each states the estimate (above)
             assert eta is not None and eta < 900 and got["headroom"] == eta, (s, got)
@@ -524,14 +535,7 @@ def test_an_engine_hung_mid_ramp_is_forecast_again_as_soon_as_it_is_judged():
     it left off (its readings are the same process's: nothing to refill), on every surface."""
     node = _warmed(LONG)
     said: dict[int, float | None] = {}
-    for s in range(400):
-        node.models["chat"].spec.rate_rps = 10.0 * (1 + 0.003 * s)
-        if s == 350:
-            node.down.add("chat")
-        if s == 370:
-            node.down.clear()
-        f = node.poll()
-        got = _kv_eta_agrees(f, node.plan, s)
+    for s, f, got in _ramped(node, 400, down=range(350, 370), restart=False):
         eta = said[s] = got["estimate"]
         back = f.engines[0].not_judged
         if 330 <= s < 350 or s >= 380:
