@@ -1,7 +1,7 @@
 """How near the time to a full KV pool (console/figures/capacity.py's ``estimate``: its
-``kv_full_in_s``, the readings' trend bent through the load's law) comes to when the simulator's
-pool fills, on ramps of arrivals; beside it, in the same run, the readings' own trend alone
-(``kv_full_in``), the forecast before the law.
+``kv_full_in_s``, the arrivals counted, their trend run to the load law's rate at a full pool)
+comes to when the simulator's pool fills, on ramps of arrivals; beside it, in the same run, the
+readings' own trend alone (``kv_full_in``), the forecast before the law.
 
     python bench/exhaustion_ramps.py [--scale 10] [--seeds 7 8 9] [--oracle 10]
 

@@ -148,11 +148,13 @@ def test_a_run_whose_load_never_varied_says_it_cannot_tell():
 @pytest.mark.slow
 def test_time_to_kv_exhaustion_under_linear_and_accelerating_ramps():
     """Arrivals ramp up (+0.3 req/s each second, and as t²) on an H100-sized pool (400,000
-    tokens, ~700 sequences): the estimate's time to a full pool (the readings' trend bent
-    through the load's law), read as its 30-s average passes 30, 50 and 70 %, against when that
-    average reaches 95 % (bench/exhaustion_ramps.py runs the whole matrix: 48 of 54 there, 40
-    with the readings' trend alone). Three quarters within ±25 %, none missing, none off by
-    ×1.6, and never fewer within than the readings' trend alone."""
+    tokens, ~700 sequences): the estimate's time to a full pool (the arrivals counted, their
+    trend run to the rate the load's law says fills the pool), read as its 30-s average passes
+    30, 50 and 70 %, against when that average reaches 95 % (bench/exhaustion_ramps.py runs the
+    whole matrix: 50 of 54 there, 0.57–1.29 of the time left; 40 with the readings' trend
+    alone). Three quarters within ±25 %, none missing, none later than ×1.35 nor earlier than
+    ×0.55 (the t² ramp's last reading, with two minutes left, says 0.57), and never fewer within
+    than the readings' trend alone."""
     scale = 10.0
     every = [
         (truth, said, alone)
@@ -164,7 +166,7 @@ def test_time_to_kv_exhaustion_under_linear_and_accelerating_ramps():
     ratios = [said / truth for truth, said, _ in every if said is not None]
     within = sum(abs(r - 1) <= 0.25 for r in ratios)
     assert within >= 9, ratios
-    assert all(0.6 <= r <= 1.6 for r in ratios), ratios
+    assert all(0.55 <= r <= 1.35 for r in ratios), ratios
     alone = sum(a is not None and abs(a / t - 1) <= 0.25 for t, _, a in every)
     assert within >= alone, (within, alone)
 

@@ -13,7 +13,10 @@ import pytest
 from console.engines import Extract
 from console.figures.capacity import (
     LoadPoint,
+    _arrivals,
+    gauge_reader,
     last_restart,
+    pool_lag,
     queue_full_in,
     saturation,
     service_capacity,
@@ -111,6 +114,44 @@ def test_a_limit_already_reached_is_now_whatever_the_trend():
             enumerate(waiting * 9)]  # fmt: skip
     assert queue_full_in(past, 300.0, 5.85) == 0.0
     assert time_to([(0.0, 0.2), (1.0, 1.0)], 1.0) == 0.0  # a full pool is full now
+
+
+def test_arrivals_are_counted_as_what_was_finished_plus_what_is_held():
+    """Over each stretch of 10 s at least, requests finished plus running plus waiting rose by
+    exactly what arrived: 100 + 10 + 0 → 110 + 12 + 3 is 15 in 10 s. DP ranks add up; a scrape
+    under 10 s after the last is passed over; a stretch across a finished count that went down
+    (a restart) is left out, and counting goes on from there."""
+
+    def scrape(t: float, done: tuple[float, float], run: float, wait: float) -> Extract:
+        ranks = ((("engine", "0"),), (("engine", "1"),))
+        return Extract(
+            t=t,
+            gauges={"requests_running": {ranks[0]: run / 2, ranks[1]: run / 2},
+                    "requests_waiting": {ranks[0]: wait, ranks[1]: 0.0}},
+            counters={"requests_finished": {r: (d,) for r, d in zip(ranks, done, strict=True)}},
+        )  # fmt: skip
+
+    history = [
+        scrape(0.0, (60.0, 40.0), 10.0, 0.0),
+        scrape(5.0, (62.0, 41.0), 12.0, 1.0),
+        scrape(10.0, (66.0, 44.0), 12.0, 3.0),
+        scrape(20.0, (3.0, 2.0), 4.0, 0.0),
+        scrape(31.0, (12.0, 8.0), 6.0, 0.0),
+    ]
+    assert _arrivals(history, 0.0, gauge_reader(None)) == [(0.0, 10.0, 15.0), (20.0, 31.0, 17.0)]
+    assert _arrivals(history, 5.0, gauge_reader(None)) == [
+        (20.0, 31.0, 17.0)
+    ]  # from t = 5: 5 → 20 a restart
+
+
+def test_a_pool_follows_its_arrivals_by_the_time_its_sequences_hold_their_tokens():
+    """A request of 10 s holding a 300-token prompt at once and 200 output tokens as they come
+    (400 held on average): the pool holds what arrived 10 × (150 + 66.7) / 400 = 5.42 s ago on a
+    ramp; all prompt, half the request's time; all output, two thirds."""
+    assert pool_lag(10.0, 400.0, 200.0) == pytest.approx(10 * (150 + 200 / 3) / 400)
+    assert pool_lag(10.0, 300.0, 0.0) == pytest.approx(5.0)
+    assert pool_lag(10.0, 100.0, 200.0) == pytest.approx(10 * 2 / 3)
+    assert pool_lag(10.0, 0.0, 0.0) == 0.0
 
 
 def test_no_trend_is_read_until_a_restarted_engine_has_settled_but_a_full_queue_is_now():

@@ -407,20 +407,25 @@ def _det3(m: Sequence[Sequence[float]]) -> float:
     )
 
 
-def time_to(pts: Sequence[tuple[float, float]], limit: float) -> float | None:
+def time_to(
+    pts: Sequence[tuple[float, float]], limit: float, *, readings: bool = True
+) -> float | None:
     """Seconds until a series reaches ``limit``: 0 when the latest reading is already there
     (a queue past its limit is exhausted now, whatever its trend); else when its trend — along
     its upward bend when it has one, else its robust straight line — comes within one swing of
     the limit (the readings swing about the trend: the pool is full when a swing reaches it,
     not only when the trend does); None when it does not rise beyond its noise, or when the
     limit lies further than REACH times the rise the window showed (a drift of a few points is
-    no forecast of a full pool)."""
-    if pts and pts[-1][1] >= limit:
+    no forecast of a full pool). A series of rates (``readings`` false: arrivals counted over
+    stretches) is judged on its trend alone, to a limit that already holds its swing: a
+    stretch's count over the limit is chance, not the pool full."""
+    if readings and pts and pts[-1][1] >= limit:
         return 0.0
     trend = _trend(pts)
     if trend is None:
         return None
     slope, now, swing = trend
+    swing = swing if readings else 0.0
     if limit - now > REACH * slope * (pts[-1][0] - pts[0][0]):
         return None
     half = len(pts) // 2  # a swell that ebbs (a wave of load) is no trend: both halves rise
@@ -433,6 +438,7 @@ def time_to(pts: Sequence[tuple[float, float]], limit: float) -> float | None:
         target = limit - swing if now < limit - swing else limit
         return max(0.0, (target - now) / slope)
     level, rate, c, swing = bend
+    swing = swing if readings else 0.0
     target = limit - swing if level < limit - swing else limit
     if level >= target:
         return 0.0
@@ -536,7 +542,7 @@ def kv_full_in(
 
 
 LAW_SPREAD = 0.05  # the law a KV forecast reads through: a load that varied this much will do
-# (a flattened fit only bends the forecast less: with no slope it is the readings' own trend)
+# (a flattened fit only says a full pool's rate in proportion to its sequences: a later figure)
 
 
 def _kv_full_in_by_law(
@@ -547,12 +553,14 @@ def _kv_full_in_by_law(
     read: Callable[[Extract, str], float | None],
     settled: float,
 ) -> float | None:
-    """Seconds until the KV cache is full, read through the fitted load law: each KV reading
-    is a running count n = use x the sequences the pool holds, and the arrivals that keep n
-    running are the law's rate(n) (Little's law: n over a request's time at n). A ramp of
-    arrivals is a line there, where the pool's use bends up harder and harder as each
-    sequence's step slows with the count; the pool is full when the arrivals reach the rate at
-    a full pool. None where the law cannot be read (the readings' own trend stands)."""
+    """Seconds until the KV cache is full, read through the fitted load law: the pool is full
+    when the arrivals reach the rate that keeps it full — the law's rate(n) at the sequences
+    it holds (Little's law: n over a request's time at n), less the readings' swing. The
+    arrivals are counted (``_arrivals``), and their trend is extrapolated to that rate: a ramp
+    of arrivals is a line, where the pool's use bends up harder and harder as each sequence's
+    step slows with the count. The law's level is set by the arrivals it saw: the rate it
+    says at each KV reading, over the same stretches, is scaled to the rate counted. None
+    where the law or the arrivals cannot be read (the readings' own trend stands)."""
     kv = [p.kv_tokens for p in points if p.kv_tokens]
     fit = fit_itl(points, LAW_SPREAD)
     done = sum(p.finished for p in points)
@@ -566,7 +574,57 @@ def _kv_full_in_by_law(
     law = _Law(fit, t0, _prefill_fit(points), sum(p.output_tokens for p in points) / done, 0.0)
     n_full = kv_capacity_tokens / (sum(kv) / len(kv))
     readings = _readings(history, window_s, "kv_cache_usage", read, settled)
-    return time_to([(t, law.rate(u * n_full)) for t, u in readings], law.rate(n_full))
+    trend = _trend(readings)
+    stretches = _arrivals(history, readings[0][0], read)
+    if trend is None or len(stretches) < 2:
+        return None
+    rates = [((a + b) / 2, n / (b - a)) for a, b, n in stretches]
+    n_at = n_full * (1 - trend[2])
+    if n_at <= 0:
+        return None
+    lag = pool_lag(n_at / law.rate(n_at), sum(kv) / len(kv), law.out_tokens)
+    t_from, t_to = stretches[0][0], stretches[-1][1]
+    said = [law.rate(u * n_full) for t, u in readings if t_from <= t <= t_to]
+    counted = sum(n for *_, n in stretches) / sum(b - a for a, b, _ in stretches)
+    counted -= max(0.0, theil_sen(*zip(*rates, strict=True)) or 0.0) * lag  # as of the readings
+    if not said or sum(said) <= 0 or counted <= 0:
+        return None
+    scale = counted / (sum(said) / len(said))
+    eta = time_to(rates, scale * law.rate(n_at), readings=False)
+    # a stretch's rate is its middle's: the time left is from now, and the pool a lag behind
+    return None if eta is None else max(0.0, eta + lag - (history[-1].t - rates[-1][0]))
+
+
+def pool_lag(request_s: float, held: float, out_tokens: float) -> float:
+    """Seconds by which a KV pool's use follows its arrivals on a ramp: a request holds its
+    prompt P at once and its L output tokens as they come, over its time T, so the pool holds
+    ∫ λ(t − s)·(P + L·s/T) ds over its life — on a ramp λ(t − T·(P/2 + L/3)/(P + L/2)) times the
+    tokens a sequence holds on average, ``held`` = P + L/2 (half to two thirds of its time)."""
+    prompt = max(0.0, held - out_tokens / 2)
+    return request_s * (prompt / 2 + out_tokens / 3) / held if held > 0 else 0.0
+
+
+def _arrivals(
+    history: Sequence[Extract], t_from: float, read: Callable[[Extract, str], float | None]
+) -> list[tuple[float, float, float]]:
+    """(start, end, requests arrived) over successive stretches of at least STEP_S from
+    ``t_from``: what the engine finished plus what it holds, running and waiting, rose by what
+    arrived (a request is counted once it is finished, and held until then). A stretch across a
+    finished count that went down (a restart) is left out."""
+    out: list[tuple[float, float, float]] = []
+    last: tuple[float, float, float] | None = None  # (time, finished, finished + held)
+    for ex in history:
+        if ex.t < t_from or (last is not None and ex.t - last[0] < STEP_S):
+            continue
+        done = _finished(ex)
+        running, waiting, _ = _load(ex, read)
+        if done is None or running is None:
+            continue
+        now = (ex.t, done, done + running + (waiting or 0.0))
+        if last is not None and done >= last[1]:
+            out.append((last[0], ex.t, max(0.0, now[2] - last[2])))
+        last = now
+    return out
 
 
 def queue_full_in(
@@ -655,8 +713,9 @@ def estimate(
         now or 0.0, read, settled,
     )  # fmt: skip
     extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
-    if report.kv_full_in_s is not None:  # a trend the readings show, bent by the load's law
-        # (where they show none — flat, a wave, a drift far from full — there is none to bend)
+    if report.kv_full_in_s:  # a trend the readings show, bent by the load's law (where they
+        # show none — flat, a wave, a drift far from full — there is none to bend; a pool full
+        # now is full now)
         by_law = _kv_full_in_by_law(history, points, window_s, kv_capacity_tokens, read, settled)
         if by_law is not None:
             extra["kv_full_in_s"] = by_law
