@@ -262,7 +262,8 @@ def test_an_engine_started_just_before_the_console_is_read_once_its_pool_has_fil
     from empty for minutes, a rise that is no trend of the load. Read as one, it said "KV cache
     full in ~7 min" for two minutes at 19-22 % used (the pool settles at 22 %). The finished
     count says how young the engine is: nothing is forecast until it holds six times the
-    running count (about 250 s), and nothing after (the load is flat)."""
+    running count (about 250 s), and nothing after (the load is flat). The engine's history
+    keeps where that was, found once, and answers as a walk of all its scrapes would."""
     from console.engines import extract, profiles
     from console.figures.capacity import CAPACITY_WINDOW_S, estimate
     from console.figures.windowed import EngineHistory
@@ -285,6 +286,8 @@ def test_an_engine_started_just_before_the_console_is_read_once_its_pool_has_fil
         got = estimate(hist.points, CAPACITY_WINDOW_S, ttft_limit_s=None, tpot_limit_s=None,
                        kv_capacity_tokens=spec.kv_capacity_tokens)  # fmt: skip
         assert got.kv_full_in_s is None, (s, got.kv_full_in_s, model.kv_used_tokens())
+        # the history keeps where it settled (looked for once), the same as a walk of it all
+        assert settled_from(hist.points) == settled_from(list(hist.points)), s
         if s == 60:  # still filling: read from when its count will have said it settled
             assert settled_from(hist.points) > clock[0]
     assert 0.15 < model.kv_used_tokens() / spec.kv_capacity_tokens < 0.3

@@ -29,6 +29,8 @@ Pure: scrapes in, a report out; no I/O. Nothing here knows the simulator's const
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from typing import Any
 
 from console.engines import EngineProfile, Extract, gauge_value, kv_usage
 from console.figures.window import histogram_quantile, quantile_bucket, wide
-from console.figures.windowed import COUNTS_RESET, restart_times, went_down
+from console.figures.windowed import COUNTS_RESET, Scrapes, restart_times, went_down
 from console.frame import CapacityReport
 
 MIN_TREND_S = 60.0  # a KV trend needs at least a minute of readings
@@ -523,11 +525,24 @@ def _filled_from(history: Sequence[Extract], read: Callable[[Extract, str], floa
     """Where no restart is in sight: the first scrape by which the engine had finished
     SETTLE_LIVES times the requests it runs (an engine that started shortly before the console
     was still filling its pool from empty: the rise is no trend of the load, as after a restart).
-    An engine long up has at its oldest scrape (one look); one that exports no count, too."""
-    for ex in history:
+    An engine long up has at its oldest scrape (one look); one that exports no count, too. An
+    engine's kept scrapes (``Scrapes``) keep the answer: found, it stands (scrapes only come
+    later); not yet, only the scrapes since those looked at are looked at next time."""
+    scrapes = history if isinstance(history, Scrapes) else None
+    start = 0
+    if scrapes is not None and scrapes.filled is not None and scrapes.filled[0] is read:
+        _, t, found = scrapes.filled
+        if found:
+            return t
+        start = bisect.bisect_right(scrapes.times, t)
+    for ex in itertools.islice(history, start, None):
         done, running = _finished(ex), _load(ex, read)[0]
         if done is None or running is None or done >= SETTLE_LIVES * running:
+            if scrapes is not None:
+                scrapes.filled = (read, ex.t, True)
             return ex.t
+    if scrapes is not None:
+        scrapes.filled = (read, history[-1].t, False)
     return history[-1].t + 1.0  # not filled yet: nothing has settled
 
 

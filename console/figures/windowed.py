@@ -54,6 +54,9 @@ class Scrapes(deque[Extract]):
     times: list[float]
     breaks: dict[tuple[str, str], float]
     first_t: float | None  # the console's first scrape of the engine (windows start no earlier)
+    # where its pool had filled from its start, as capacity last read it: (reader, time, found);
+    # not found yet, the time of the newest scrape looked at
+    filled: tuple[object, float, bool] | None
 
 
 class EngineHistory:
@@ -104,6 +107,7 @@ class EngineHistory:
         self.points.times = []
         self.points.breaks = {}
         self.points.first_t = None
+        self.points.filled = None
 
 
 # the counts whose going down says the engine restarted where it exports no start time
