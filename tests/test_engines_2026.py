@@ -504,6 +504,28 @@ def test_tgi_says_it_is_archived_upstream():
     assert any("archived upstream" in h for h in extract(page, profiles()["tgi"], 1.0).hints)
 
 
+def test_tgi_kv_use_is_its_batch_token_budget_over_its_total():
+    """TGI exports no KV use: its router admits a request while the running batch's token
+    budget (each request's input plus its max new tokens) leaves room under
+    max_batch_total_tokens. That share is the pool's fullness as TGI admits by it: 6,144 of
+    16,384 is 0.375. A page without the total says what it lacks, never 0."""
+    text = (
+        "# TYPE tgi_request_count counter\ntgi_request_count 10\n"
+        "# TYPE tgi_request_success counter\ntgi_request_success 9\n"
+        "# TYPE tgi_queue_size gauge\ntgi_queue_size 2\n"
+        "# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size 3\n"
+        "# TYPE tgi_batch_current_max_tokens gauge\ntgi_batch_current_max_tokens 6144\n"
+    )
+    total = "# TYPE tgi_batch_max_total_tokens gauge\ntgi_batch_max_total_tokens 16384\n"
+    page = parse(text + total, keep=needed_families().__contains__)
+    assert detect_kind(page) == "tgi"
+    f = derive([extract(page, profiles()["tgi"], 1.0)], profiles()["tgi"], 60.0).fields
+    assert f["kv_cache_usage"] == 6144 / 16384 == 0.375
+    ex = extract(parse(text, keep=needed_families().__contains__), profiles()["tgi"], 1.0)
+    assert "kv_cache_usage" not in ex.gauges
+    assert "tgi_batch_current_max_tokens needs kv_capacity_tokens" in ex.problems["kv_cache_usage"]
+
+
 def test_nvidia_nim_page_at_v1_metrics():
     """NIM's unprefixed vLLM-derived names: recognised (not as trtllm-serve's first release,
     which shares a few names), and each figure as worked out from the page."""

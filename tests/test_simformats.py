@@ -68,6 +68,7 @@ EXPECTED = {
     "tgi": {
         "requests_running",
         "requests_waiting",
+        "kv_cache_usage",
         "kv_capacity_tokens",
         "generation_tokens_per_s",
         "ttft_s",
