@@ -295,6 +295,40 @@ def test_an_engine_started_just_before_the_console_is_read_once_its_pool_has_fil
     assert first + 200 < settled_from(hist.points) < first + 300  # six lives of ~43 s
 
 
+@pytest.mark.parametrize("seed", [2, 3])
+def test_a_steady_pool_at_three_quarters_is_no_trend_in_its_first_minutes(seed):
+    """An H100-sized pool (the ramps bench's 400,000 tokens) held at 73 % by steady arrivals,
+    up ten minutes before the console looks. Its readings a second apart swing together (a
+    sequence holds its blocks for seconds): over the first minute of readings they rose past
+    three times their median residual by chance, and said "full in 28 s" (seed 3; 195 s, seed
+    2). The rise is also held to three of its standard errors, the readings counted at their
+    effective number (lag-1 correlation): nothing is said in the first two minutes."""
+    from console.engines import extract, profiles
+    from console.figures.capacity import CAPACITY_WINDOW_S, estimate
+    from console.figures.windowed import EngineHistory
+    from console.promtext import parse
+    from console.sim.engine import page_for
+    from console.sim.traffic import TrafficModel, TrafficSpec
+
+    clock = [1_000_000.0]
+    spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
+                       kv_capacity_tokens=400_000, prompt_tokens=300, output_tokens=200,
+                       rate_rps=130.0, seed=seed)  # fmt: skip
+    model = TrafficModel(spec, clock=lambda: clock[0])
+    for _ in range(600):
+        clock[0] += 1.0
+        model.advance()
+    hist = EngineHistory()
+    for s in range(120):
+        clock[0] += 1.0
+        hist.add(extract(parse(page_for("vllm", model)), profiles()["vllm"], clock[0]))
+        if s > 60 and s % 5 == 0:
+            got = estimate(hist.points, CAPACITY_WINDOW_S, ttft_limit_s=None, tpot_limit_s=None,
+                           kv_capacity_tokens=spec.kv_capacity_tokens)  # fmt: skip
+            assert got.kv_full_in_s is None, (s, got.kv_full_in_s)
+    assert 0.6 < model.kv_used_tokens() / spec.kv_capacity_tokens < 0.9
+
+
 def test_a_bending_rise_is_followed_along_its_bend():
     """KV use accelerating, 0.1 + 4e-6·t² over five minutes (0.46 now, rising 0.0024/s): the pool
     is full at t = √(0.9 / 4e-6) = 474.3 s, 174.3 s from now. A line through the window (its mean

@@ -329,7 +329,8 @@ def _trend(
 ) -> tuple[float, float, float] | None:
     """(slope per second, the trend's level now, the readings' swing about it: a standard
     deviation from their median distance) of a series that rises by more than its noise over
-    at least MIN_TREND_S (Theil-Sen, robust to outliers); None on a flat, falling, noisy or
+    at least MIN_TREND_S (Theil-Sen, robust to outliers): three times its median residual, and
+    three standard errors of the rise (``_rise_error``); None on a flat, falling, noisy or
     short one: no trend to extrapolate."""
     if len(pts) < min_points or pts[-1][0] - pts[0][0] < MIN_TREND_S:
         return None
@@ -338,12 +339,27 @@ def _trend(
     if slope is None or slope <= 0:
         return None
     base = sorted(y - slope * t for t, y in pts)[len(pts) // 2]  # Theil-Sen's intercept
-    resid = sorted(abs(y - (base + slope * t)) for t, y in pts)
-    noise = resid[len(resid) // 2]
-    if slope * (ts[-1] - ts[0]) <= 3 * noise:
+    signed = [y - (base + slope * t) for t, y in pts]
+    noise = sorted(abs(r) for r in signed)[len(signed) // 2]
+    rise = slope * (ts[-1] - ts[0])
+    if rise <= 3 * noise or rise <= 3 * _rise_error(signed, noise):
         return None  # the rise is within the noise
     # the trend's level now (not the last noisy reading), and the swing about it
     return slope, base + slope * ts[-1], 1.4826 * noise
+
+
+def _rise_error(resid: Sequence[float], noise: float) -> float:
+    """The standard error of a fitted line's rise across readings whose residuals swing by 1.48
+    times their median ``noise``: sigma x sqrt(12 / n) for n independent readings, n taken down
+    to its effective size n(1 - rho)/(1 + rho) by the residuals' lag-1 correlation rho. A pool's
+    readings a second apart swing together (its sequences hold their blocks for seconds): a
+    minute of them at 73 % rose by chance past three times their median residual, and said
+    "full in 28 s" of a steady engine."""
+    n = len(resid)
+    ss = sum(r * r for r in resid)
+    rho = sum(a * b for a, b in zip(resid, resid[1:], strict=False)) / ss if ss > 0 else 0.0
+    n_eff = n * (1 - rho) / (1 + rho) if 0 < rho < 1 else float(n)
+    return 1.4826 * noise * math.sqrt(12 / max(n_eff, 1.0))
 
 
 BEND_SHRINK = 4.0  # the curvature used is c·c²/(c² + BEND_SHRINK·se²): as much as it stands out
