@@ -348,6 +348,14 @@ def _trend(
     return slope, base + slope * ts[-1], 1.4826 * noise
 
 
+def _widen(resid: Sequence[float]) -> float:
+    """How many readings count as one, (1 + rho)/(1 - rho) by the residuals' lag-1 correlation
+    rho (1 where they do not swing together): a sample's effective size is its size over this."""
+    ss = sum(r * r for r in resid)
+    rho = sum(a * b for a, b in zip(resid, resid[1:], strict=False)) / ss if ss > 0 else 0.0
+    return (1 + rho) / (1 - rho) if 0 < rho < 1 else 1.0
+
+
 def _rise_error(resid: Sequence[float], noise: float) -> float:
     """The standard error of a fitted line's rise across readings whose residuals swing by 1.48
     times their median ``noise``: sigma x sqrt(12 / n) for n independent readings, n taken down
@@ -355,11 +363,7 @@ def _rise_error(resid: Sequence[float], noise: float) -> float:
     readings a second apart swing together (its sequences hold their blocks for seconds): a
     minute of them at 73 % rose by chance past three times their median residual, and said
     "full in 28 s" of a steady engine."""
-    n = len(resid)
-    ss = sum(r * r for r in resid)
-    rho = sum(a * b for a, b in zip(resid, resid[1:], strict=False)) / ss if ss > 0 else 0.0
-    n_eff = n * (1 - rho) / (1 + rho) if 0 < rho < 1 else float(n)
-    return 1.4826 * noise * math.sqrt(12 / max(n_eff, 1.0))
+    return 1.4826 * noise * math.sqrt(12 / max(len(resid) / _widen(resid), 1.0))
 
 
 BEND_SHRINK = 4.0  # the curvature used is c·c²/(c² + BEND_SHRINK·se²): as much as it stands out
@@ -403,9 +407,7 @@ def _bend(pts: Sequence[tuple[float, float]]) -> tuple[float, float, float, floa
     s2 = sum(e * e for e in res)
     # readings a second apart swing together (a sequence holds its blocks for many seconds):
     # the standard error is widened to the sample's effective size by the lag-1 correlation
-    rho = sum(res[i] * res[i - 1] for i in range(1, n)) / s2 if s2 > 0 else 0.0
-    widen = (1 + rho) / (1 - rho) if 0 < rho < 1 else 1.0
-    se_c = math.sqrt(s2 / max(1, n - 3) * (m[0][0] * m[1][1] - m[0][1] ** 2) / d * widen)
+    se_c = math.sqrt(s2 / max(1, n - 3) * (m[0][0] * m[1][1] - m[0][1] ** 2) / d * _widen(res))
     if c <= 0:
         return None
     c *= c * c / (c * c + BEND_SHRINK * se_c * se_c)
@@ -579,10 +581,9 @@ LAW_SPREAD = 0.05  # the law a KV forecast reads through: a load that varied thi
 def _kv_full_in_by_law(
     history: Sequence[Extract],
     points: Sequence[LoadPoint],
-    window_s: float,
+    readings: Sequence[tuple[float, float]],
     kv_capacity_tokens: float | None,
     read: Callable[[Extract, str], float | None],
-    settled: float,
 ) -> float | None:
     """Seconds until the KV cache is full, read through the fitted load law: the pool is full
     when the arrivals reach the rate that keeps it full — the law's rate(n) at the sequences
@@ -603,8 +604,8 @@ def _kv_full_in_by_law(
     if t0 is None:
         return None
     law = _Law(fit, t0, _prefill_fit(points), sum(p.output_tokens for p in points) / done, 0.0)
-    n_full = kv_capacity_tokens / (sum(kv) / len(kv))
-    readings = _readings(history, window_s, "kv_cache_usage", read, settled)
+    held = sum(kv) / len(kv)  # KV tokens a running sequence holds
+    n_full = kv_capacity_tokens / held
     trend = _trend(readings)
     stretches = _arrivals(history, readings[0][0], read)
     if trend is None or len(stretches) < 2:
@@ -613,7 +614,7 @@ def _kv_full_in_by_law(
     n_at = n_full * (1 - trend[2])
     if n_at <= 0:
         return None
-    lag = pool_lag(n_at / law.rate(n_at), sum(kv) / len(kv), law.out_tokens)
+    lag = pool_lag(n_at / law.rate(n_at), held, law.out_tokens)
     t_from, t_to = stretches[0][0], stretches[-1][1]
     said = [law.rate(u * n_full) for t, u in readings if t_from <= t <= t_to]
     counted = sum(n for *_, n in stretches) / sum(b - a for a, b, _ in stretches)
@@ -739,15 +740,16 @@ def estimate(
     points = load_points(history, window_s, kv_capacity_tokens, read)
     now = recent_rate(points)
     settled = settled_from(history, read)  # (one reading for every trend below)
+    kv_readings = _readings(history, window_s, "kv_cache_usage", read, settled)
     report = _estimate(
         history, points, window_s, ttft_limit_s, tpot_limit_s, kv_capacity_tokens, batch_limit,
-        now or 0.0, read, settled,
+        now or 0.0, read, time_to(kv_readings, 1.0),
     )  # fmt: skip
     extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
     if report.kv_full_in_s:  # a trend the readings show, bent by the load's law (where they
         # show none — flat, a wave, a drift far from full — there is none to bend; a pool full
         # now is full now)
-        by_law = _kv_full_in_by_law(history, points, window_s, kv_capacity_tokens, read, settled)
+        by_law = _kv_full_in_by_law(history, points, kv_readings, kv_capacity_tokens, read)
         if by_law is not None:
             extra["kv_full_in_s"] = by_law
     if batch_limit:
@@ -829,9 +831,8 @@ def _estimate(
     batch_limit: float | None,
     now: float,
     read: Callable[[Extract, str], float | None] = _PLAIN,
-    settled: float | None = None,
+    full_in: float | None = None,
 ) -> CapacityReport:
-    full_in = kv_full_in(history, window_s, read, settled)
     fit, mix = _decode_law(history, points, window_s, read)
     if isinstance(fit, str):
         return CapacityReport(cant_tell=fit, kv_full_in_s=full_in)
