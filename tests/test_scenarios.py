@@ -73,6 +73,7 @@ class Node:
     # engine -> specs of its DP ranks (engine="0", "1", ...): one vLLM server, several engines
     ranks: dict[str, list[TrafficSpec]] = field(default_factory=dict)
     power_limit_w: float | None = None  # a GPU capped below what its load draws
+    kind: str = "vllm"  # the engines' kind: the simulator's page for it, read by its profile
 
     def __post_init__(self) -> None:
         def clock() -> float:
@@ -114,13 +115,13 @@ class Node:
                         url=url,
                         t=self.t,
                         up=False,
-                        kind="vllm",
+                        kind=self.kind,
                         error=f"connection refused at {url}",
                     )  # fmt: skip
                 )
                 continue
             m.advance()
-            text = page_for("vllm", m)
+            text = page_for(self.kind, m)
             for r, rank in enumerate(self.rank_models.get(name, [])[1:], start=1):
                 rank.advance()
                 text += page_for("vllm", rank).replace('engine="0"', f'engine="{r}"')
@@ -131,8 +132,8 @@ class Node:
                     url=url,
                     t=self.t,
                     up=True,
-                    kind="vllm",
-                    extract=extract(page, VLLM, self.t),
+                    kind=self.kind,
+                    extract=extract(page, profiles()[self.kind], self.t),
                 )  # fmt: skip
             )
         source, gpus = self.nvml.read()
@@ -691,6 +692,25 @@ def _scripted(plan: Plan, pages: list[str], t0: float = T0) -> list[Frame]:
     return frames
 
 
+def test_a_tgi_engine_out_of_token_budget_is_critical_by_its_kv_on_every_surface():
+    """TGI exports no KV use: its router admits requests while the running batch's token budget
+    fits its total. The same overload as above on TGI's page: its KV (the budget's share) is
+    read at every poll, and the KV rule is among the critical ones on every surface within 30 s
+    (before, a TGI engine had no KV reading, headroom or alert at all)."""
+    node = Node({"chat": replace(STEADY, rate_rps=6.0, max_num_seqs=64, kv_capacity_tokens=20_000,
+                                 prompt_tokens=900, output_tokens=400)}, kind="tgi")  # fmt: skip
+    frames = node.run(90)
+    assert all(f.engines[0].kv_cache_usage is not None for f in frames[1:])
+    first = next(i for i, f in enumerate(frames) if f.status == "critical")
+    assert first < 30, [f.status for f in frames[:40]]
+    for f in frames[first + 15 :]:
+        agree(f, node.plan, "critical")
+        metrics = frame_metrics(f, node.plan, "t")
+        assert 'inferdeck_headroom_severity{service="chat",rule="kv"} 2.0\n' in metrics
+    assert "kv" in {v.rule for v in node.frame.verdict if v.severity == "critical"}
+
+
+@pytest.mark.slow
 def test_kv_capacity_saturation_with_a_swinging_gauge_is_critical_from_the_first_poll_and_holds():
     """A real vLLM in overload (20 KV blocks): one long request fits at a time, so the KV gauge
     swings 0 <-> 74 % as it comes and goes while 7 requests wait for capacity. Never 90 % full and
