@@ -11,7 +11,7 @@ import contextlib
 import io
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pynvml
 import pytest
@@ -279,6 +279,41 @@ def test_the_first_sign_is_the_injected_root(case):
     assert len(signs) == 1, lines(node.frame.timeline)
     assert signs[0].kind == kind, lines(node.frame.timeline)
     assert any("← first sign" in x for x in page_one(node.frame))
+
+
+def test_what_was_over_before_the_incident_is_no_first_sign():
+    """A wave's peak before a power cap that led to the page: a memory margin touched for
+    seconds (its alert pending, never fired, over) and a finding that held 5 s and cleared
+    107 s before the cap began. The power cap is the first sign. The same alert held until it
+    fired and on until within a minute of the cap would be; a point (an XID) within five
+    minutes of the page is."""
+    from console.figures.timeline import _Range, first_sign
+    from console.frame import Engine
+
+    t0 = datetime(2027, 1, 15, 8, 7, 11, tzinfo=UTC)
+
+    def at_s(s: float) -> datetime:
+        return t0 + timedelta(seconds=s)
+
+    frame = Frame.model_construct(
+        engines=[Engine.model_construct(name="chat", device="GPU 0")], services=[]
+    )
+    margin = _Range("alert", "chat", "engine", "info", at_s(0), "memory headroom 3.1 GiB",
+                    {"rule": "memory"}, end=at_s(35))  # fmt: skip
+    cap = _Range("clocks power cap", "GPU 0", "gpu", "warning", at_s(170), "clocks slowed")
+    page = _Range("alert", "chat", "engine", "critical", at_s(230), "queue",
+                  {"rule": "queue", "fired": "08:11:01Z"})  # fmt: skip
+    queueing = _Range("finding", "chat", "engine", "warning", at_s(58), "TTFT is mostly queueing",
+                      {"rule": "ttft_split"}, end=at_s(63))  # fmt: skip
+    assert first_sign([margin, queueing, cap, page], frame) is cap
+    fired = replace(margin, severity="warning", evidence={"rule": "memory", "fired": "x"})
+    fired = replace(fired, end=at_s(120))  # fired, and on until 50 s before the cap
+    assert first_sign([fired, queueing, cap, page], frame) is fired
+    assert first_sign([replace(fired, end=at_s(50)), cap, page], frame) is cap
+    just = replace(queueing, end=at_s(170 - 59))
+    assert first_sign([margin, just, cap, page], frame) is just
+    xid = _Range("xid 13", "GPU 0", "gpu", "warning", at_s(40), "XID 13", {"point": 1})
+    assert first_sign([margin, xid, cap, page], frame) is xid  # a point: within 5 min of the page
 
 
 # --- one timeline on every surface ----------------------------------------------------------------

@@ -768,7 +768,11 @@ def _gpu_of(subject: str) -> str:
 
 def first_sign(entries: list[_Range], frame: Frame) -> _Range | None:
     """The earliest event related to the first page (a critical alert) or SLO miss (a burn
-    alert) that began within LOOKBACK_S before it and was still on, or had just ended."""
+    alert) in the chain that led to it: begun within LOOKBACK_S before it; a point (an XID, a
+    restart) within REOPEN_S × 10 of it; a state still on, or over no more than FOLD_S before
+    the chain's next event began. A state that cleared and left a quiet gap was over before the
+    incident (a wave's peak that touched a line for seconds), and so is an alert that ended
+    pending: its own rule passed it over."""
     pages = [
         r
         for r in entries
@@ -783,19 +787,27 @@ def first_sign(entries: list[_Range], frame: Frame) -> _Range | None:
     near = groups.get(subject, {subject}) | {_gpu_of(subject)}
     near |= {_gpu_of(s) for s in set(near)}
     best = page
+    chain = page.start  # where the chain found so far begins
 
     def rank(r: _Range) -> tuple[datetime, int]:  # the earliest; at one time, a fact first
         return (r.start, r.kind in ("alert", "finding"))
 
-    for r in entries:
+    for r in reversed(entries):  # latest first: each link is read against the chain after it
         if r is page or rank(r) >= rank(best):
             continue
         if (page.start - r.start).total_seconds() > LOOKBACK_S:
+            break
+        if not (r.scope == "node" or r.subject in near or _gpu_of(r.subject) in near):
             continue
-        if r.end is not None and (page.start - r.end).total_seconds() > REOPEN_S * 10:
-            continue
-        if r.scope == "node" or r.subject in near or _gpu_of(r.subject) in near:
-            best = r
+        if r.end is not None:
+            if "point" in r.evidence:
+                if (page.start - r.end).total_seconds() > REOPEN_S * 10:
+                    continue
+            elif r.kind == "alert" and "fired" not in r.evidence:
+                continue
+            elif (chain - r.end).total_seconds() > FOLD_S:
+                continue
+        best, chain = r, min(chain, r.start)
     return best
 
 
