@@ -325,27 +325,47 @@ def theil_sen(ts: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 def _trend(
-    pts: Sequence[tuple[float, float]], min_points: int = 10
+    pts: Sequence[tuple[float, float]],
+    min_points: int = 10,
+    line: tuple[float, float, list[float], float] | None = None,
 ) -> tuple[float, float, float] | None:
     """(slope per second, the trend's level now, the readings' swing about it: a standard
     deviation from their median distance) of a series that rises by more than its noise over
     at least MIN_TREND_S (Theil-Sen, robust to outliers): three times its median residual, and
     three standard errors of the rise (``_rise_error``); None on a flat, falling, noisy or
-    short one: no trend to extrapolate."""
+    short one: no trend to extrapolate. (``line``: its ``_line``, where already drawn.)"""
     if len(pts) < min_points or pts[-1][0] - pts[0][0] < MIN_TREND_S:
         return None
-    ts, ys = [p[0] for p in pts], [p[1] for p in pts]
-    slope = theil_sen(ts, ys)
+    line = line or _line(pts)
+    if line is None:
+        return None
+    slope, base, signed, noise = line
+    rise = slope * (pts[-1][0] - pts[0][0])
+    if rise <= 3 * noise or rise <= 3 * _rise_error(signed, noise):
+        return None  # the rise is within the noise
+    # the trend's level now (not the last noisy reading), and the swing about it
+    return slope, base + slope * pts[-1][0], 1.4826 * noise
+
+
+def _risen(pts: Sequence[tuple[float, float]], errors: float) -> bool:
+    """Whether a series' robust line rose across it by more than ``errors`` standard errors of
+    that rise (``_rise_error``)."""
+    line = _line(pts) if len(pts) >= 3 else None
+    if line is None:
+        return False
+    slope, _, signed, noise = line
+    return slope * (pts[-1][0] - pts[0][0]) > errors * _rise_error(signed, noise)
+
+
+def _line(pts: Sequence[tuple[float, float]]) -> tuple[float, float, list[float], float] | None:
+    """A series' rising robust line: (Theil-Sen's slope and intercept, the residuals, their
+    median size), or None where it does not rise."""
+    slope = theil_sen([p[0] for p in pts], [p[1] for p in pts])
     if slope is None or slope <= 0:
         return None
     base = sorted(y - slope * t for t, y in pts)[len(pts) // 2]  # Theil-Sen's intercept
     signed = [y - (base + slope * t) for t, y in pts]
-    noise = sorted(abs(r) for r in signed)[len(signed) // 2]
-    rise = slope * (ts[-1] - ts[0])
-    if rise <= 3 * noise or rise <= 3 * _rise_error(signed, noise):
-        return None  # the rise is within the noise
-    # the trend's level now (not the last noisy reading), and the swing about it
-    return slope, base + slope * ts[-1], 1.4826 * noise
+    return slope, base, signed, sorted(abs(r) for r in signed)[len(signed) // 2]
 
 
 def _widen(resid: Sequence[float]) -> float:
@@ -428,7 +448,11 @@ def _det3(m: Sequence[Sequence[float]]) -> float:
 
 
 def time_to(
-    pts: Sequence[tuple[float, float]], limit: float, *, readings: bool = True
+    pts: Sequence[tuple[float, float]],
+    limit: float,
+    *,
+    readings: bool = True,
+    line: tuple[float, float, list[float], float] | None = None,
 ) -> float | None:
     """Seconds until a series reaches ``limit``: 0 when the latest reading is already there
     (a queue past its limit is exhausted now, whatever its trend); else when its trend — along
@@ -438,10 +462,11 @@ def time_to(
     limit lies further than REACH times the rise the window showed (a drift of a few points is
     no forecast of a full pool). A series of rates (``readings`` false: arrivals counted over
     stretches) is judged on its trend alone, to a limit that already holds its swing: a
-    stretch's count over the limit is chance, not the pool full."""
+    stretch's count over the limit is chance, not the pool full. (``line``: the series'
+    ``_line``, where already drawn.)"""
     if readings and pts and pts[-1][1] >= limit:
         return 0.0
-    trend = _trend(pts)
+    trend = _trend(pts, line=line)
     if trend is None:
         return None
     slope, now, swing = trend
@@ -574,6 +599,11 @@ def kv_full_in(
     return time_to(_readings(history, window_s, "kv_cache_usage", read, settled), 1.0)
 
 
+# where the KV readings rise within their noise (a small pool's swing hides a slow ramp), the
+# arrivals counted carry a forecast only when they rise by this many standard errors of their
+# rise: a true ramp's stand at 7 or more by the time a forecast matters, while steady arrivals
+# pass 3 by chance somewhere in half an hour of estimates every 5 s
+ALONE_ERRORS = 5.0
 LAW_SPREAD = 0.05  # the law a KV forecast reads through: a load that varied this much will do
 # (a flattened fit only says a full pool's rate in proportion to its sequences: a later figure)
 
@@ -582,6 +612,7 @@ def _kv_full_in_by_law(
     history: Sequence[Extract],
     points: Sequence[LoadPoint],
     readings: Sequence[tuple[float, float]],
+    line: tuple[float, float, list[float], float] | None,
     kv_capacity_tokens: float | None,
     read: Callable[[Extract, str], float | None],
 ) -> float | None:
@@ -592,7 +623,20 @@ def _kv_full_in_by_law(
     of arrivals is a line, where the pool's use bends up harder and harder as each sequence's
     step slows with the count. The law's level is set by the arrivals it saw: the rate it
     says at each KV reading, over the same stretches, is scaled to the rate counted. None
-    where the law or the arrivals cannot be read (the readings' own trend stands)."""
+    where the law or the arrivals cannot be read (the readings' own trend stands), or the
+    readings do not rise at all. Where they rise within their noise, only a ramp the arrivals
+    show beyond theirs is forecast. (``line``: the readings' ``_line``.)"""
+    if line is None or len(readings) < 10 or readings[-1][0] - readings[0][0] < MIN_TREND_S:
+        return None
+    trend = _trend(readings, line=line)
+    alone = trend is None  # the readings rise within their noise: the arrivals must show it
+    swing = 1.4826 * line[3] if trend is None else trend[2]
+    stretches = _arrivals(history, readings[0][0], read)
+    if len(stretches) < 2:
+        return None
+    rates = [((a + b) / 2, n / (b - a)) for a, b, n in stretches]
+    if alone and not _risen(rates, ALONE_ERRORS):
+        return None
     kv = [p.kv_tokens for p in points if p.kv_tokens]
     fit = fit_itl(points, LAW_SPREAD)
     done = sum(p.finished for p in points)
@@ -606,12 +650,7 @@ def _kv_full_in_by_law(
     law = _Law(fit, t0, _prefill_fit(points), sum(p.output_tokens for p in points) / done, 0.0)
     held = sum(kv) / len(kv)  # KV tokens a running sequence holds
     n_full = kv_capacity_tokens / held
-    trend = _trend(readings)
-    stretches = _arrivals(history, readings[0][0], read)
-    if trend is None or len(stretches) < 2:
-        return None
-    rates = [((a + b) / 2, n / (b - a)) for a, b, n in stretches]
-    n_at = n_full * (1 - trend[2])
+    n_at = n_full * (1 - swing)
     if n_at <= 0:
         return None
     lag = pool_lag(n_at / law.rate(n_at), held, law.out_tokens)
@@ -741,15 +780,17 @@ def estimate(
     now = recent_rate(points)
     settled = settled_from(history, read)  # (one reading for every trend below)
     kv_readings = _readings(history, window_s, "kv_cache_usage", read, settled)
+    kv_line = _line(kv_readings) if len(kv_readings) >= 3 else None  # (drawn once, read twice)
     report = _estimate(
         history, points, window_s, ttft_limit_s, tpot_limit_s, kv_capacity_tokens, batch_limit,
-        now or 0.0, read, time_to(kv_readings, 1.0),
+        now or 0.0, read, time_to(kv_readings, 1.0, line=kv_line),
     )  # fmt: skip
     extra = saturation(history, recent_s, points, {"ttft": ttft_limit_s, "tpot": tpot_limit_s})
-    if report.kv_full_in_s:  # a trend the readings show, bent by the load's law (where they
-        # show none — flat, a wave, a drift far from full — there is none to bend; a pool full
-        # now is full now)
-        by_law = _kv_full_in_by_law(history, points, kv_readings, kv_capacity_tokens, read)
+    if report.kv_full_in_s != 0.0:  # (a pool full now is full now)
+        # the arrivals' trend, run through the load's law: where the readings rise within
+        # their noise, a ramp the arrivals show beyond theirs is forecast too (a small pool's
+        # one-second swing hides a slow ramp that its counted arrivals do not)
+        by_law = _kv_full_in_by_law(history, points, kv_readings, kv_line, kv_capacity_tokens, read)
         if by_law is not None:
             extra["kv_full_in_s"] = by_law
     if batch_limit:
