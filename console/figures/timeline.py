@@ -25,6 +25,7 @@ QUEUE_HOLD_S = 5.0  # requests waiting this long make a queue (a moment's wait d
 QUEUE_GAP_S = 2.0  # polls without a wait that do not break that hold
 KV_CLEAR = 0.05  # KV at its limit ends this far below it (no flapping on the line)
 LOOKBACK_S = 900.0  # the first sign is sought this far before the first page
+LINK_S = 5.0  # a state over this long before the chain's next event began is no link of it
 # clock event reasons that slow the GPU against its will (idle, sync boost, display or
 # application clocks are the operator's or the workload's own doing)
 SLOWING = {
@@ -769,10 +770,10 @@ def _gpu_of(subject: str) -> str:
 def first_sign(entries: list[_Range], frame: Frame) -> _Range | None:
     """The earliest event related to the first page (a critical alert) or SLO miss (a burn
     alert) in the chain that led to it: begun within LOOKBACK_S before it; a point (an XID, a
-    restart) within REOPEN_S × 10 of it; a state still on, or over no more than FOLD_S before
-    the chain's next event began. A state that cleared and left a quiet gap was over before the
-    incident (a wave's peak that touched a line for seconds), and so is an alert that ended
-    pending: its own rule passed it over."""
+    restart) within REOPEN_S × 10 of it; a state still on when the chain's next event began (or
+    over by no more than LINK_S: a poll or two). A state that cleared before the chain went on
+    was over before the incident (a wave's peak that touched a line for seconds, 47 s before a
+    power brake), and so is an alert that ended pending: its own rule passed it over."""
     pages = [
         r
         for r in entries
@@ -805,7 +806,7 @@ def first_sign(entries: list[_Range], frame: Frame) -> _Range | None:
                     continue
             elif r.kind == "alert" and "fired" not in r.evidence:
                 continue
-            elif (chain - r.end).total_seconds() > FOLD_S:
+            elif (chain - r.end).total_seconds() > LINK_S:
                 continue
         best, chain = r, min(chain, r.start)
     return best
