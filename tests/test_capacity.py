@@ -194,23 +194,14 @@ def test_steady_arrivals_on_a_small_pool_add_no_forecast():
     highest), up ten minutes before the first scrape, estimated every 5 s for 30 minutes: the
     arrivals' path forecasts nothing the readings' own trend did not (it speaks only where the
     arrivals rose by five standard errors: seed 3's pass three by chance at s = 1585–1625)."""
-    spec = dict(itl_base_s=0.018, itl_per_seq_s=0.00005, max_num_seqs=100_000,
-                kv_capacity_tokens=40_000, prompt_tokens=300, output_tokens=200)  # fmt: skip
-    clock = [1_000_000.0]
-    model = TrafficModel(TrafficSpec(**spec, rate_rps=10.0, seed=3), clock=lambda: clock[0])
-    for _ in range(600):
-        clock[0] += 1.0
-        model.advance()
-    hist = EngineHistory()
-    for s in range(1800):
-        clock[0] += 1.0
-        hist.add(extract(parse(page_for("vllm", model)), profiles()["vllm"], clock[0]))
-        if s % 5 or s < 60:
-            continue
-        got = estimate(hist.points, 300.0, ttft_limit_s=None, tpot_limit_s=None,
-                       kv_capacity_tokens=40_000)  # fmt: skip
+    from tests.test_exhaustion import steady_estimates
+
+    spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.00005, max_num_seqs=100_000,
+                       kv_capacity_tokens=40_000, prompt_tokens=300, output_tokens=200,
+                       rate_rps=10.0, seed=3)  # fmt: skip
+    for s, got, alone, _ in steady_estimates(spec, 1800):
         if got.kv_full_in_s is not None:
-            assert kv_full_in(hist.points, 300.0) is not None, (s, got.kv_full_in_s)
+            assert alone is not None, (s, got.kv_full_in_s)
 
 
 def _ramp_on_one_rank(seed: int, slope: float, cold_share: float) -> list[tuple[float, float]]:

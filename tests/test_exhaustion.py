@@ -303,30 +303,42 @@ def test_a_steady_pool_at_three_quarters_is_no_trend_in_its_first_minutes(seed):
     three times their median residual by chance, and said "full in 28 s" (seed 3; 195 s, seed
     2). The rise is also held to three of its standard errors, the readings counted at their
     effective number (lag-1 correlation): nothing is said in the first two minutes."""
-    from console.engines import extract, profiles
-    from console.figures.capacity import CAPACITY_WINDOW_S, estimate
-    from console.figures.windowed import EngineHistory
-    from console.promtext import parse
-    from console.sim.engine import page_for
-    from console.sim.traffic import TrafficModel, TrafficSpec
+    from console.sim.traffic import TrafficSpec
 
-    clock = [1_000_000.0]
     spec = TrafficSpec(itl_base_s=0.018, itl_per_seq_s=0.000005, max_num_seqs=100_000,
                        kv_capacity_tokens=400_000, prompt_tokens=300, output_tokens=200,
                        rate_rps=130.0, seed=seed)  # fmt: skip
+    used = 0.0
+    for s, got, _, used in steady_estimates(spec, 120):  # noqa: B007 (the last is read below)
+        assert got.kv_full_in_s is None, (s, got.kv_full_in_s)
+    assert 0.6 < used < 0.9
+
+
+def steady_estimates(spec, seconds: int):  # type: ignore[no-untyped-def]
+    """(second, the estimate, the readings' trend alone, the KV share used) every 5 s after the
+    first minute, of an engine under ``spec``'s steady arrivals, up ten minutes before its first
+    scrape, scraped every second for ``seconds``."""
+    from console.engines import extract, profiles
+    from console.figures.capacity import CAPACITY_WINDOW_S, estimate, kv_full_in
+    from console.figures.windowed import EngineHistory
+    from console.promtext import parse
+    from console.sim.engine import page_for
+    from console.sim.traffic import TrafficModel
+
+    clock = [1_000_000.0]
     model = TrafficModel(spec, clock=lambda: clock[0])
     for _ in range(600):
         clock[0] += 1.0
         model.advance()
     hist = EngineHistory()
-    for s in range(120):
+    for s in range(seconds):
         clock[0] += 1.0
         hist.add(extract(parse(page_for("vllm", model)), profiles()["vllm"], clock[0]))
         if s > 60 and s % 5 == 0:
             got = estimate(hist.points, CAPACITY_WINDOW_S, ttft_limit_s=None, tpot_limit_s=None,
                            kv_capacity_tokens=spec.kv_capacity_tokens)  # fmt: skip
-            assert got.kv_full_in_s is None, (s, got.kv_full_in_s)
-    assert 0.6 < model.kv_used_tokens() / spec.kv_capacity_tokens < 0.9
+            used = model.kv_used_tokens() / spec.kv_capacity_tokens
+            yield s, got, kv_full_in(hist.points, CAPACITY_WINDOW_S), used
 
 
 def test_a_bending_rise_is_followed_along_its_bend():

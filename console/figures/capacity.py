@@ -789,7 +789,8 @@ def estimate(
     if report.kv_full_in_s != 0.0:  # (a pool full now is full now)
         # the arrivals' trend, run through the load's law: where the readings rise within
         # their noise, a ramp the arrivals show beyond theirs is forecast too (a small pool's
-        # one-second swing hides a slow ramp that its counted arrivals do not)
+        # one-second swing hides a slow ramp that its counted arrivals do not); where the
+        # readings' line reaches too far (REACH), the arrivals' own reach is the test
         by_law = _kv_full_in_by_law(history, points, kv_readings, kv_line, kv_capacity_tokens, read)
         if by_law is not None:
             extra["kv_full_in_s"] = by_law
