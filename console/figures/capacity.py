@@ -324,10 +324,13 @@ def theil_sen(ts: Sequence[float], ys: Sequence[float]) -> float | None:
     return slopes[len(slopes) // 2] if slopes else None
 
 
+Line = tuple[float, float, list[float], float]  # a rising robust line: ``_line``'s answer
+
+
 def _trend(
     pts: Sequence[tuple[float, float]],
     min_points: int = 10,
-    line: tuple[float, float, list[float], float] | None = None,
+    line: Line | None = None,
 ) -> tuple[float, float, float] | None:
     """(slope per second, the trend's level now, the readings' swing about it: a standard
     deviation from their median distance) of a series that rises by more than its noise over
@@ -347,17 +350,16 @@ def _trend(
     return slope, base + slope * pts[-1][0], 1.4826 * noise
 
 
-def _risen(pts: Sequence[tuple[float, float]], errors: float) -> bool:
-    """Whether a series' robust line rose across it by more than ``errors`` standard errors of
-    that rise (``_rise_error``)."""
-    line = _line(pts) if len(pts) >= 3 else None
+def _risen(pts: Sequence[tuple[float, float]], line: Line | None, errors: float) -> bool:
+    """Whether a series' robust line (its ``_line``) rose across it by more than ``errors``
+    standard errors of that rise (``_rise_error``)."""
     if line is None:
         return False
     slope, _, signed, noise = line
     return slope * (pts[-1][0] - pts[0][0]) > errors * _rise_error(signed, noise)
 
 
-def _line(pts: Sequence[tuple[float, float]]) -> tuple[float, float, list[float], float] | None:
+def _line(pts: Sequence[tuple[float, float]]) -> Line | None:
     """A series' rising robust line: (Theil-Sen's slope and intercept, the residuals, their
     median size), or None where it does not rise."""
     slope = theil_sen([p[0] for p in pts], [p[1] for p in pts])
@@ -452,7 +454,7 @@ def time_to(
     limit: float,
     *,
     readings: bool = True,
-    line: tuple[float, float, list[float], float] | None = None,
+    line: Line | None = None,
 ) -> float | None:
     """Seconds until a series reaches ``limit``: 0 when the latest reading is already there
     (a queue past its limit is exhausted now, whatever its trend); else when its trend — along
@@ -612,7 +614,7 @@ def _kv_full_in_by_law(
     history: Sequence[Extract],
     points: Sequence[LoadPoint],
     readings: Sequence[tuple[float, float]],
-    line: tuple[float, float, list[float], float] | None,
+    line: Line | None,
     kv_capacity_tokens: float | None,
     read: Callable[[Extract, str], float | None],
 ) -> float | None:
@@ -635,7 +637,8 @@ def _kv_full_in_by_law(
     if len(stretches) < 2:
         return None
     rates = [((a + b) / 2, n / (b - a)) for a, b, n in stretches]
-    if alone and not _risen(rates, ALONE_ERRORS):
+    arrived = _line(rates)  # (drawn once: the test below, the count's lag, the forecast)
+    if alone and not _risen(rates, arrived, ALONE_ERRORS):
         return None
     kv = [p.kv_tokens for p in points if p.kv_tokens]
     fit = fit_itl(points, LAW_SPREAD)
@@ -657,11 +660,11 @@ def _kv_full_in_by_law(
     t_from, t_to = stretches[0][0], stretches[-1][1]
     said = [law.rate(u * n_full) for t, u in readings if t_from <= t <= t_to]
     counted = sum(n for *_, n in stretches) / sum(b - a for a, b, _ in stretches)
-    counted -= max(0.0, theil_sen(*zip(*rates, strict=True)) or 0.0) * lag  # as of the readings
+    counted -= (arrived[0] if arrived else 0.0) * lag  # as of the readings
     if not said or sum(said) <= 0 or counted <= 0:
         return None
     scale = counted / (sum(said) / len(said))
-    eta = time_to(rates, scale * law.rate(n_at), readings=False)
+    eta = time_to(rates, scale * law.rate(n_at), readings=False, line=arrived)
     # a stretch's rate is its middle's: the time left is from now, and the pool a lag behind
     return None if eta is None else max(0.0, eta + lag - (history[-1].t - rates[-1][0]))
 
