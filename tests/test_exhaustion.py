@@ -364,40 +364,50 @@ def test_a_wave_or_a_drift_is_no_exhaustion():
 
 
 @pytest.mark.slow
-def test_thirty_minutes_of_the_demo_raise_no_exhaustion():
-    """Every demo engine (two on a four-minute wave), scraped every second for 30 minutes and
-    estimated every 5 s as the console does: no time to a full KV pool or a TTFT-breaking queue
-    ever falls within the plan's 15-minute horizon."""
-    from dataclasses import replace
+def test_thirty_minutes_of_the_demo_node_raise_no_exhaustion_and_no_event():
+    """The demo node (two engines on a four-minute wave) polled every second for 30 minutes, as
+    the console polls it: no time to a full KV pool or a TTFT-breaking queue ever falls within
+    the plan's 15-minute horizon, no alert is ever active, and its timeline holds no event."""
+    import asyncio
 
-    from console.engines import extract, profiles
-    from console.figures.capacity import CAPACITY_WINDOW_S, estimate
-    from console.figures.enginestats import derive
-    from console.figures.windowed import EngineHistory
-    from console.promtext import parse
-    from console.sim.demo import SERVICES
-    from console.sim.engine import page_for
-    from console.sim.traffic import TrafficModel
+    from console.figures.timeline import lines
+    from console.read.live import LiveSource
+    from console.read.nvml import NvmlReader
+    from console.settings import demo_settings
+    from console.sim.demo import start_demo
 
-    vllm = profiles()["vllm"]
-    slos = {"llama-70b": (2.0, 0.08)}
-    for name, _, spec in SERVICES:
-        t = [1_000_000.0]
-        model = TrafficModel(replace(spec, warmup_s=90.0), clock=lambda t=t: t[0])
-        hist, kv, soon = EngineHistory(keep_s=400), None, []
-        for s in range(1800):
-            t[0] += 1.0
-            hist.add(extract(parse(page_for("vllm", model)), vllm, t[0]))
-            if s < 60 or s % 5:
-                continue
-            kv = kv or derive(hist.points, vllm, 60.0).fields.get("kv_capacity_tokens")
-            ttft, tpot = slos.get(name, (1.0, 0.05))
-            got = estimate(hist.points, CAPACITY_WINDOW_S, ttft_limit_s=ttft, tpot_limit_s=tpot,
-                           kv_capacity_tokens=kv)  # fmt: skip
-            for eta in (got.kv_full_in_s, got.queue_full_in_s):
-                if eta is not None and eta < 900:
-                    soon.append((s, eta))
-        assert soon == [], (name, soon[:5])
+    clock = [1_800_000_000.0]
+    settings = demo_settings()
+    node = start_demo(settings, clock=lambda: clock[0])
+    live = LiveSource.reading(
+        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings,
+        clock=lambda: clock[0],
+    )  # fmt: skip
+    soon: list[tuple[int, str, float]] = []
+    alerts: list[tuple[int, str]] = []
+
+    async def soak():
+        try:
+            for s in range(1800):
+                clock[0] += 1.0
+                frame = await live.poll()
+                for e in frame.engines:
+                    cap = e.capacity
+                    for eta in (cap.kv_full_in_s, cap.queue_full_in_s) if cap else ():
+                        if eta is not None and eta < 900:
+                            soon.append((s, e.name, eta))
+                alerts.extend((s, a.key) for a in frame.alerts if a.state == "active")
+            return frame
+        finally:
+            await live.aclose()
+
+    try:
+        frame = asyncio.run(soak())
+    finally:
+        node.stop()
+    assert soon == [], soon[:5]
+    assert alerts == [], alerts[:5]
+    assert frame.timeline is not None and frame.timeline.events == [], lines(frame.timeline)
 
 
 def test_a_service_adds_its_replicas_room_and_the_tightest_names_the_slo():

@@ -302,7 +302,7 @@ async def test_the_cost_pane_and_snapshot_md_draw_the_same_columns_with_the_same
                                                          "$/M out", "$/M good", "J/tok"]  # fmt: skip
     assert pane == doc and len(pane) == 4, (pane, doc)
     assert pane[-1] == ["no-cost"] + ["n/a"] * 6
-    assert pane[0][5] == "$0.39–$0.39" and pane[0][6] == "3.1"
+    assert pane[0][5] == "$0.68–$0.68" and pane[0][6] == "2.2"
 
 
 def test_a_mig_device_without_a_placement_names_none():

@@ -317,11 +317,12 @@ def test_what_was_over_before_the_incident_is_no_first_sign():
 
 
 @pytest.mark.slow
-def test_the_first_sign_on_the_demo_node_is_the_root_not_its_waves_peak():
+def test_the_first_sign_on_the_demo_node_is_the_root_and_its_wave_raises_nothing():
     """The demo node under its own wave of load, 9 minutes in: an XID 13 on GPU 0, 30 s later
-    llama-70b overloaded. 47 s before the XID, the wave's peak made llama-70b's TTFT mostly
-    queueing for 5 s (a warning finding) and touched its memory margin (its alert pending,
-    never fired); both were over before the XID. The first sign is the XID."""
+    llama-70b overloaded. The first sign is the XID, and nothing stood on the timeline before
+    it: the wave's peaks stay short of every line (they once touched llama-70b's memory margin
+    and made its TTFT mostly queueing for seconds, 47 s before the root; a state over before
+    the chain went on is no sign either: test_what_was_over_before_the_incident_is_no_first_sign)."""
     import asyncio
 
     from console.read.live import LiveSource
@@ -357,10 +358,7 @@ def test_the_first_sign_on_the_demo_node_is_the_root_not_its_waves_peak():
     assert frame.timeline is not None
     signs = [e for e in frame.timeline.events if e.first_sign]
     assert [e.kind for e in signs] == ["xid 13"], lines(frame.timeline)
-    before = [e for e in frame.timeline.events if e.end is not None and e.end < signs[0].start]
-    assert any(e.kind == "finding" and e.subject == "llama-70b" for e in before), lines(
-        frame.timeline
-    )  # (the wave's peak is there, before it: the test still asks what it asked)
+    assert frame.timeline.events[0] is signs[0], lines(frame.timeline)
 
 
 # --- one timeline on every surface ----------------------------------------------------------------
