@@ -518,6 +518,9 @@ class CapacityReport(_Report):
     queue_full_in_s: float | None = None
     saturation: float | None = None  # the worst of p90 latency / its SLO (llm-d's index)
     saturation_slo: str | None = None  # the SLO it is: "ttft" or "tpot"
+    # the bucket that p90 lies in, over the SLO, where it spans more than 1.5x (marked '±'): a
+    # 0.94 read inside TPOT's 25-50 ms bucket against a 50 ms SLO may be anything from 0.5 to 1
+    saturation_bucket: tuple[float, float] | None = None
     # requests behind that p90: under 20 (a check's first seconds) it is shown, marked, but
     # raises no alert or finding
     saturation_requests: float | None = None

@@ -257,11 +257,13 @@ def unknown_reasons(e: Engine) -> list[str]:
 
 def saturation_cell(c: CapacityReport | None) -> str:
     """The saturation index (worst p90 / SLO) in short, a multiple of the SLO ("0.59×", "76×"),
-    with "↑" while load and TTFT rise."""
+    "↑" while load and TTFT rise, else "±" where its p90 lies in a bucket wider than 1.5x (the
+    detail names the bucket)."""
     if c is None or c.saturation is None:
         return NA
     s = c.saturation
-    return (f"{s:.2f}×" if s < 10 else f"{s:.0f}×") + ("↑" if c.saturating else "")
+    mark = "↑" if c.saturating else "±" if c.saturation_bucket else ""
+    return (f"{s:.2f}×" if s < 10 else f"{s:.0f}×") + mark
 
 
 def saturation_text(c: CapacityReport | None) -> str:
@@ -269,6 +271,9 @@ def saturation_text(c: CapacityReport | None) -> str:
     if c is None or c.saturation is None:
         return NA
     out = f"p90 {(c.saturation_slo or '').upper()} at {c.saturation:.2f}x its SLO"
+    if c.saturation_bucket:  # interpolated inside a wide bucket: the bucket is what is known
+        low, high = c.saturation_bucket
+        out += f" (in its bucket, {low:.2f}–{high:.2f}x)"
     if c.saturation_requests is not None and c.saturation_requests < 20:
         out += f" ·{c.saturation_requests:.0f}"  # only this many requests behind it
     if c.saturating:

@@ -54,7 +54,9 @@ READING = [
     "finished a second; Room, requests a second the engine takes above its current rate before "
     "its first SLO breaks, with that SLO (≥ a floor, past the load seen; ? it cannot tell yet: "
     "the engine detail says why); Sat, the saturation index, the worst p90 latency over its SLO "
-    "(×; 1 or more is saturated, ↑ while load and TTFT both rise). At 80 columns Room takes "
+    "(×; 1 or more is saturated, ↑ while load and TTFT both rise, ± where that p90 lies in a "
+    "bucket wider than 1.5×: 0.94×± against a 50 ms SLO in a 25–50 ms bucket is anything from "
+    "0.5 to 1, and the detail names it). At 80 columns Room takes "
     "Compl%'s place and shows its rate only.",
     "TTFT p95 / TPOT p95: over the window from histogram bucket deltas, as Prometheus' "
     "histogram_quantile. A trailing * means the figure is since the engine started: one scrape "

@@ -52,6 +52,32 @@ def test_the_saturation_index_is_the_worst_p90_over_its_slo():
     assert saturation([end], 60.0, [], {"ttft": 0.8}) == {}  # one scrape: no window
 
 
+def test_an_index_read_inside_a_wide_bucket_names_the_bucket():
+    """TPOT's p90 interpolated 30 of 40 into (0.04, 0.08] against a 0.05 s SLO: 1.4, but the
+    truth may be anywhere from 0.8 to 1.6 of it. The cell marks it '±' (unless '↑' says load
+    rises), the detail names the bucket; a p90 in a bucket within 1.5x is not marked."""
+    from console.units import saturation_cell, saturation_text
+
+    start = _scrape(40.0, [0, 0, 0, 0], [0, 0, 0, 0])
+    end = _scrape(100.0, [50, 90, 100, 100], [10, 60, 100, 100])
+    got = saturation([start, end], 60.0, [], {"tpot": 0.05})
+    assert got["saturation"] == pytest.approx(1.4)
+    assert got["saturation_bucket"] == pytest.approx((0.8, 1.6))
+    cap = CapacityReport(**got)
+    assert saturation_cell(cap) == "1.40×±"
+    assert saturation_text(cap) == "p90 TPOT at 1.40x its SLO (in its bucket, 0.80–1.60x)"
+    assert saturation_cell(cap.model_copy(update={"saturating": True})) == "1.40×↑"
+    fine = _scrape(100.0, [50, 90, 100, 100], [10, 60, 100, 100])
+    key = (("engine", "0"),)
+    narrow = (0.02, 0.04, 0.05, float("inf"))  # p90 30 of 40 into (0.04, 0.05]: 1.25x wide
+    for scrape in (start, fine):
+        scrape.bounds["tpot"] = {key: narrow}
+    got = saturation([start, fine], 60.0, [], {"tpot": 0.05})
+    assert got["saturation"] == pytest.approx(0.0475 / 0.05)
+    assert got["saturation_bucket"] is None
+    assert saturation_cell(CapacityReport(**got)) == "0.95×"
+
+
 def _point(t: float, load: float, ttft_median: float) -> LoadPoint:
     # all ten requests of the stretch in (0, 2 x median]: the median interpolates to its middle
     ttft = ((2 * ttft_median, 10.0), (float("inf"), 10.0))

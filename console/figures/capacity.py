@@ -730,18 +730,25 @@ def saturation(
     out: dict[str, object] = {}
     if len(history) >= 2:
         old = _first_within(history, recent_s)
-        worst: tuple[float, str, float] | None = None
+        worst: tuple[float, str, float, tuple[float, float] | None] | None = None
         seen = 0.0
         for slo, limit in limits.items():
             buckets = _buckets(old, history[-1], slo) if limit else None
             seen = max(seen, buckets[-1][1] if buckets else 0.0)
             if not buckets or not limit or buckets[-1][1] < SATURATION_SHOWN:
                 continue  # too few requests in the window to read a p90 from
-            q, _ = histogram_quantile(SATURATION_Q, buckets)
+            q, ge = histogram_quantile(SATURATION_Q, buckets)
             if q is not None and (worst is None or q / limit > worst[0]):
-                worst = (q / limit, slo, buckets[-1][1])
+                bucket = None if ge else quantile_bucket(q, buckets)
+                within = (
+                    (bucket[0] / limit, bucket[1] / limit) if bucket and wide(bucket, q) else None
+                )
+                worst = (q / limit, slo, buckets[-1][1], within)
         if worst is not None:
-            out["saturation"], out["saturation_slo"], out["saturation_requests"] = worst
+            (
+                out["saturation"], out["saturation_slo"], out["saturation_requests"],
+                out["saturation_bucket"],
+            ) = worst  # fmt: skip
         elif any(limits.values()):
             span = history[-1].t - old.t
             out["saturation_note"] = (
@@ -1131,6 +1138,7 @@ def service_capacity(
         extra.update(
             saturation=worst.saturation,
             saturation_slo=worst.saturation_slo,
+            saturation_bucket=worst.saturation_bucket,
             saturating=any(r.saturating for r in every),
         )
     unknown = [

@@ -375,6 +375,9 @@ def _saturation(e: Engine) -> list[Finding]:
         else f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
         f"room before an SLO breaks: {capacity_text(cap)}",
     ]
+    if cap.saturation_bucket:
+        low, high = cap.saturation_bucket
+        evidence.append(f"that p90 lies in a bucket of {low:.2f}–{high:.2f}x its SLO")
     return [
         Finding(
             "warning",  # the burn rules page, over their windows
