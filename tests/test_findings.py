@@ -50,6 +50,25 @@ def titles(f: Frame) -> list[str]:
     return [x.title for x in findings(f)]
 
 
+def test_a_late_first_token_after_a_queue_drained_is_load_not_prefill():
+    """p90 TTFT at 38x its SLO, nothing waiting now and no rise: prefill, where the window's
+    queue time is short; where queueing held most of the TTFT p95 (a queue that drained is
+    still in the window), those requests were late from load: saturated, with its knob."""
+    from console.figures.findings import saturation_kind
+    from console.frame import CapacityReport
+
+    cap = CapacityReport(saturation=38.0, saturation_slo="ttft", saturating=False,
+                         saturation_requests=300)  # fmt: skip
+    slow = eng(capacity=cap, ttft_s=pct(70.0), queue_time_s=pct(2.0), requests_waiting=0)
+    assert saturation_kind(slow) == "prefill"
+    assert titles(frame([slow]))[0].endswith("with nothing waiting: prefill, not load")
+    drained = slow.model_copy(update={"queue_time_s": pct(60.0)})
+    assert saturation_kind(drained) == "saturated"
+    got = [f for f in findings(frame([drained])) if f.title.startswith("saturated")]
+    assert got and "replica" in got[0].knob
+    assert not any("prefill, not load" in t for t in titles(frame([drained])))
+
+
 def test_ttft_mostly_queueing_or_prefill():
     queued = frame([eng(ttft_s=pct(2.0), queue_time_s=pct(1.5), requests_waiting=12)])
     (f,) = findings(queued)

@@ -148,16 +148,35 @@ def _preempted(e: Engine) -> float:
     return 0.0 if e.preemptions_since_start else (e.preemptions or 0.0)
 
 
-def _ttft_split(e: Engine) -> Finding | None:
-    """Where a late first token goes: mostly queueing (the knob by what binds) or mostly prefill."""
+def _queue_span(e: Engine) -> tuple[float, float] | None:
+    """The window's queue-time p95 as (least, most) it may be: a queue percentile inside a wide
+    bucket (vLLM's first is (0, 0.3 s]) is only known to lie in it; None where TTFT is too short
+    to be worth splitting or the engine exports no queue time."""
     ttft, queue = e.ttft_s, e.queue_time_s
     if not (ttft and ttft.p95 and at_least(ttft.p95, TTFT_WORTH_S) and queue):
         return None
     if queue.p95 is None:
         return None
-    # a queue percentile inside a wide bucket (vLLM's first is (0, 0.3 s]) is only known to lie
-    # in it: decide on the bucket's edge that speaks against the finding
-    low, high = queue.buckets["p95"] if "p95" in queue.wide else (queue.p95, queue.p95)
+    return queue.buckets["p95"] if "p95" in queue.wide else (queue.p95, queue.p95)
+
+
+def _mostly_queueing(e: Engine) -> bool:
+    """Queueing holds at least QUEUE_SHARE of the window's TTFT p95 (on its bucket's low edge)."""
+    span, ttft = _queue_span(e), e.ttft_s
+    if span is None or ttft is None or not ttft.p95:
+        return False
+    return at_least(span[0] / ttft.p95, QUEUE_SHARE)
+
+
+def _ttft_split(e: Engine) -> Finding | None:
+    """Where a late first token goes: mostly queueing (the knob by what binds) or mostly prefill."""
+    span = _queue_span(e)
+    if span is None:
+        return None
+    ttft, queue = e.ttft_s, e.queue_time_s
+    assert ttft is not None and ttft.p95 and queue is not None and queue.p95 is not None
+    # decide on the bucket's edge that speaks against the finding
+    low, high = span
     evidence = [
         f"TTFT p95 {seconds(ttft.p95)} ({basis(ttft.window)}), queue p95 {seconds(queue.p95)}",
         f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
@@ -325,7 +344,8 @@ def _engine(e: Engine) -> list[Finding]:
 def saturation_kind(e: Engine) -> str | None:
     """ "saturated" (llm-d's index, the worst p90 / SLO, at 1 or more), "saturating" (past
     SATURATING while load and TTFT both rise: GuideLLM's test), "prefill" (a late first token
-    with nothing waiting and no rise: not load), or None. The finding and the alert both ask."""
+    with nothing waiting, no rise and no queueing in the window: not load), or None. The finding
+    and the alert both ask."""
     cap = e.capacity
     index = cap.saturation if cap is not None else None
     if cap is None or index is None:
@@ -336,7 +356,9 @@ def saturation_kind(e: Engine) -> str | None:
     if below(index, 1.0) and not (rising and at_least(index, SATURATING)):
         return None
     if cap.saturation_slo == "ttft" and not rising and not e.requests_waiting:
-        return "prefill"
+        # nothing waits now: prefill, unless the window's TTFT was spent queueing (a queue that
+        # drained is still in the window: those requests were late from load)
+        return "saturated" if _mostly_queueing(e) else "prefill"
     return "saturated" if at_least(index, 1.0) else "saturating"
 
 
