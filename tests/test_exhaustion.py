@@ -397,18 +397,10 @@ def test_thirty_minutes_of_the_demo_node_raise_no_exhaustion_and_no_event():
     import asyncio
 
     from console.figures.timeline import lines
-    from console.read.live import LiveSource
-    from console.read.nvml import NvmlReader
-    from console.settings import demo_settings
-    from console.sim.demo import start_demo
+    from tests.demo_node import demo_on
 
     clock = [1_800_000_000.0]
-    settings = demo_settings()
-    node = start_demo(settings, clock=lambda: clock[0])
-    live = LiveSource.reading(
-        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings,
-        clock=lambda: clock[0],
-    )  # fmt: skip
+    node, live = demo_on(clock)
     soon: list[tuple[int, str, float]] = []
     alerts: list[tuple[int, str]] = []
 

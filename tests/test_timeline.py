@@ -325,17 +325,10 @@ def test_the_first_sign_on_the_demo_node_is_the_root_and_its_wave_raises_nothing
     the chain went on is no sign either: test_what_was_over_before_the_incident_is_no_first_sign)."""
     import asyncio
 
-    from console.read.live import LiveSource
-    from console.settings import demo_settings
-    from console.sim.demo import start_demo
+    from tests.demo_node import demo_on
 
     clock = [1_800_000_000.0]
-    settings = demo_settings()
-    node = start_demo(settings, clock=lambda: clock[0])
-    live = LiveSource.reading(
-        node.targets(), NvmlReader(node.nvml, simulated=True), plan=settings,
-        clock=lambda: clock[0],
-    )  # fmt: skip
+    node, live = demo_on(clock)
 
     async def scenario() -> Frame:
         try:
