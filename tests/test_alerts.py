@@ -60,12 +60,15 @@ def test_overload_raises_memory_kv_queue_and_they_clear():
     )
     rules = settings.alerts
     history: list[tuple[float, set[str]]] = []
+    prefill: list[float] = []  # polls where a late first token was called prefill
 
     async def run(seconds):
         for _ in range(seconds):
             clock.t += 1.0
             frame = await live.poll()
             history.append((clock.t, {a.key for a in frame.alerts if a.state == "active"}))
+            if any("prefill, not load" in v.message for v in frame.verdict):
+                prefill.append(clock.t)
         return frame
 
     async def scenario():
@@ -107,6 +110,8 @@ def test_overload_raises_memory_kv_queue_and_they_clear():
         transitions = sum(1 for a, b in zip(states, states[1:], strict=False) if a != b)
         assert transitions == 2, (key, transitions)
         assert key not in history[-1][1]
+    # its queue drained in the calm: the first tokens late from it were load, never "prefill"
+    assert prefill == [], (prefill[0] - calm_start, len(prefill))
     # the other services were never disturbed
     assert not any(
         k.endswith("llama-8b-b") or k.endswith("llama-70b")

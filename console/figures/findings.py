@@ -148,60 +148,58 @@ def _preempted(e: Engine) -> float:
     return 0.0 if e.preemptions_since_start else (e.preemptions or 0.0)
 
 
-def _queue_span(e: Engine) -> tuple[float, float] | None:
-    """The window's queue-time p95 as (least, most) it may be: a queue percentile inside a wide
-    bucket (vLLM's first is (0, 0.3 s]) is only known to lie in it; None where TTFT is too short
-    to be worth splitting or the engine exports no queue time."""
+def _ttft_shares(e: Engine) -> tuple[float, float] | None:
+    """The least and most share of the window's TTFT p95 its queue-time p95 may hold: a queue
+    percentile inside a wide bucket (vLLM's first is (0, 0.3 s]) is only known to lie in it.
+    None where TTFT is too short to be worth splitting or the engine exports no queue time."""
     ttft, queue = e.ttft_s, e.queue_time_s
-    if not (ttft and ttft.p95 and at_least(ttft.p95, TTFT_WORTH_S) and queue):
+    if not (ttft and ttft.p95 and at_least(ttft.p95, TTFT_WORTH_S) and queue and queue.p95):
         return None
-    if queue.p95 is None:
-        return None
-    return queue.buckets["p95"] if "p95" in queue.wide else (queue.p95, queue.p95)
+    low, high = queue.buckets["p95"] if "p95" in queue.wide else (queue.p95, queue.p95)
+    return low / ttft.p95, high / ttft.p95
 
 
-def _mostly_queueing(e: Engine) -> bool:
-    """Queueing holds at least QUEUE_SHARE of the window's TTFT p95 (on its bucket's low edge)."""
-    span, ttft = _queue_span(e), e.ttft_s
-    if span is None or ttft is None or not ttft.p95:
-        return False
-    return at_least(span[0] / ttft.p95, QUEUE_SHARE)
+def _ttft_went(shares: tuple[float, float] | None) -> str | None:
+    """Where the window's late first tokens went (``_ttft_shares``), judged on the bucket edge
+    that speaks against each answer: "queueing" (QUEUE_SHARE of the TTFT p95 or more),
+    "prefill" (queueing under 1 - PREFILL_SHARE of it), or None (neither shown, or nothing to
+    split)."""
+    if shares is None:
+        return None
+    if at_least(shares[0], QUEUE_SHARE):
+        return "queueing"
+    return "prefill" if below(shares[1], 1 - PREFILL_SHARE) else None
 
 
 def _ttft_split(e: Engine) -> Finding | None:
     """Where a late first token goes: mostly queueing (the knob by what binds) or mostly prefill."""
-    span = _queue_span(e)
-    if span is None:
+    shares, ttft, queue = _ttft_shares(e), e.ttft_s, e.queue_time_s
+    went = _ttft_went(shares)
+    if went is None or shares is None or ttft is None or not ttft.p95 or queue is None:
         return None
-    ttft, queue = e.ttft_s, e.queue_time_s
-    assert ttft is not None and ttft.p95 and queue is not None and queue.p95 is not None
-    # decide on the bucket's edge that speaks against the finding
-    low, high = span
     evidence = [
         f"TTFT p95 {seconds(ttft.p95)} ({basis(ttft.window)}), queue p95 {seconds(queue.p95)}",
         f"waiting {num(e.requests_waiting)}, running {num(e.requests_running)}",
     ]
-    if at_least(low / ttft.p95, QUEUE_SHARE):
+    if went == "queueing":
         return Finding(
             "warning",
             e.name,
-            f"TTFT is mostly queueing ({min(low / ttft.p95, 1) * 100:.0f}% of its p95)",
+            f"TTFT is mostly queueing ({min(shares[0], 1) * 100:.0f}% of its p95)",
             evidence,
             _queue_knob(e, at_least(_kv_peak(e), KV_FULL)),
             ttft.p95,
         )
-    if below(high / ttft.p95, 1 - PREFILL_SHARE):
-        k = knobs(e.kind)
-        return Finding(
-            "info",
-            e.name,
-            f"TTFT is mostly prefill ({(1 - high / ttft.p95) * 100:.0f}% of its p95 after the queue)",
-            evidence,
-            f"long prompts: {k.prefix} for shared prefixes, or lower {k.batched_tokens} to keep "
-            "decode steps short",
-            ttft.p95,
-        )
-    return None
+    k = knobs(e.kind)
+    return Finding(
+        "info",
+        e.name,
+        f"TTFT is mostly prefill ({(1 - shares[1]) * 100:.0f}% of its p95 after the queue)",
+        evidence,
+        f"long prompts: {k.prefix} for shared prefixes, or lower {k.batched_tokens} to keep "
+        "decode steps short",
+        ttft.p95,
+    )
 
 
 def _kv_waiting(e: Engine) -> Finding | None:
@@ -344,8 +342,8 @@ def _engine(e: Engine) -> list[Finding]:
 def saturation_kind(e: Engine) -> str | None:
     """ "saturated" (llm-d's index, the worst p90 / SLO, at 1 or more), "saturating" (past
     SATURATING while load and TTFT both rise: GuideLLM's test), "prefill" (a late first token
-    with nothing waiting, no rise and no queueing in the window: not load), or None. The finding
-    and the alert both ask."""
+    with nothing waiting, no rise and the window's queue time short: not load), or None. The
+    finding and the alert both ask."""
     cap = e.capacity
     index = cap.saturation if cap is not None else None
     if cap is None or index is None:
@@ -356,9 +354,14 @@ def saturation_kind(e: Engine) -> str | None:
     if below(index, 1.0) and not (rising and at_least(index, SATURATING)):
         return None
     if cap.saturation_slo == "ttft" and not rising and not e.requests_waiting:
-        # nothing waits now: prefill, unless the window's TTFT was spent queueing (a queue that
-        # drained is still in the window: those requests were late from load)
-        return "saturated" if _mostly_queueing(e) else "prefill"
+        # nothing waits now: prefill where the window shows its queue time short (or the engine
+        # exports none); saturated where the window's TTFT was spent queueing (a queue that
+        # drained is still in it: those requests were late from load); else the window's own
+        # figures do not bear the index out (it is read every few seconds): no kind
+        if e.queue_time_s is None:
+            return "prefill"
+        went = _ttft_went(_ttft_shares(e))
+        return "saturated" if went == "queueing" else went
     return "saturated" if at_least(index, 1.0) else "saturating"
 
 
